@@ -1,0 +1,39 @@
+// Types shared by the tensor cache and everything that drives it: tensor ids,
+// tiers, and the next-use oracle through which the scheduler's plan steers
+// eviction. Header-only; all types are plain values or pure interfaces.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace tencache {
+
+// Dense ids 0..N-1 assigned by whoever registers the tensors (the worker, the
+// simulator), stable across steps.
+using TensorId = uint32_t;
+
+enum class Tier : uint8_t { kDevice = 0, kHost = 1, kNvme = 2 };
+constexpr int kNumTiers = 3;
+inline const char* TierName(Tier t) {
+  return t == Tier::kDevice ? "device" : t == Tier::kHost ? "host" : "nvme";
+}
+
+// Position in the step's access sequence: the k-th acquire of a step is access k.
+using AccessIndex = uint64_t;
+constexpr AccessIndex kNeverUsed = std::numeric_limits<AccessIndex>::max();
+
+// Tells the cache when a tensor is next used, so that it can evict the resident
+// tensor whose next use is furthest away. Implemented by the scheduler's plan
+// from the profiled order; the cache falls back to LRU when it has none.
+// Thread safety: implementations are immutable once built; calls may come from
+// any thread.
+class NextUseOracle {
+ public:
+  virtual ~NextUseOracle() = default;
+  // The access index of the first use of `id` strictly after access `now` in this
+  // step, or in the next step (indices continue past the step's length), or
+  // kNeverUsed.
+  virtual AccessIndex NextUse(TensorId id, AccessIndex now) const = 0;
+};
+
+}  // namespace tencache

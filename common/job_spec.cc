@@ -1,0 +1,544 @@
+#include "common/job_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "common/byte_size.h"
+#include "common/suggest.h"
+
+namespace tencache {
+
+const char* CachePolicyName(CachePolicy p) {
+  switch (p) {
+    case CachePolicy::kTencache: return "tencache";
+    case CachePolicy::kZeroInfinity: return "zero-infinity";
+    case CachePolicy::kTenCacheWindow: return "10cache-window";
+    case CachePolicy::kLru: return "lru";
+    case CachePolicy::kNone: return "none";
+  }
+  return "?";
+}
+
+std::string JobSpec::Where(const std::string& key) const {
+  auto it = locations.find(key);
+  std::string where = it != locations.end() ? it->second : source;
+  return where + ": key '" + key + "'";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every leaf key. Sections are the prefixes before a dot.
+const std::vector<std::string>& LeafKeys() {
+  static const std::vector<std::string> keys = {
+      "name",
+      "model.preset", "model.dtype", "model.layers", "model.hidden", "model.heads",
+      "model.kv_heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
+      "model.max_positions", "model.mlp", "model.norm", "model.position", "model.bias",
+      "model.tied_embeddings",
+      "train.data", "train.tokens_per_epoch", "train.micro_batch", "train.global_batch",
+      "train.steps", "train.lr", "train.weight_decay", "train.seed", "train.checkpoint_every",
+      "train.checkpoint_dir",
+      "cluster.target", "cluster.max_nodes", "cluster.instance_types", "cluster.objective",
+      "cluster.use_spot", "cluster.max_price_per_hour", "cluster.catalog",
+      "cluster.volume.size", "cluster.volume.read_gbps", "cluster.volume.write_gbps",
+      "cache.policy", "cache.device_budget", "cache.host_budget", "cache.nvme_budget",
+      "cache.nvme_path",
+  };
+  return keys;
+}
+
+bool IsLeaf(const std::string& key) {
+  for (const std::string& k : LeafKeys()) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+bool IsSection(const std::string& key) {
+  for (const std::string& k : LeafKeys()) {
+    if (k.size() > key.size() && k.compare(0, key.size(), key) == 0 && k[key.size()] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Names valid directly under `section` ("" for the top level).
+std::vector<std::string> ChildNames(const std::string& section) {
+  std::set<std::string> names;
+  const std::string prefix = section.empty() ? "" : section + ".";
+  for (const std::string& k : LeafKeys()) {
+    if (k.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string rest = k.substr(prefix.size());
+    names.insert(rest.substr(0, rest.find('.')));
+  }
+  return {names.begin(), names.end()};
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// Reads typed values out of the YAML tree, naming file, line and key on error.
+class JobReader {
+ public:
+  JobReader(std::string source, YAML::Node root, std::map<std::string, std::string> overridden)
+      : source_(std::move(source)), root_(std::move(root)), overridden_(std::move(overridden)) {}
+
+  Status CheckKeys(const YAML::Node& node, const std::string& section);
+  YAML::Node Find(const std::string& key) const;
+  std::string Location(const std::string& key, const YAML::Node& node) const;
+  Status Error(const std::string& key, const YAML::Node& node, const std::string& expected) const;
+
+  Status GetString(const std::string& key, std::string* out);
+  Status GetInt(const std::string& key, int64_t min, int* out);
+  Status GetUint64(const std::string& key, uint64_t min, uint64_t* out);
+  Status GetDouble(const std::string& key, double min, bool min_exclusive, double* out);
+  Status GetBool(const std::string& key, bool* out);
+  Status GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out);
+  Status GetStringList(const std::string& key, std::vector<std::string>* out);
+  template <typename E>
+  Status GetEnum(const std::string& key, const std::vector<std::pair<std::string, E>>& values, E* out);
+
+  bool Has(const std::string& key) const { return Find(key).IsDefined(); }
+  const std::map<std::string, std::string>& locations() const { return locations_; }
+
+ private:
+  Status Scalar(const std::string& key, const YAML::Node& node, const std::string& expected,
+                std::string* text) const;
+  void Record(const std::string& key, const YAML::Node& node) { locations_[key] = Location(key, node); }
+
+  std::string source_;
+  YAML::Node root_;
+  std::map<std::string, std::string> overridden_;  // key -> "--set key=value"
+  std::map<std::string, std::string> locations_;
+};
+
+Status JobReader::CheckKeys(const YAML::Node& node, const std::string& section) {
+  if (!node.IsMap()) {
+    return Error(section.empty() ? "(top level)" : section, node, "a mapping of keys to values");
+  }
+  for (const auto& entry : node) {
+    std::string name = entry.first.Scalar();
+    std::string key = section.empty() ? name : section + "." + name;
+    if (IsLeaf(key)) continue;
+    if (IsSection(key)) {
+      TC_RETURN_IF_ERROR(CheckKeys(entry.second, key));
+      continue;
+    }
+    std::string hint = DidYouMean(name, ChildNames(section));
+    return Status::InvalidArgument(Location(key, entry.first) + ": unknown key '" + key + "'" + hint +
+                                   "; expected one of: " + Join(ChildNames(section)));
+  }
+  return Status::Ok();
+}
+
+YAML::Node JobReader::Find(const std::string& key) const {
+  YAML::Node node = YAML::Clone(root_);
+  std::stringstream parts(key);
+  std::string part;
+  while (std::getline(parts, part, '.')) {
+    if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    YAML::Node child = node[part];
+    if (!child.IsDefined() || child.IsNull()) return YAML::Node(YAML::NodeType::Undefined);
+    node = child;
+  }
+  return node;
+}
+
+std::string JobReader::Location(const std::string& key, const YAML::Node& node) const {
+  auto it = overridden_.find(key);
+  if (it != overridden_.end()) return it->second;
+  const YAML::Mark mark = node.Mark();
+  if (mark.line < 0) return source_;
+  return source_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+Status JobReader::Error(const std::string& key, const YAML::Node& node,
+                        const std::string& expected) const {
+  std::string got;
+  if (node.IsScalar()) got = ", got '" + node.Scalar() + "'";
+  else if (node.IsSequence()) got = ", got a list";
+  else if (node.IsMap()) got = ", got a mapping";
+  return Status::InvalidArgument(Location(key, node) + ": key '" + key + "': expected " + expected + got);
+}
+
+Status JobReader::Scalar(const std::string& key, const YAML::Node& node, const std::string& expected,
+                         std::string* text) const {
+  if (!node.IsScalar()) return Error(key, node, expected);
+  *text = node.Scalar();
+  return Status::Ok();
+}
+
+Status JobReader::GetString(const std::string& key, std::string* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  TC_RETURN_IF_ERROR(Scalar(key, node, "a string", out));
+  if (out->empty()) return Error(key, node, "a non-empty string");
+  Record(key, node);
+  return Status::Ok();
+}
+
+// Integers may be written plainly or in exponent form when integral (2e9).
+bool ParseWholeNumber(const std::string& text, double* value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(v) || v != std::floor(v)) return false;
+  *value = v;
+  return true;
+}
+
+Status JobReader::GetInt(const std::string& key, int64_t min, int* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  const std::string expected = "an integer >= " + std::to_string(min);
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
+  double v = 0;
+  if (!ParseWholeNumber(text, &v) || v < double(min) || v > 2147483647.0) return Error(key, node, expected);
+  *out = static_cast<int>(v);
+  Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetUint64(const std::string& key, uint64_t min, uint64_t* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  const std::string expected = "an integer >= " + std::to_string(min);
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
+  double v = 0;
+  if (!ParseWholeNumber(text, &v) || v < double(min) || v > 1.8e19) return Error(key, node, expected);
+  *out = static_cast<uint64_t>(v);
+  Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetDouble(const std::string& key, double min, bool min_exclusive, double* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  std::ostringstream expected;
+  expected << "a number " << (min_exclusive ? "> " : ">= ") << min;
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, expected.str(), &text));
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  bool bad = text.empty() || *end != '\0' || !std::isfinite(v) || (min_exclusive ? v <= min : v < min);
+  if (bad) return Error(key, node, expected.str());
+  *out = v;
+  Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetBool(const std::string& key, bool* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, "true or false", &text));
+  if (text == "true" || text == "yes") *out = true;
+  else if (text == "false" || text == "no") *out = false;
+  else return Error(key, node, "true or false");
+  Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  const std::string expected =
+      std::string(allow_auto ? "'auto' or " : "") + "a positive size such as 20GiB, 512MiB or 1.5TB";
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
+  Record(key, node);
+  if (allow_auto && text == "auto") {
+    out->reset();
+    return Status::Ok();
+  }
+  StatusOr<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok() || *bytes == 0) return Error(key, node, expected);
+  *out = *bytes;
+  return Status::Ok();
+}
+
+Status JobReader::GetStringList(const std::string& key, std::vector<std::string>* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  const std::string expected = "a list of names such as [p4d.24xlarge, g5.12xlarge]";
+  if (!node.IsSequence()) return Error(key, node, expected);
+  out->clear();
+  for (const YAML::Node& item : node) {
+    if (!item.IsScalar() || item.Scalar().empty()) return Error(key, item, expected);
+    out->push_back(item.Scalar());
+  }
+  Record(key, node);
+  return Status::Ok();
+}
+
+template <typename E>
+Status JobReader::GetEnum(const std::string& key, const std::vector<std::pair<std::string, E>>& values,
+                          E* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  std::vector<std::string> names;
+  for (const auto& v : values) names.push_back(v.first);
+  const std::string expected = "one of " + Join(names);
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
+  for (const auto& v : values) {
+    if (v.first == text) {
+      *out = v.second;
+      Record(key, node);
+      return Status::Ok();
+    }
+  }
+  return Error(key, node, expected + DidYouMean(text, names));
+}
+
+Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
+  std::string preset;
+  TC_RETURN_IF_ERROR(r.GetString("model.preset", &preset));
+  ModelShape& m = job->model;
+  if (!preset.empty()) {
+    StatusOr<ModelShape> found = FindPreset(preset);
+    if (!found.ok()) {
+      return Status::InvalidArgument(r.locations().at("model.preset") + ": key 'model.preset': " +
+                                     found.status().message() + DidYouMean(preset, PresetNames()));
+    }
+    m = *found;
+  } else {
+    m.name = "custom";
+    for (const char* key : {"model.layers", "model.hidden", "model.heads", "model.ffn_hidden",
+                            "model.seq_len", "model.vocab"}) {
+      if (!r.Has(key)) {
+        return Status::InvalidArgument(source + ": key '" + key +
+                                       "' is required when model.preset is not set (or set "
+                                       "model.preset to one of the presets)");
+      }
+    }
+  }
+  const bool kv_given = r.Has("model.kv_heads");
+  TC_RETURN_IF_ERROR(r.GetInt("model.layers", 1, &m.layers));
+  TC_RETURN_IF_ERROR(r.GetInt("model.hidden", 1, &m.hidden));
+  TC_RETURN_IF_ERROR(r.GetInt("model.heads", 1, &m.heads));
+  TC_RETURN_IF_ERROR(r.GetInt("model.kv_heads", 1, &m.kv_heads));
+  TC_RETURN_IF_ERROR(r.GetInt("model.ffn_hidden", 1, &m.ffn_hidden));
+  TC_RETURN_IF_ERROR(r.GetInt("model.seq_len", 1, &m.seq_len));
+  TC_RETURN_IF_ERROR(r.GetInt("model.vocab", 1, &m.vocab));
+  TC_RETURN_IF_ERROR(r.GetInt("model.max_positions", 1, &m.max_positions));
+  if (preset.empty()) {
+    if (!kv_given) m.kv_heads = m.heads;
+    if (!r.Has("model.max_positions")) m.max_positions = m.seq_len;
+  }
+  TC_RETURN_IF_ERROR(r.GetEnum<MlpKind>("model.mlp", {{"gelu", MlpKind::kGelu}, {"swiglu", MlpKind::kSwiGlu}}, &m.mlp));
+  TC_RETURN_IF_ERROR(r.GetEnum<NormKind>(
+      "model.norm", {{"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRmsNorm}}, &m.norm));
+  TC_RETURN_IF_ERROR(r.GetEnum<PositionKind>(
+      "model.position",
+      {{"learned", PositionKind::kLearned}, {"rotary", PositionKind::kRotary}, {"alibi", PositionKind::kAlibi}},
+      &m.position));
+  TC_RETURN_IF_ERROR(r.GetBool("model.bias", &m.bias));
+  TC_RETURN_IF_ERROR(r.GetBool("model.tied_embeddings", &m.tied_embeddings));
+  TC_RETURN_IF_ERROR(r.GetEnum<DType>(
+      "model.dtype", {{"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}}, &job->dtype));
+
+  Status shape = ValidateModelShape(m, "model");
+  if (!shape.ok()) {
+    // Name the key the user wrote if the divisibility or range check failed on it.
+    std::string msg = shape.message();
+    std::string key = msg.substr(0, msg.find(':'));
+    auto it = r.locations().find(key);
+    std::string where = it != r.locations().end() ? it->second : source;
+    return Status::InvalidArgument(where + ": key '" + key + "'" + msg.substr(key.size()));
+  }
+  return Status::Ok();
+}
+
+Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
+  TrainSpec& t = job->train;
+  TC_RETURN_IF_ERROR(r.GetString("train.data", &t.data));
+  TC_RETURN_IF_ERROR(r.GetUint64("train.tokens_per_epoch", 1, &t.tokens_per_epoch));
+  TC_RETURN_IF_ERROR(r.GetInt("train.micro_batch", 1, &t.micro_batch));
+  TC_RETURN_IF_ERROR(r.GetInt("train.global_batch", 1, &t.global_batch));
+  TC_RETURN_IF_ERROR(r.GetInt("train.steps", 1, &t.steps));
+  TC_RETURN_IF_ERROR(r.GetDouble("train.lr", 0.0, true, &t.lr));
+  TC_RETURN_IF_ERROR(r.GetDouble("train.weight_decay", 0.0, false, &t.weight_decay));
+  TC_RETURN_IF_ERROR(r.GetUint64("train.seed", 0, &t.seed));
+  TC_RETURN_IF_ERROR(r.GetInt("train.checkpoint_every", 0, &t.checkpoint_every));
+  TC_RETURN_IF_ERROR(r.GetString("train.checkpoint_dir", &t.checkpoint_dir));
+  if (t.global_batch % t.micro_batch != 0) {
+    return Status::InvalidArgument(job->Where("train.global_batch") + ": expected a multiple of "
+                                   "train.micro_batch (" + std::to_string(t.micro_batch) + "), got " +
+                                   std::to_string(t.global_batch));
+  }
+  if (!t.data.empty()) {
+    fs::path data(t.data);
+    if (data.is_relative()) data = fs::path(source).parent_path() / data;
+    t.data = data.lexically_normal().string();
+    std::error_code ec;
+    const bool exists = fs::is_regular_file(data, ec);
+    if (exists && t.tokens_per_epoch == 0) {
+      uint64_t bytes = fs::file_size(data, ec);
+      const std::string ext = data.extension().string();
+      t.tokens_per_epoch = (ext == ".bin" || ext == ".u16") ? bytes / 2 : bytes;
+      if (t.tokens_per_epoch == 0) {
+        return Status::InvalidArgument(job->Where("train.data") + ": file '" + t.data +
+                                       "' is empty; expected a text corpus or uint16 token file");
+      }
+    } else if (!exists && t.tokens_per_epoch == 0) {
+      return Status::InvalidArgument(job->Where("train.data") + ": file '" + t.data +
+                                     "' not found (relative paths are read from the job file's "
+                                     "folder); set train.tokens_per_epoch when the data is not at hand");
+    }
+  }
+  if (t.tokens_per_epoch == 0) {
+    return Status::InvalidArgument(source + ": key 'train.tokens_per_epoch': expected a positive "
+                                   "integer, or train.data naming a file to count tokens in");
+  }
+  return Status::Ok();
+}
+
+Status ReadCluster(JobReader& r, JobSpec* job) {
+  ClusterSpec& c = job->cluster;
+  TC_RETURN_IF_ERROR(r.GetEnum<Target>("cluster.target", {{"local", Target::kLocal}, {"k8s", Target::kK8s}}, &c.target));
+  TC_RETURN_IF_ERROR(r.GetInt("cluster.max_nodes", 1, &c.max_nodes));
+  TC_RETURN_IF_ERROR(r.GetStringList("cluster.instance_types", &c.instance_types));
+  TC_RETURN_IF_ERROR(r.GetEnum<Objective>(
+      "cluster.objective", {{"cost", Objective::kCost}, {"time", Objective::kTime}}, &c.objective));
+  TC_RETURN_IF_ERROR(r.GetBool("cluster.use_spot", &c.use_spot));
+  TC_RETURN_IF_ERROR(r.GetDouble("cluster.max_price_per_hour", 0.0, false, &c.max_price_per_hour));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.catalog", &c.catalog));
+  std::optional<uint64_t> volume;
+  TC_RETURN_IF_ERROR(r.GetSize("cluster.volume.size", false, &volume));
+  c.volume.size = volume.value_or(0);
+  TC_RETURN_IF_ERROR(r.GetDouble("cluster.volume.read_gbps", 0.0, true, &c.volume.read_gbps));
+  TC_RETURN_IF_ERROR(r.GetDouble("cluster.volume.write_gbps", 0.0, true, &c.volume.write_gbps));
+  if (!c.catalog.empty() && fs::path(c.catalog).is_relative()) {
+    c.catalog = (fs::path(job->source).parent_path() / c.catalog).lexically_normal().string();
+  }
+  return Status::Ok();
+}
+
+Status ReadCache(JobReader& r, JobSpec* job) {
+  CacheSpec& c = job->cache;
+  TC_RETURN_IF_ERROR(r.GetEnum<CachePolicy>("cache.policy",
+                                            {{"tencache", CachePolicy::kTencache},
+                                             {"zero-infinity", CachePolicy::kZeroInfinity},
+                                             {"10cache-window", CachePolicy::kTenCacheWindow},
+                                             {"lru", CachePolicy::kLru},
+                                             {"none", CachePolicy::kNone}},
+                                            &c.policy));
+  TC_RETURN_IF_ERROR(r.GetSize("cache.device_budget", true, &c.device_budget));
+  TC_RETURN_IF_ERROR(r.GetSize("cache.host_budget", true, &c.host_budget));
+  TC_RETURN_IF_ERROR(r.GetSize("cache.nvme_budget", true, &c.nvme_budget));
+  TC_RETURN_IF_ERROR(r.GetString("cache.nvme_path", &c.nvme_path));
+  return Status::Ok();
+}
+
+Status ApplyOverride(const std::string& spec, YAML::Node root, std::map<std::string, std::string>* origins) {
+  const std::string where = "--set " + spec;
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return Status::InvalidArgument(where + ": expected KEY=VALUE, e.g. --set train.steps=20");
+  }
+  const std::string key = spec.substr(0, eq);
+  const std::string value = spec.substr(eq + 1);
+  if (!IsLeaf(key)) {
+    return Status::InvalidArgument(where + ": unknown key '" + key + "'" + DidYouMean(key, LeafKeys()) +
+                                   "; see docs/job-yaml.md for every key");
+  }
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(where + ": value is not valid YAML: " + e.msg);
+  }
+  if (!parsed.IsDefined() || parsed.IsNull()) parsed = YAML::Node(value);
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (!next.IsMap()) {
+      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next = chain.back()[parts[i]];
+    }
+    chain.push_back(next);
+  }
+  chain.back()[parts.back()] = parsed;
+  (*origins)[key] = where;
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<std::string> KnownJobKeys() { return LeafKeys(); }
+
+StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& source,
+                               const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return Status::InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                   std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(source + ": malformed YAML: " + e.msg);
+  }
+  if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) {
+    return Status::InvalidArgument(source + ": expected a mapping with the sections name, model, "
+                                   "train, cluster and cache");
+  }
+  std::map<std::string, std::string> origins;
+  for (const std::string& spec : overrides) TC_RETURN_IF_ERROR(ApplyOverride(spec, root, &origins));
+
+  JobReader reader(source, root, origins);
+  TC_RETURN_IF_ERROR(reader.CheckKeys(root, ""));
+  JobSpec job;
+  job.source = source;
+  job.name = fs::path(source).stem().string();
+  TC_RETURN_IF_ERROR(reader.GetString("name", &job.name));
+  for (char c : job.name) {
+    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
+      return Status::InvalidArgument((reader.Has("name") ? reader.locations().at("name") : source) +
+                                     ": key 'name': expected lower-case letters, digits and '-' (it "
+                                     "names Kubernetes objects), got '" + job.name + "'");
+    }
+  }
+  TC_RETURN_IF_ERROR(ReadModel(reader, source, &job));
+  job.locations = reader.locations();
+  TC_RETURN_IF_ERROR(ReadTrain(reader, source, &job));
+  job.locations = reader.locations();
+  TC_RETURN_IF_ERROR(ReadCluster(reader, &job));
+  TC_RETURN_IF_ERROR(ReadCache(reader, &job));
+  job.locations = reader.locations();
+  return job;
+}
+
+StatusOr<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    return Status::NotFound(path + ": job file not found; expected a path to a job.yaml "
+                            "(see configs/examples/)");
+  }
+  std::ifstream in(path);
+  if (!in) return Status::InvalidArgument(path + ": cannot read the job file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ParseJobText(buffer.str(), path, overrides);
+}
+
+}  // namespace tencache

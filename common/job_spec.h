@@ -1,0 +1,93 @@
+// JobSpec: a job.yaml parsed once into typed, validated structs.
+//
+// Everything downstream (planner, worker, runners) reads these structs, never the
+// YAML. Parsing applies `--set KEY=VALUE` overrides to the YAML tree before
+// validation, so an override is checked exactly like the file. Every error is an
+// InvalidArgument / NotFound naming the file (or "--set KEY"), the dotted key,
+// the line, and the expected form; an unknown key suggests the closest known one.
+// docs/job-yaml.md documents every key. Value type; thread-safe to read.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/model_shape.h"
+#include "common/status.h"
+
+namespace tencache {
+
+struct TrainSpec {
+  std::string data;               // text (byte-level tokens) or .bin/.u16 (uint16 tokens)
+  uint64_t tokens_per_epoch = 0;  // 0: derive from the data file
+  int micro_batch = 1;            // sequences per rank per forward/backward
+  int global_batch = 1;           // sequences per optimizer step, all ranks together
+  int steps = 1000;
+  double lr = 3.0e-4;
+  double weight_decay = 0.0;
+  uint64_t seed = 1;
+  int checkpoint_every = 0;       // 0: never
+  std::string checkpoint_dir = "ckpt/";
+};
+
+// Storage to assume on instances with no local NVMe (e.g. an EBS or PD volume).
+struct VolumeSpec {
+  uint64_t size = 0;          // bytes per node; 0: none
+  double read_gbps = 1.0;     // GB/s
+  double write_gbps = 1.0;    // GB/s
+};
+
+enum class Target { kLocal, kK8s };
+enum class Objective { kCost, kTime };
+
+struct ClusterSpec {
+  Target target = Target::kLocal;
+  int max_nodes = 1;
+  std::vector<std::string> instance_types;  // empty: the whole catalog
+  Objective objective = Objective::kCost;
+  bool use_spot = false;
+  double max_price_per_hour = 0;  // USD for all nodes together; 0: no cap
+  VolumeSpec volume;
+  std::string catalog;            // directory or file; "" : the built-in catalog
+};
+
+enum class CachePolicy { kTencache, kZeroInfinity, kTenCacheWindow, kLru, kNone };
+const char* CachePolicyName(CachePolicy policy);
+
+struct CacheSpec {
+  CachePolicy policy = CachePolicy::kTencache;
+  std::optional<uint64_t> device_budget;  // nullopt: auto
+  std::optional<uint64_t> host_budget;
+  std::optional<uint64_t> nvme_budget;
+  std::string nvme_path = "/tmp/tencache-nvme";
+};
+
+struct JobSpec {
+  std::string source;  // the file it came from
+  std::string name;
+  ModelShape model;
+  DType dtype = DType::kBf16;
+  TrainSpec train;
+  ClusterSpec cluster;
+  CacheSpec cache;
+  // Where each key was set: "job.yaml:12:3" or "--set train.steps=20". Keys left
+  // at their defaults are absent.
+  std::map<std::string, std::string> locations;
+
+  // "<where>: key '<key>'" for error messages about `key` found after parsing
+  // (e.g. an instance type the catalog does not know).
+  std::string Where(const std::string& key) const;
+};
+
+// Reads and validates `path`, applying overrides ("cache.device_budget=8MiB").
+StatusOr<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::string>& overrides = {});
+// Same, from text; `source` names it in errors.
+StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& source,
+                               const std::vector<std::string>& overrides = {});
+
+// Every dotted key a job file may contain (for docs and suggestions).
+std::vector<std::string> KnownJobKeys();
+
+}  // namespace tencache
