@@ -145,14 +145,18 @@ Status JobReader::CheckKeys(const YAML::Node& node, const std::string& section) 
 }
 
 YAML::Node JobReader::Find(const std::string& key) const {
-  YAML::Node node = YAML::Clone(root_);
+  // yaml-cpp's Node::operator= writes through to the referenced node and a
+  // non-const operator[] inserts: walk with reset() and const lookups only.
+  YAML::Node node;
+  node.reset(root_);
   std::stringstream parts(key);
   std::string part;
   while (std::getline(parts, part, '.')) {
     if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    YAML::Node child = node[part];
+    const YAML::Node& current = node;
+    YAML::Node child = current[part];
     if (!child.IsDefined() || child.IsNull()) return YAML::Node(YAML::NodeType::Undefined);
-    node = child;
+    node.reset(child);
   }
   return node;
 }
@@ -464,20 +468,21 @@ Status ApplyOverride(const std::string& spec, YAML::Node root, std::map<std::str
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(where + ": value is not valid YAML: " + e.msg);
   }
-  if (!parsed.IsDefined() || parsed.IsNull()) parsed = YAML::Node(value);
+  if (!parsed.IsDefined() || parsed.IsNull()) parsed.reset(YAML::Node(value));
   std::vector<std::string> parts;
   std::stringstream ss(key);
   for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
-  std::vector<YAML::Node> chain{root};
+  YAML::Node node;
+  node.reset(root);
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    YAML::Node next = chain.back()[parts[i]];
-    if (!next.IsMap()) {
-      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
-      next = chain.back()[parts[i]];
+    YAML::Node child = node[parts[i]];
+    if (!child.IsMap()) {
+      node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      child.reset(node[parts[i]]);
     }
-    chain.push_back(next);
+    node.reset(child);
   }
-  chain.back()[parts.back()] = parsed;
+  node[parts.back()] = parsed;
   (*origins)[key] = where;
   return Status::Ok();
 }

@@ -83,11 +83,14 @@ uint64_t ModelShape::ParamCount() const {
 }
 
 uint64_t ModelShape::BlockParams(int block) const {
-  uint64_t n = 0;
-  for (const TensorShape& t : Tensors()) {
-    if (t.block == block) n += t.numel;
-  }
-  return n;
+  std::vector<uint64_t> counts = BlockParamCounts();
+  return block >= 0 && block < num_blocks() ? counts[block] : 0;
+}
+
+std::vector<uint64_t> ModelShape::BlockParamCounts() const {
+  std::vector<uint64_t> counts(num_blocks(), 0);
+  for (const TensorShape& t : Tensors()) counts[t.block] += t.numel;
+  return counts;
 }
 
 Status ValidateModelShape(const ModelShape& m, const std::string& ctx) {

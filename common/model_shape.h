@@ -59,8 +59,10 @@ struct ModelShape {
   // Every parameter tensor, in forward order (tied head listed once, in block 0).
   std::vector<TensorShape> Tensors() const;
   uint64_t ParamCount() const;
-  // Parameters of one block (see TensorShape::block).
+  // Parameters of one block (see TensorShape::block); BlockParamCounts gives all
+  // blocks in one pass (index = block).
   uint64_t BlockParams(int block) const;
+  std::vector<uint64_t> BlockParamCounts() const;
   int num_blocks() const { return layers + 2; }
 };
 

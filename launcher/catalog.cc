@@ -1,0 +1,204 @@
+#include "launcher/catalog.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "common/suggest.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Reads fields of one catalog entry, naming file, line and entry on error.
+class EntryReader {
+ public:
+  EntryReader(const std::string& file, const YAML::Node& node, std::string entry)
+      : file_(file), node_(node), entry_(std::move(entry)) {}
+
+  Status Error(const std::string& key, const std::string& expected) const {
+    const YAML::Mark m = node_.Mark();
+    return Status::InvalidArgument(file_ + ":" + std::to_string(m.line + 1) + ": " + entry_ +
+                                   ": key '" + key + "': expected " + expected);
+  }
+  Status String(const std::string& key, bool required, std::string* out) const {
+    YAML::Node v = node_[key];
+    if (!v.IsDefined() || v.IsNull()) return required ? Error(key, "a string") : Status::Ok();
+    if (!v.IsScalar()) return Error(key, "a string");
+    *out = v.Scalar();
+    return Status::Ok();
+  }
+  Status Number(const std::string& key, bool required, double* out) const {
+    YAML::Node v = node_[key];
+    if (!v.IsDefined() || v.IsNull()) return required ? Error(key, "a positive number") : Status::Ok();
+    try {
+      *out = v.as<double>();
+    } catch (const YAML::Exception&) {
+      return Error(key, "a positive number");
+    }
+    if (!(*out > 0)) return Error(key, "a positive number");
+    return Status::Ok();
+  }
+  Status Int(const std::string& key, bool required, int* out) const {
+    double v = 0;
+    TC_RETURN_IF_ERROR(Number(key, required, &v));
+    if (v != 0) *out = static_cast<int>(v);
+    if (v != static_cast<double>(*out)) return Error(key, "a positive integer");
+    return Status::Ok();
+  }
+  YAML::Node Child(const std::string& key) const { return node_[key]; }
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+  YAML::Node node_;
+  std::string entry_;
+};
+
+Status ReadGpu(const std::string& file, const YAML::Node& node, GpuSpec* g) {
+  EntryReader r(file, node, "gpu entry");
+  TC_RETURN_IF_ERROR(r.String("name", true, &g->name));
+  EntryReader named(file, node, "gpu '" + g->name + "'");
+  TC_RETURN_IF_ERROR(named.Number("bf16_tflops", true, &g->bf16_tflops));
+  TC_RETURN_IF_ERROR(named.Number("fp32_tflops", true, &g->fp32_tflops));
+  TC_RETURN_IF_ERROR(named.Number("memory_gib", true, &g->memory_gib));
+  TC_RETURN_IF_ERROR(named.Number("memory_bw_gbps", true, &g->memory_bw_gbps));
+  TC_RETURN_IF_ERROR(named.Number("p2p_gbps", true, &g->p2p_gbps));
+  TC_RETURN_IF_ERROR(named.Number("h2d_gbps", true, &g->h2d_gbps));
+  TC_RETURN_IF_ERROR(named.String("pcie", false, &g->pcie));
+  TC_RETURN_IF_ERROR(named.String("source", true, &g->source));
+  return Status::Ok();
+}
+
+Status ReadInstance(const std::string& file, const YAML::Node& node, const std::string& provider,
+                    const std::string& recorded, InstanceSpec* s) {
+  EntryReader r(file, node, "instance entry");
+  TC_RETURN_IF_ERROR(r.String("type", true, &s->type));
+  EntryReader e(file, node, "instance '" + s->type + "'");
+  s->provider = provider;
+  s->price_recorded = recorded;
+  s->file = file;
+  TC_RETURN_IF_ERROR(e.String("gpu", true, &s->gpu));
+  TC_RETURN_IF_ERROR(e.Int("gpu_count", true, &s->gpu_count));
+  TC_RETURN_IF_ERROR(e.Number("gpu_memory_gib", true, &s->gpu_memory_gib));
+  TC_RETURN_IF_ERROR(e.Int("vcpus", true, &s->vcpus));
+  TC_RETURN_IF_ERROR(e.Number("ram_gib", true, &s->ram_gib));
+  TC_RETURN_IF_ERROR(e.Number("network_gbps", true, &s->network_gbps));
+  TC_RETURN_IF_ERROR(e.String("network_assumed", false, &s->network_assumed));
+  YAML::Node nvme = e.Child("nvme");
+  if (nvme.IsDefined() && !nvme.IsNull()) {
+    if (!nvme.IsMap()) return e.Error("nvme", "a mapping {disks, disk_gb, read_gbps_per_disk, write_gbps_per_disk}");
+    EntryReader n(file, nvme, "instance '" + s->type + "' nvme");
+    TC_RETURN_IF_ERROR(n.Int("disks", true, &s->nvme.disks));
+    TC_RETURN_IF_ERROR(n.Number("disk_gb", true, &s->nvme.disk_gb));
+    TC_RETURN_IF_ERROR(n.Number("read_gbps_per_disk", true, &s->nvme.read_gbps_per_disk));
+    TC_RETURN_IF_ERROR(n.Number("write_gbps_per_disk", true, &s->nvme.write_gbps_per_disk));
+    TC_RETURN_IF_ERROR(n.String("note", false, &s->nvme.note));
+  }
+  YAML::Node price = e.Child("price");
+  if (!price.IsDefined() || !price.IsMap()) return e.Error("price", "a mapping {on_demand: USD/h, spot: USD/h, source: ...}");
+  EntryReader p(file, price, "instance '" + s->type + "' price");
+  TC_RETURN_IF_ERROR(p.Number("on_demand", true, &s->price_on_demand));
+  double spot = 0;
+  TC_RETURN_IF_ERROR(p.Number("spot", false, &spot));
+  if (spot > 0) s->price_spot = spot;
+  TC_RETURN_IF_ERROR(p.String("source", true, &s->price_source));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Catalog::LoadFile(const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(file + ": malformed catalog YAML: " + e.what());
+  }
+  if (!root.IsMap()) return Status::InvalidArgument(file + ": expected a mapping with 'gpus' or 'instances'");
+  const YAML::Node& top = root;  // const lookups: a missing key must not be inserted
+  if (top["gpus"].IsDefined()) {
+    if (!top["gpus"].IsSequence()) return Status::InvalidArgument(file + ": key 'gpus': expected a list");
+    for (const YAML::Node& n : top["gpus"]) {
+      GpuSpec g;
+      TC_RETURN_IF_ERROR(ReadGpu(file, n, &g));
+      gpus_.push_back(g);
+    }
+  }
+  if (top["instances"].IsDefined()) {
+    if (!top["instances"].IsSequence()) return Status::InvalidArgument(file + ": key 'instances': expected a list");
+    auto scalar = [&](const char* key) {
+      return top[key].IsDefined() && top[key].IsScalar() ? top[key].Scalar() : std::string();
+    };
+    const std::string provider = scalar("provider"), recorded = scalar("price_recorded");
+    if (provider.empty()) return Status::InvalidArgument(file + ": key 'provider': expected a provider name");
+    for (const YAML::Node& n : top["instances"]) {
+      InstanceSpec s;
+      TC_RETURN_IF_ERROR(ReadInstance(file, n, provider, recorded, &s));
+      for (const InstanceSpec& other : instances_) {
+        if (other.type == s.type) {
+          return Status::InvalidArgument(file + ": instance '" + s.type + "' is listed twice (also in " +
+                                         other.file + ")");
+        }
+      }
+      instances_.push_back(s);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Catalog::CheckReferences() const {
+  if (instances_.empty()) return Status::InvalidArgument("catalog: no instances found");
+  for (const InstanceSpec& s : instances_) {
+    if (FindGpu(s.gpu) == nullptr) {
+      std::vector<std::string> names;
+      for (const GpuSpec& g : gpus_) names.push_back(g.name);
+      return Status::InvalidArgument(s.file + ": instance '" + s.type + "': key 'gpu': unknown GPU '" +
+                                     s.gpu + "'" + DidYouMean(s.gpu, names) + "; add it to gpus.yaml");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Catalog> Catalog::Load(const std::string& path) {
+  Catalog catalog;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(path, ec)) {
+      if (entry.path().extension() == ".yaml") files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) return Status::NotFound(path + ": catalog directory has no *.yaml files");
+    for (const std::string& f : files) TC_RETURN_IF_ERROR(catalog.LoadFile(f));
+  } else if (fs::is_regular_file(path, ec)) {
+    TC_RETURN_IF_ERROR(catalog.LoadFile(path));
+  } else {
+    return Status::NotFound(path + ": catalog not found; expected a directory of *.yaml files "
+                            "such as configs/instances");
+  }
+  TC_RETURN_IF_ERROR(catalog.CheckReferences());
+  return catalog;
+}
+
+StatusOr<const InstanceSpec*> Catalog::FindInstance(const std::string& type) const {
+  std::vector<std::string> names;
+  for (const InstanceSpec& s : instances_) {
+    if (s.type == type) return &s;
+    names.push_back(s.type);
+  }
+  return Status::NotFound("unknown instance type '" + type + "'" + DidYouMean(type, names));
+}
+
+const GpuSpec* Catalog::FindGpu(const std::string& name) const {
+  for (const GpuSpec& g : gpus_) {
+    if (g.name == name) return &g;
+  }
+  return nullptr;
+}
+
+std::string DefaultCatalogPath() { return TENCACHE_DEFAULT_CATALOG; }
+
+}  // namespace tencache

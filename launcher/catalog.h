@@ -1,0 +1,80 @@
+// Catalog: the instance types a job may run on and the GPUs they carry, loaded
+// from configs/instances/*.yaml (one file per provider plus gpus.yaml).
+//
+// Every figure keeps its provenance: prices carry their source, and values the
+// facts do not give (NVMe bandwidth, some networks) carry the assumption made,
+// which the planner prints. Loading validates every entry and names the file
+// and entry on error. Immutable after Load; thread-safe to read.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tencache {
+
+struct GpuSpec {
+  std::string name;
+  double bf16_tflops = 0;     // dense
+  double fp32_tflops = 0;
+  double memory_gib = 0;
+  double memory_bw_gbps = 0;  // GB/s
+  double p2p_gbps = 0;        // GPU-to-GPU inside a node, one direction, GB/s
+  double h2d_gbps = 0;        // pinned host-to-device, GB/s
+  std::string pcie;
+  std::string source;
+};
+
+struct NvmeSpec {
+  int disks = 0;
+  double disk_gb = 0;              // GB (10^9 bytes) per disk
+  double read_gbps_per_disk = 0;   // GB/s
+  double write_gbps_per_disk = 0;  // GB/s
+  std::string note;                // what was assumed
+  uint64_t capacity_bytes() const { return static_cast<uint64_t>(disks * disk_gb * 1e9); }
+};
+
+struct InstanceSpec {
+  std::string provider;
+  std::string type;
+  std::string gpu;               // key into the GPU table
+  int gpu_count = 0;
+  double gpu_memory_gib = 0;     // per GPU, as the provider lists it
+  int vcpus = 0;
+  double ram_gib = 0;
+  NvmeSpec nvme;                 // disks == 0: no local NVMe
+  double network_gbps = 0;       // Gbit/s per node
+  std::string network_assumed;   // non-empty: the network figure is an assumption
+  double price_on_demand = 0;    // USD per hour per node
+  std::optional<double> price_spot;
+  std::string price_source;
+  std::string price_recorded;    // date the price was copied into the catalog
+  std::string file;              // catalog file it came from
+};
+
+class Catalog {
+ public:
+  // Loads every *.yaml under `path` (a directory), or one file holding both
+  // `gpus:` and `instances:`. Errors name the file and the entry.
+  static StatusOr<Catalog> Load(const std::string& path);
+
+  const std::vector<InstanceSpec>& instances() const { return instances_; }
+  const std::vector<GpuSpec>& gpus() const { return gpus_; }
+  // NotFound with a "did you mean" when absent.
+  StatusOr<const InstanceSpec*> FindInstance(const std::string& type) const;
+  const GpuSpec* FindGpu(const std::string& name) const;
+
+ private:
+  Status LoadFile(const std::string& file);
+  Status CheckReferences() const;
+
+  std::vector<InstanceSpec> instances_;
+  std::vector<GpuSpec> gpus_;
+};
+
+// The catalog shipped with the source tree (configs/instances).
+std::string DefaultCatalogPath();
+
+}  // namespace tencache

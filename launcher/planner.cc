@@ -1,0 +1,268 @@
+#include "launcher/planner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "common/byte_size.h"
+
+namespace tencache {
+namespace {
+
+// Lower is better.
+double Score(const Candidate& c, Objective objective) {
+  return objective == Objective::kCost ? c.cost_per_epoch_usd : c.epoch_hours;
+}
+
+bool Better(const Candidate& a, const Candidate& b, Objective objective) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (!a.feasible) return false;
+  double sa = Score(a, objective), sb = Score(b, objective);
+  if (sa != sb) return sa < sb;
+  return a.nodes < b.nodes;
+}
+
+StatusOr<std::vector<const InstanceSpec*>> SelectInstances(const JobSpec& job, const Catalog& catalog) {
+  std::vector<const InstanceSpec*> out;
+  if (job.cluster.instance_types.empty()) {
+    for (const InstanceSpec& s : catalog.instances()) out.push_back(&s);
+    return out;
+  }
+  for (const std::string& type : job.cluster.instance_types) {
+    StatusOr<const InstanceSpec*> found = catalog.FindInstance(type);
+    if (!found.ok()) {
+      return Status::InvalidArgument(job.Where("cluster.instance_types") + ": " + found.status().message() +
+                                     "; expected instance types from the catalog (configs/instances)");
+    }
+    out.push_back(*found);
+  }
+  return out;
+}
+
+// Of the infeasible node counts, the one to report: the largest that passed the
+// batch check (more nodes shrink the per-rank states), else the first.
+const Candidate& ClosestInfeasible(const std::vector<Candidate>& tried) {
+  for (auto it = tried.rbegin(); it != tried.rend(); ++it) {
+    if (it->reason.rfind("train.global_batch", 0) != 0) return *it;
+  }
+  return tried.front();
+}
+
+}  // namespace
+
+StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const ModelAssumptions& a) {
+  TC_ASSIGN_OR_RETURN(std::vector<const InstanceSpec*> instances, SelectInstances(job, catalog));
+  PlanResult r;
+  r.job_name = job.name;
+  r.model = job.model;
+  r.dtype = job.dtype;
+  r.params = job.model.ParamCount();
+  r.model_state_bytes = StateBytesPerRank(r.params, job.dtype, 1).total();
+  r.tokens_per_epoch = job.train.tokens_per_epoch;
+  r.objective = job.cluster.objective;
+  std::vector<Candidate> feasible, infeasible;
+  for (const InstanceSpec* inst : instances) {
+    const GpuSpec* gpu = catalog.FindGpu(inst->gpu);
+    std::vector<Candidate> tried;
+    for (int nodes = 1; nodes <= job.cluster.max_nodes; ++nodes) {
+      tried.push_back(EvaluateCandidate(job, *inst, *gpu, nodes, a));
+      r.evaluated.push_back(tried.back());
+    }
+    auto best = std::min_element(tried.begin(), tried.end(),
+                                 [&](const Candidate& x, const Candidate& y) { return Better(x, y, r.objective); });
+    if (best->feasible) feasible.push_back(*best);
+    else infeasible.push_back(ClosestInfeasible(tried));
+  }
+  std::stable_sort(feasible.begin(), feasible.end(),
+                   [&](const Candidate& x, const Candidate& y) { return Better(x, y, r.objective); });
+  r.candidates = feasible;
+  r.candidates.insert(r.candidates.end(), infeasible.begin(), infeasible.end());
+  r.chosen = feasible.empty() ? -1 : 0;
+  return r;
+}
+
+namespace {
+
+std::string Placement3(const Candidate& c) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "G%.0f/C%.0f/N%.0f", 100 * c.placement.TierFraction(kGpu),
+                100 * c.placement.TierFraction(kCpu), 100 * c.placement.TierFraction(kNvme));
+  return buf;
+}
+
+std::string Num(const char* fmt, double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// Three significant digits without switching to exponent form for step times,
+// hours and dollars that can be tiny (quickstart) or large (70B models).
+std::string Sig(double v) {
+  if (v == 0) return "0";
+  if (v >= 1000) return Num("%.0f", v);
+  if (v >= 100) return Num("%.1f", v);
+  if (v >= 1) return Num("%.2f", v);
+  if (v >= 0.01) return Num("%.3f", v);
+  return Num("%.2e", v);
+}
+
+std::string Count(double n) {
+  if (n >= 1e9) return Num("%.2fB", n / 1e9);
+  if (n >= 1e6) return Num("%.1fM", n / 1e6);
+  if (n >= 1e3) return Num("%.1fK", n / 1e3);
+  return Num("%.0f", n);
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out << line << "\n";
+  }
+  return out.str();
+}
+
+std::vector<std::string> Row(const Candidate& c, bool chosen) {
+  return {c.instance->type,
+          c.instance->provider,
+          std::to_string(c.nodes) + "x" + std::to_string(c.instance->gpu_count) + " " + c.instance->gpu,
+          Num("%.2f", c.price_per_node_hour * c.nodes),
+          FormatBytes(c.placement.bytes[kGpu]),
+          FormatBytes(c.placement.bytes[kCpu]),
+          FormatBytes(c.placement.bytes[kNvme]),
+          Placement3(c),
+          Sig(c.step.step_s),
+          Count(c.tokens_per_s),
+          Sig(c.epoch_hours),
+          Sig(c.cost_per_epoch_usd),
+          chosen ? "*" : ""};
+}
+
+}  // namespace
+
+std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
+  std::ostringstream out;
+  out << "job " << plan.job_name << ": model " << plan.model.name << ", " << Count(double(plan.params))
+      << " parameters, " << DTypeName(plan.dtype) << ", model states " << FormatBytes(plan.model_state_bytes)
+      << ", " << plan.tokens_per_epoch << " tokens per epoch; objective "
+      << (plan.objective == Objective::kCost ? "cost" : "time") << "\n\n";
+  std::vector<std::vector<std::string>> rows = {{"INSTANCE", "CLOUD", "NODES x GPUs", "$/h", "GPU/rank",
+                                                 "CPU/rank", "NVMe/rank", "PLACEMENT", "STEP s", "TOKENS/S",
+                                                 "EPOCH h", "$/EPOCH", "CHOSEN"}};
+  const std::vector<Candidate>& list = all_nodes ? plan.evaluated : plan.candidates;
+  std::vector<std::pair<std::string, std::string>> infeasible;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Candidate& c = list[i];
+    if (!c.feasible) {
+      infeasible.push_back({c.instance->type + (all_nodes ? " x" + std::to_string(c.nodes) : ""), c.reason});
+      continue;
+    }
+    bool chosen = plan.chosen >= 0 && c.instance == plan.candidates[plan.chosen].instance &&
+                  c.nodes == plan.candidates[plan.chosen].nodes;
+    rows.push_back(Row(c, chosen));
+  }
+  if (rows.size() > 1) out << Table(rows);
+  else out << "No feasible plan.\n";
+  out << "PLACEMENT: share of model states on GPU / pinned CPU / NVMe; budgets are per rank.\n";
+  if (!infeasible.empty()) {
+    out << "\nInfeasible:\n";
+    for (const auto& [type, reason] : infeasible) out << "  " << type << ": " << reason << "\n";
+  }
+  // Each assumption once, with the instance types it applies to.
+  std::map<std::string, std::vector<std::string>> notes;
+  for (const Candidate& c : plan.candidates) {
+    if (!c.feasible) continue;
+    notes["price: " + c.instance->price_source + ", recorded " + c.instance->price_recorded +
+          "; refresh before trusting"].push_back(c.instance->type);
+    for (const std::string& n : c.assumptions) notes[n].push_back(c.instance->type);
+  }
+  if (!notes.empty()) {
+    out << "\nAssumptions (and the instances they apply to):\n";
+    for (const auto& [note, types] : notes) {
+      out << "  " << note << ":";
+      for (const std::string& t : types) out << " " << t;
+      out << "\n";
+    }
+  }
+  if (plan.chosen >= 0) {
+    const Candidate& c = plan.candidates[plan.chosen];
+    out << "\nChosen: " << c.nodes << " x " << c.instance->type << " (" << c.ranks << " rank" << (c.ranks == 1 ? "" : "s") << "), "
+        << "$" << Sig(c.cost_per_epoch_usd) << " and " << Sig(c.epoch_hours) << " h per epoch\n";
+  }
+  return out.str();
+}
+
+namespace {
+
+nlohmann::ordered_json CandidateJson(const Candidate& c) {
+  nlohmann::ordered_json j;
+  j["instance_type"] = c.instance->type;
+  j["provider"] = c.instance->provider;
+  j["gpu"] = c.instance->gpu;
+  j["nodes"] = c.nodes;
+  j["gpus_per_node"] = c.instance->gpu_count;
+  j["ranks"] = c.ranks;
+  j["spot"] = c.spot;
+  j["price_per_hour_usd"] = c.price_per_node_hour * c.nodes;
+  j["feasible"] = c.feasible;
+  j["reason"] = c.reason;
+  j["per_rank"] = {{"gpu_bytes", c.placement.bytes[kGpu]},
+                   {"cpu_bytes", c.placement.bytes[kCpu]},
+                   {"nvme_bytes", c.placement.bytes[kNvme]},
+                   {"gpu_fixed_bytes", c.gpu_fixed.total()},
+                   {"activation_bytes", c.gpu_fixed.activations},
+                   {"state_bytes", c.states.total()}};
+  nlohmann::ordered_json placement;
+  for (int s = 0; s < kNumStateClasses; ++s) {
+    placement[StateClassName(s)] = {{"gpu", c.placement.fraction[s][kGpu]},
+                                    {"cpu", c.placement.fraction[s][kCpu]},
+                                    {"nvme", c.placement.fraction[s][kNvme]}};
+  }
+  j["placement"] = placement;
+  j["step_time_s"] = c.step.step_s;
+  j["step"] = {{"accum_steps", c.step.accum_steps},   {"compute_s", c.step.compute_s},
+               {"h2d_s", c.step.h2d_s},               {"d2h_s", c.step.d2h_s},
+               {"nvme_s", c.step.nvme_s},             {"collective_s", c.step.collective_s},
+               {"micro_step_s", c.step.micro_step_s}, {"optimizer_s", c.step.optimizer_s},
+               {"bytes_h2d", c.step.bytes_h2d},       {"bytes_d2h", c.step.bytes_d2h},
+               {"bytes_nvme_read", c.step.bytes_nvme_read}, {"bytes_nvme_write", c.step.bytes_nvme_write}};
+  j["tokens_per_s"] = c.tokens_per_s;
+  j["epoch_hours"] = c.epoch_hours;
+  j["cost_per_epoch_usd"] = c.cost_per_epoch_usd;
+  j["price_source"] = c.instance->price_source;
+  j["assumptions"] = c.assumptions;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::ordered_json PlanToJson(const PlanResult& plan, bool all_nodes) {
+  nlohmann::ordered_json j;
+  j["job"] = plan.job_name;
+  j["model"] = {{"name", plan.model.name},
+                {"params", plan.params},
+                {"model_state_bytes", plan.model_state_bytes},
+                {"dtype", DTypeName(plan.dtype)}};
+  j["tokens_per_epoch"] = plan.tokens_per_epoch;
+  j["objective"] = plan.objective == Objective::kCost ? "cost" : "time";
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Candidate& c : all_nodes ? plan.evaluated : plan.candidates) list.push_back(CandidateJson(c));
+  j["candidates"] = list;
+  j["chosen"] = plan.chosen >= 0 ? nlohmann::ordered_json(plan.candidates[plan.chosen].instance->type)
+                                 : nlohmann::ordered_json(nullptr);
+  if (plan.chosen >= 0) j["chosen_nodes"] = plan.candidates[plan.chosen].nodes;
+  return j;
+}
+
+}  // namespace tencache

@@ -1,0 +1,316 @@
+#include "launcher/resource_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "common/byte_size.h"
+
+namespace tencache {
+
+const char* StateClassName(int c) {
+  static const char* kNames[] = {"weights16", "grads16", "master32", "adam_m", "adam_v"};
+  return c >= 0 && c < kNumStateClasses ? kNames[c] : "?";
+}
+
+uint64_t StateBytes::total() const {
+  uint64_t t = 0;
+  for (uint64_t b : bytes) t += b;
+  return t;
+}
+
+StateBytes StateBytesPerRank(uint64_t params, DType dtype, int ranks) {
+  // Mixed precision keeps 2 + 2 + 4 + 4 + 4 = 16 bytes per parameter; fp32
+  // training has no separate master copy: 4 + 4 + 4 + 4.
+  const bool fp32 = dtype == DType::kFp32;
+  const uint64_t per_param[kNumStateClasses] = {fp32 ? 4u : 2u, fp32 ? 4u : 2u, fp32 ? 0u : 4u, 4u, 4u};
+  StateBytes s;
+  for (int c = 0; c < kNumStateClasses; ++c) {
+    s.bytes[c] = (params * per_param[c] + ranks - 1) / ranks;
+  }
+  return s;
+}
+
+namespace {
+
+// Parameters each block needs gathered to run (index = block): the tied LM head
+// reuses the token embedding in the last block.
+std::vector<uint64_t> GatheredParams(const ModelShape& m) {
+  std::vector<uint64_t> p = m.BlockParamCounts();
+  if (m.tied_embeddings) p[m.layers + 1] += uint64_t(m.vocab) * m.hidden;
+  return p;
+}
+
+uint64_t MaxGatheredParams(const ModelShape& m) {
+  std::vector<uint64_t> p = GatheredParams(m);
+  return *std::max_element(p.begin(), p.end());
+}
+
+}  // namespace
+
+GpuFixedBytes GpuFixedPerRank(const ModelShape& m, DType dtype, int micro_batch, int ranks,
+                              double gpu_memory_bytes, const ModelAssumptions& a) {
+  const double s = m.seq_len, b = micro_batch, h = m.hidden, heads = m.heads;
+  const double scale = DTypeBytes(dtype) / 2.0;  // Korthikanti et al. count 16-bit bytes
+  const double checkpoints = m.layers * s * b * h * DTypeBytes(dtype);
+  const double mlp_mats = m.mlp == MlpKind::kSwiGlu ? 3 : 2;
+  double layer = s * b * h * (11 + 3 + 4) + mlp_mats * 2 * s * b * m.ffn_hidden;
+  if (!a.flash_attention) layer += 5 * heads * s * s * b;
+  layer = layer * scale + 2 * s * b * h * DTypeBytes(dtype);  // plus input/output gradients
+  const double logits = s * b * m.vocab * 4.0 * 2;              // fp32 logits and their gradient
+  GpuFixedBytes f;
+  f.activations = static_cast<uint64_t>(checkpoints + std::max(layer, logits));
+  const uint64_t gathered = MaxGatheredParams(m) * DTypeBytes(dtype);
+  f.working_set = gathered * a.gathered_blocks + gathered;  // + one block's full gradient
+  f.staging = 2 * ((gathered + ranks - 1) / ranks);
+  f.reserved = a.gpu_reserved_bytes + static_cast<uint64_t>(a.gpu_headroom_fraction * gpu_memory_bytes);
+  return f;
+}
+
+double Placement::TierFraction(int tier) const {
+  uint64_t total = bytes[kGpu] + bytes[kCpu] + bytes[kNvme] + unplaced;
+  return total == 0 ? 0.0 : double(bytes[tier]) / double(total);
+}
+
+Placement PlaceStates(const StateBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity) {
+  Placement p;
+  std::array<uint64_t, kNumTierIndices> left = capacity;
+  for (int c = 0; c < kNumStateClasses; ++c) {
+    uint64_t need = states.bytes[c];
+    if (need == 0) {
+      p.fraction[c][kGpu] = 1.0;  // nothing to hold: counts as resident
+      continue;
+    }
+    for (int t = 0; t < kNumTierIndices && need > 0; ++t) {
+      uint64_t take = std::min(need, left[t]);
+      left[t] -= take;
+      need -= take;
+      p.bytes[t] += take;
+      p.fraction[c][t] = double(take) / double(states.bytes[c]);
+    }
+    p.unplaced += need;
+  }
+  return p;
+}
+
+namespace {
+
+struct Lanes {
+  double compute = 0, h2d = 0, d2h = 0, nvme = 0, coll = 0;
+  double Slowest() const { return std::max({compute, h2d, d2h, nvme, coll}); }
+};
+
+// `own` is the block's own parameter count.
+double BlockForwardFlops(const ModelShape& m, int block, uint64_t own, double tokens) {
+  if (block == 0) return 0;  // embedding lookup
+  if (block == m.layers + 1) return 2.0 * m.vocab * m.hidden * tokens + 2.0 * own * tokens;
+  return 2.0 * own * tokens + 4.0 * tokens * m.seq_len * m.hidden;  // + attention scores
+}
+
+double BackwardFactor(const ModelShape& m, int block) {
+  if (block == 0) return 0;
+  return block == m.layers + 1 ? 2.0 : 3.0;  // layers recompute their forward
+}
+
+}  // namespace
+
+StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const GpuSpec& gpu, int nodes,
+                           const Placement& pl, const StateBytes& states, double nvme_read_gbps,
+                           double nvme_write_gbps, const ModelAssumptions& a) {
+  const ModelShape& m = job.model;
+  const int ranks = nodes * inst.gpu_count;
+  const double wb = DTypeBytes(job.dtype);
+  const double inf = std::numeric_limits<double>::infinity();
+  StepBreakdown out;
+  out.accum_steps = std::max(1, job.train.global_batch / (job.train.micro_batch * ranks));
+  const double tokens = double(job.train.micro_batch) * m.seq_len;
+  const double peak = (job.dtype == DType::kFp32 ? gpu.fp32_tflops : gpu.bf16_tflops) * 1e12 * a.compute_efficiency;
+  const double pcie = gpu.h2d_gbps * a.h2d_efficiency * 1e9;
+  const double link = nodes > 1 ? std::min(gpu.p2p_gbps, inst.network_gbps / 8.0) : gpu.p2p_gbps;
+  const double coll_bw = ranks > 1 ? link * a.collective_efficiency * 1e9 : inf;
+  const double nvme_rd = nvme_read_gbps > 0 ? nvme_read_gbps * 1e9 / inst.gpu_count : inf;
+  const double nvme_wr = nvme_write_gbps > 0 ? nvme_write_gbps * 1e9 / inst.gpu_count : inf;
+  const auto& f = pl.fraction;
+  const double w_off = f[kWeights16][kCpu] + f[kWeights16][kNvme], w_nvme = f[kWeights16][kNvme];
+  const double g_off = f[kGrads16][kCpu] + f[kGrads16][kNvme], g_nvme = f[kGrads16][kNvme];
+  const double gather_share = ranks > 1 ? double(ranks - 1) / ranks : 0.0;
+
+  const std::vector<uint64_t> own = m.BlockParamCounts();
+  const std::vector<uint64_t> gathered = GatheredParams(m);
+  double fill = 0, sum = 0, h2d_bytes = 0, d2h_bytes = 0, rd_bytes = 0, wr_bytes = 0;
+  for (int blk = 0; blk < m.num_blocks(); ++blk) {
+    const double full = gathered[blk] * wb, shard = full / ranks;
+    const double flops = BlockForwardFlops(m, blk, own[blk], tokens);
+    Lanes fwd;
+    fwd.compute = flops / peak + a.block_overhead_s;
+    fwd.h2d = shard * w_off / pcie;
+    fwd.nvme = shard * w_nvme / nvme_rd;
+    fwd.coll = full * gather_share / coll_bw;
+    Lanes bwd = fwd;  // backward fetches and gathers the block again
+    bwd.compute = flops * BackwardFactor(m, blk) / peak + a.block_overhead_s;
+    bwd.d2h = shard * g_off / pcie;
+    bwd.nvme += shard * g_nvme / nvme_wr;
+    bwd.coll = 2 * full * gather_share / coll_bw;  // all-gather + reduce-scatter
+    if (blk == 0) fill = std::max({fwd.h2d, fwd.nvme, fwd.coll});
+    sum += fwd.Slowest() + bwd.Slowest();
+    out.compute_s += fwd.compute + bwd.compute;
+    out.h2d_s += fwd.h2d + bwd.h2d;
+    out.d2h_s += bwd.d2h;
+    out.nvme_s += fwd.nvme + bwd.nvme;
+    out.collective_s += fwd.coll + bwd.coll;
+    h2d_bytes += 2 * shard * w_off;
+    d2h_bytes += shard * g_off;
+    rd_bytes += 2 * shard * w_nvme;
+    wr_bytes += shard * g_nvme;
+  }
+  out.micro_step_s = fill + sum;
+
+  // Optimizer: on the GPU when every optimizer state fits there, else CPU AdamW
+  // streamed block by block, overlapping its PCIe and NVMe traffic.
+  const double params_rank = std::accumulate(own.begin(), own.end(), 0.0) / ranks;
+  const bool on_gpu = f[kMaster32][kGpu] >= 1.0 && f[kAdamM][kGpu] >= 1.0 && f[kAdamV][kGpu] >= 1.0;
+  double opt_h2d = 0, opt_d2h = 0, opt_rd = 0, opt_wr = 0;
+  if (on_gpu) {
+    out.optimizer_s = params_rank * (3 * wb + 24) / (gpu.memory_bw_gbps * 1e9);
+  } else {
+    const double vcpus_per_rank = double(inst.vcpus) / inst.gpu_count;
+    const double adam = params_rank / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
+    opt_d2h = states.bytes[kGrads16] * f[kGrads16][kGpu];
+    opt_h2d = states.bytes[kWeights16] * f[kWeights16][kGpu];
+    opt_rd = states.bytes[kGrads16] * g_nvme;
+    opt_wr = states.bytes[kWeights16] * w_nvme;
+    for (int c : {kMaster32, kAdamM, kAdamV}) {
+      opt_rd += states.bytes[c] * f[c][kNvme];
+      opt_wr += states.bytes[c] * f[c][kNvme];
+    }
+    out.optimizer_s = std::max({adam, opt_d2h / pcie, opt_h2d / pcie, opt_rd / nvme_rd + opt_wr / nvme_wr});
+  }
+  out.step_s = out.accum_steps * out.micro_step_s + out.optimizer_s;
+  out.bytes_h2d = out.accum_steps * h2d_bytes + opt_h2d;
+  out.bytes_d2h = out.accum_steps * d2h_bytes + opt_d2h;
+  out.bytes_nvme_read = out.accum_steps * rd_bytes + opt_rd;
+  out.bytes_nvme_write = out.accum_steps * wr_bytes + opt_wr;
+  return out;
+}
+
+namespace {
+
+struct Storage {
+  uint64_t bytes = 0;  // usable per node
+  double read_gbps = 0, write_gbps = 0;
+  std::string note;
+};
+
+Storage NodeStorage(const JobSpec& job, const InstanceSpec& inst, const ModelAssumptions& a) {
+  Storage s;
+  if (inst.nvme.disks > 0) {
+    s.bytes = static_cast<uint64_t>(inst.nvme.capacity_bytes() * (1 - a.nvme_reserved_fraction));
+    s.read_gbps = inst.nvme.disks * inst.nvme.read_gbps_per_disk * a.nvme_efficiency;
+    s.write_gbps = inst.nvme.disks * inst.nvme.write_gbps_per_disk * a.nvme_efficiency;
+    if (!inst.nvme.note.empty()) s.note = inst.nvme.note;
+  } else if (job.cluster.volume.size > 0) {
+    s.bytes = static_cast<uint64_t>(job.cluster.volume.size * (1 - a.nvme_reserved_fraction));
+    s.read_gbps = job.cluster.volume.read_gbps * a.nvme_efficiency;
+    s.write_gbps = job.cluster.volume.write_gbps * a.nvme_efficiency;
+    s.note = "no local NVMe: assumed an attached volume of " + FormatBytes(job.cluster.volume.size) +
+             " per node (cluster.volume)";
+  }
+  return s;
+}
+
+std::string Fmt(double usd) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "$%.2f", usd);
+  return buf;
+}
+
+// Sets capacity for states per rank; returns a reason when a budget the user
+// set cannot be honoured.
+std::string SetCapacities(const JobSpec& job, const InstanceSpec& inst, const Storage& storage,
+                          const ModelAssumptions& a, Candidate* c) {
+  const double gpu_mem = inst.gpu_memory_gib * double(kGiB);
+  const double gpu_free = gpu_mem - double(c->gpu_fixed.total());
+  c->capacity[kGpu] = gpu_free > 0 ? static_cast<uint64_t>(gpu_free) : 0;
+  c->capacity[kCpu] = static_cast<uint64_t>(inst.ram_gib * double(kGiB) * (1 - a.host_reserved_fraction) /
+                                            inst.gpu_count);
+  c->capacity[kNvme] = storage.bytes / inst.gpu_count;
+  const std::optional<uint64_t> budgets[kNumTierIndices] = {job.cache.device_budget, job.cache.host_budget,
+                                                            job.cache.nvme_budget};
+  const char* keys[kNumTierIndices] = {"cache.device_budget", "cache.host_budget", "cache.nvme_budget"};
+  const char* what[kNumTierIndices] = {"GPU memory left after activations and working buffers",
+                                       "host memory", "NVMe"};
+  for (int t = 0; t < kNumTierIndices; ++t) {
+    if (!budgets[t]) continue;
+    if (*budgets[t] > c->capacity[t]) {
+      return std::string(keys[t]) + " " + FormatBytes(*budgets[t]) + " per rank exceeds the " +
+             FormatBytes(c->capacity[t]) + " of " + what[t] + " per rank";
+    }
+    c->capacity[t] = *budgets[t];
+  }
+  return "";
+}
+
+std::string CheckBatch(const JobSpec& job, int ranks) {
+  const int per_pass = job.train.micro_batch * ranks;
+  if (job.train.global_batch % per_pass == 0) return "";
+  return "train.global_batch " + std::to_string(job.train.global_batch) + " is not a multiple of ranks (" +
+         std::to_string(ranks) + ") x train.micro_batch (" + std::to_string(job.train.micro_batch) + ")";
+}
+
+}  // namespace
+
+Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const GpuSpec& gpu, int nodes,
+                            const ModelAssumptions& a) {
+  Candidate c;
+  c.instance = &inst;
+  c.gpu = &gpu;
+  c.nodes = nodes;
+  c.ranks = nodes * inst.gpu_count;
+  c.spot = job.cluster.use_spot;
+  c.price_per_node_hour = c.spot ? inst.price_spot.value_or(0) : inst.price_on_demand;
+  const uint64_t params = job.model.ParamCount();
+  c.states = StateBytesPerRank(params, job.dtype, c.ranks);
+  const double gpu_mem = inst.gpu_memory_gib * double(kGiB);
+  c.gpu_fixed = GpuFixedPerRank(job.model, job.dtype, job.train.micro_batch, c.ranks, gpu_mem, a);
+  const Storage storage = NodeStorage(job, inst, a);
+  if (!inst.network_assumed.empty() && nodes > 1) c.assumptions.push_back("network: " + inst.network_assumed);
+
+  if (c.reason = CheckBatch(job, c.ranks); !c.reason.empty()) return c;
+  if (c.spot && !inst.price_spot) {
+    c.reason = "no spot price in the catalog (cluster.use_spot)";
+    return c;
+  }
+  const double hourly = c.price_per_node_hour * nodes;
+  if (job.cluster.max_price_per_hour > 0 && hourly > job.cluster.max_price_per_hour) {
+    c.reason = "costs " + Fmt(hourly) + "/h for " + std::to_string(nodes) + " node(s), above " +
+               "cluster.max_price_per_hour " + Fmt(job.cluster.max_price_per_hour);
+    return c;
+  }
+  if (double(c.gpu_fixed.total()) > gpu_mem) {
+    c.reason = "needs " + FormatBytes(c.gpu_fixed.total()) + " GPU memory per rank for activations (" +
+               FormatBytes(c.gpu_fixed.activations) + " at micro_batch " + std::to_string(job.train.micro_batch) +
+               "), gathered layers (" + FormatBytes(c.gpu_fixed.working_set) + ") and reserve; has " +
+               FormatBytes(gpu_mem);
+    return c;
+  }
+  if (c.reason = SetCapacities(job, inst, storage, a, &c); !c.reason.empty()) return c;
+  c.placement = PlaceStates(c.states, c.capacity);
+  if (c.placement.unplaced > 0) {
+    const uint64_t need = (c.placement.bytes[kNvme] + c.placement.unplaced) * inst.gpu_count;
+    const uint64_t has = c.capacity[kNvme] * inst.gpu_count;
+    c.reason = "needs " + FormatBytes(need) + " NVMe per node, has " + (has == 0 ? "0" : FormatBytes(has));
+    if (job.cache.nvme_budget) c.reason += " (cache.nvme_budget)";
+    else if (inst.nvme.disks == 0 && job.cluster.volume.size == 0) c.reason += " (no local NVMe; set cluster.volume)";
+    return c;
+  }
+  if (c.placement.bytes[kNvme] > 0 && !storage.note.empty()) c.assumptions.push_back(storage.note);
+  c.feasible = true;
+  c.step = EstimateStep(job, inst, gpu, nodes, c.placement, c.states, storage.read_gbps, storage.write_gbps, a);
+  c.tokens_per_s = double(job.train.global_batch) * job.model.seq_len / c.step.step_s;
+  c.epoch_hours = double(job.train.tokens_per_epoch) / c.tokens_per_s / 3600.0;
+  c.cost_per_epoch_usd = c.epoch_hours * hourly;
+  return c;
+}
+
+}  // namespace tencache

@@ -1,0 +1,115 @@
+// ResourceModel: what one rank of a job must hold under ZeRO-3, where it fits on
+// an instance type x node count, how long a step takes and what an epoch costs.
+//
+// Memory: the five state classes of mixed-precision Adam (16-bit weights and
+// gradients, fp32 master weights, Adam moments), each divided across all ranks;
+// activations with per-layer checkpointing; the largest gathered block; staging
+// buffers and a stated headroom. Placement fills GPU, then pinned host, then
+// NVMe, in order of access frequency (weights, gradients, optimizer states).
+// Time: per block and pass, the lanes compute, host->device, device->host, NVMe
+// and collectives run concurrently and the block takes the slowest (as FlexGen
+// models it). docs/resource-model.md gives every formula. Every efficiency and
+// bandwidth not in the catalog is a field of ModelAssumptions so that later
+// measurements can calibrate it. Pure functions of their inputs; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "launcher/catalog.h"
+
+namespace tencache {
+
+struct ModelAssumptions {
+  double compute_efficiency = 0.40;      // achieved / peak dense FLOP/s (MFU)
+  double h2d_efficiency = 1.0;           // on top of the catalog's practical pinned bandwidth
+  double collective_efficiency = 0.80;   // NCCL bus bandwidth / link bandwidth
+  double nvme_efficiency = 0.90;         // O_DIRECT io_uring / rated disk bandwidth
+  double gpu_headroom_fraction = 0.10;   // fragmentation, allocator slack
+  uint64_t gpu_reserved_bytes = 1ull << 30;  // CUDA context, cuBLAS/NCCL workspaces
+  double host_reserved_fraction = 0.20;  // OS, page cache, the framework itself
+  double nvme_reserved_fraction = 0.05;  // file-system overhead
+  double cpu_adam_params_per_s_per_vcpu = 1.0e8;  // vectorised CPU AdamW
+  int gathered_blocks = 2;               // blocks all-gathered at once: current + prefetched
+  bool flash_attention = true;           // no s^2 attention-score activations kept
+  double block_overhead_s = 1.0e-4;      // kernel launches and syncs per block and pass
+};
+
+enum StateClass { kWeights16 = 0, kGrads16, kMaster32, kAdamM, kAdamV, kNumStateClasses };
+const char* StateClassName(int state_class);
+enum TierIndex { kGpu = 0, kCpu = 1, kNvme = 2, kNumTierIndices };
+
+// Bytes one rank holds of each state class.
+struct StateBytes {
+  std::array<uint64_t, kNumStateClasses> bytes{};
+  uint64_t total() const;
+};
+StateBytes StateBytesPerRank(uint64_t params, DType dtype, int ranks);
+
+// GPU memory that is not cache: activations, gathered blocks, staging, reserve.
+struct GpuFixedBytes {
+  uint64_t activations = 0;  // layer-input checkpoints + one layer's recompute + logits
+  uint64_t working_set = 0;  // gathered blocks (weights) + one block's full gradients
+  uint64_t staging = 0;      // copy staging for the largest shard
+  uint64_t reserved = 0;     // context + headroom
+  uint64_t total() const { return activations + working_set + staging + reserved; }
+};
+GpuFixedBytes GpuFixedPerRank(const ModelShape& model, DType dtype, int micro_batch, int ranks,
+                              double gpu_memory_bytes, const ModelAssumptions& a);
+
+// Fraction of each state class on each tier, and the bytes per tier (per rank).
+struct Placement {
+  std::array<std::array<double, kNumTierIndices>, kNumStateClasses> fraction{};
+  std::array<uint64_t, kNumTierIndices> bytes{};
+  uint64_t unplaced = 0;  // bytes that fit nowhere
+  double TierFraction(int tier) const;  // share of all state bytes on `tier`
+};
+// Greedy fill in class order: GPU (up to gpu_cap), then host, then NVMe.
+Placement PlaceStates(const StateBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity);
+
+struct StepBreakdown {
+  int accum_steps = 0;        // micro-steps per optimizer step on each rank
+  double compute_s = 0;       // per micro-step, sum over blocks
+  double h2d_s = 0;
+  double d2h_s = 0;
+  double nvme_s = 0;
+  double collective_s = 0;
+  double micro_step_s = 0;    // with overlap: sum over blocks of the slowest lane, plus pipeline fill
+  double optimizer_s = 0;
+  double step_s = 0;          // accum_steps x micro_step_s + optimizer_s
+  double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // per step, per rank
+};
+
+struct Candidate {
+  const InstanceSpec* instance = nullptr;
+  const GpuSpec* gpu = nullptr;
+  int nodes = 0;
+  int ranks = 0;
+  bool spot = false;
+  double price_per_node_hour = 0;
+  bool feasible = false;
+  std::string reason;  // why not, when infeasible
+  StateBytes states;
+  GpuFixedBytes gpu_fixed;
+  std::array<uint64_t, kNumTierIndices> capacity{};  // per rank, for states
+  Placement placement;
+  StepBreakdown step;
+  double tokens_per_s = 0;
+  double epoch_hours = 0;
+  double cost_per_epoch_usd = 0;
+  std::vector<std::string> assumptions;  // e.g. assumed NVMe bandwidth, network
+};
+
+// Everything the model says about `job` on `nodes` x `instance`.
+Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& instance, const GpuSpec& gpu,
+                            int nodes, const ModelAssumptions& a);
+
+// Step time for a given placement (exposed for tests and calibration).
+StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& instance, const GpuSpec& gpu,
+                           int nodes, const Placement& placement, const StateBytes& states,
+                           double nvme_read_gbps, double nvme_write_gbps, const ModelAssumptions& a);
+
+}  // namespace tencache

@@ -1,0 +1,214 @@
+#include "common/job_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "common/byte_size.h"
+
+namespace tencache {
+namespace {
+
+const char kFullJob[] = R"(name: llama7b-finetune
+model:
+  preset: llama-2-7b
+  dtype: bf16
+train:
+  data: missing-corpus.txt
+  tokens_per_epoch: 2e9
+  micro_batch: 4
+  global_batch: 64
+  steps: 1000
+  lr: 3.0e-4
+  seed: 1
+  checkpoint_every: 100
+  checkpoint_dir: ckpt/
+cluster:
+  target: k8s
+  max_nodes: 4
+  instance_types: [p4d.24xlarge, g5.12xlarge]
+  objective: time
+  volume: {size: 2TiB, read_gbps: 1.5, write_gbps: 0.8}
+cache:
+  policy: zero-infinity
+  device_budget: 20GiB
+  host_budget: auto
+  nvme_budget: 1TB
+  nvme_path: /mnt/nvme
+)";
+
+// Parses kFullJob with `edit` applied as an override and returns the error.
+Status ErrorFor(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  StatusOr<JobSpec> job = ParseJobText(text, "job.yaml", overrides);
+  EXPECT_FALSE(job.ok());
+  if (!job.ok()) {
+    EXPECT_EQ(ExitCodeFor(job.status()), 2) << job.status().ToString();
+  }
+  return job.ok() ? Status::Ok() : job.status();
+}
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+void ExpectMentions(const Status& s, std::initializer_list<const char*> parts) {
+  for (const char* p : parts) EXPECT_NE(s.message().find(p), std::string::npos) << "'" << p << "' not in: " << s.message();
+}
+
+TEST(JobSpec, ParsesEveryDocumentedKey) {
+  StatusOr<JobSpec> job = ParseJobText(kFullJob, "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->name, "llama7b-finetune");
+  EXPECT_EQ(job->model.name, "llama-2-7b");
+  EXPECT_EQ(job->dtype, DType::kBf16);
+  EXPECT_EQ(job->train.tokens_per_epoch, 2000000000u);
+  EXPECT_EQ(job->train.micro_batch, 4);
+  EXPECT_EQ(job->train.global_batch, 64);
+  EXPECT_DOUBLE_EQ(job->train.lr, 3.0e-4);
+  EXPECT_EQ(job->train.checkpoint_every, 100);
+  EXPECT_EQ(job->cluster.target, Target::kK8s);
+  EXPECT_EQ(job->cluster.max_nodes, 4);
+  EXPECT_EQ(job->cluster.instance_types, (std::vector<std::string>{"p4d.24xlarge", "g5.12xlarge"}));
+  EXPECT_EQ(job->cluster.objective, Objective::kTime);
+  EXPECT_EQ(job->cluster.volume.size, 2 * kTiB);
+  EXPECT_DOUBLE_EQ(job->cluster.volume.read_gbps, 1.5);
+  EXPECT_EQ(job->cache.policy, CachePolicy::kZeroInfinity);
+  EXPECT_EQ(job->cache.device_budget, std::optional<uint64_t>(20 * kGiB));
+  EXPECT_FALSE(job->cache.host_budget.has_value());
+  EXPECT_EQ(job->cache.nvme_budget, std::optional<uint64_t>(1000000000000ull));
+  EXPECT_EQ(job->cache.nvme_path, "/mnt/nvme");
+  EXPECT_EQ(job->locations.at("train.micro_batch"), "job.yaml:8:16");
+}
+
+TEST(JobSpec, ExplicitModelWithoutPreset) {
+  std::string text = "model: {layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, seq_len: 32, vocab: 256}\n"
+                     "train: {tokens_per_epoch: 1000}\n";
+  StatusOr<JobSpec> job = ParseJobText(text, "custom.yaml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->name, "custom");
+  EXPECT_EQ(job->model.kv_heads, 4);
+  EXPECT_EQ(job->model.max_positions, 32);
+  EXPECT_EQ(job->model.ParamCount(), 256u * 64 + 32u * 64 + 2u * (4 * 64 + 3 * (64 * 64 + 64) + 64 * 64 + 64 +
+                                                                    64 * 256 + 256 + 256 * 64 + 64) + 2u * 64);
+}
+
+TEST(JobSpec, OverridesAreValidatedLikeTheFile) {
+  StatusOr<JobSpec> job = ParseJobText(kFullJob, "job.yaml",
+                                       {"cache.device_budget=8MiB", "train.steps=20",
+                                        "cluster.instance_types=[g5.xlarge]", "model.seq_len=1024"});
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->cache.device_budget, std::optional<uint64_t>(8 * kMiB));
+  EXPECT_EQ(job->train.steps, 20);
+  EXPECT_EQ(job->model.seq_len, 1024);
+  EXPECT_EQ(job->cluster.instance_types, std::vector<std::string>{"g5.xlarge"});
+  EXPECT_EQ(job->locations.at("train.steps"), "--set train.steps=20");
+
+  ExpectMentions(ErrorFor(kFullJob, {"train.steps=0"}), {"--set train.steps=0", "train.steps", "integer >= 1"});
+  ExpectMentions(ErrorFor(kFullJob, {"cache.device_bugdet=1GiB"}),
+                 {"--set cache.device_bugdet=1GiB", "unknown key", "did you mean 'cache.device_budget'"});
+  ExpectMentions(ErrorFor(kFullJob, {"train.steps"}), {"--set train.steps", "KEY=VALUE"});
+  ExpectMentions(ErrorFor(kFullJob, {"cache.device_budget=lots"}), {"cache.device_budget", "20GiB"});
+}
+
+TEST(JobSpec, MissingFile) {
+  StatusOr<JobSpec> job = LoadJobFile("/nonexistent/job.yaml");
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(ExitCodeFor(job.status()), 2);
+  ExpectMentions(job.status(), {"/nonexistent/job.yaml", "not found"});
+}
+
+TEST(JobSpec, MalformedYamlNamesTheLine) {
+  ExpectMentions(ErrorFor("model:\n  preset: [gpt2\ntrain: {}\n"), {"job.yaml:", "malformed YAML"});
+  ExpectMentions(ErrorFor("- just\n- a list\n"), {"job.yaml", "expected a mapping"});
+}
+
+TEST(JobSpec, UnknownKeySuggestsTheClosest) {
+  Status s = ErrorFor(Replace(kFullJob, "micro_batch: 4", "micro_bach: 4"));
+  ExpectMentions(s, {"job.yaml:8:3", "unknown key 'train.micro_bach'", "did you mean 'micro_batch'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "cache:", "cahce:")), {"unknown key 'cahce'", "did you mean 'cache'"});
+}
+
+TEST(JobSpec, WrongTypes) {
+  ExpectMentions(ErrorFor(Replace(kFullJob, "micro_batch: 4", "micro_batch: four")),
+                 {"job.yaml:8:16", "train.micro_batch", "an integer >= 1", "got 'four'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "max_nodes: 4", "max_nodes: [4]")), {"cluster.max_nodes", "got a list"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "instance_types: [p4d.24xlarge, g5.12xlarge]", "instance_types: p4d")),
+                 {"cluster.instance_types", "a list of names"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "lr: 3.0e-4", "lr: fast")), {"train.lr", "a number > 0"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "dtype: bf16", "dtype: int8")), {"model.dtype", "one of bf16, fp16, fp32"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "policy: zero-infinity", "policy: zero-infinty")),
+                 {"cache.policy", "did you mean 'zero-infinity'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "name: llama7b-finetune", "name: Llama_7B")), {"key 'name'", "lower-case"});
+}
+
+TEST(JobSpec, ZeroAndNegativeSizes) {
+  ExpectMentions(ErrorFor(Replace(kFullJob, "device_budget: 20GiB", "device_budget: 0")),
+                 {"cache.device_budget", "a positive size", "got '0'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "nvme_budget: 1TB", "nvme_budget: -5GiB")), {"cache.nvme_budget", "got '-5GiB'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "micro_batch: 4", "micro_batch: 0")), {"train.micro_batch", ">= 1"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "micro_batch: 4", "micro_batch: -2")), {"train.micro_batch"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "lr: 3.0e-4", "lr: 0")), {"train.lr", "> 0"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "size: 2TiB", "size: 0")), {"cluster.volume.size"});
+}
+
+TEST(JobSpec, SizeStringThatDoesNotParse) {
+  ExpectMentions(ErrorFor(Replace(kFullJob, "device_budget: 20GiB", "device_budget: 20 gigs")),
+                 {"job.yaml:23:18", "cache.device_budget", "'auto' or a positive size such as 20GiB", "got '20 gigs'"});
+}
+
+TEST(JobSpec, UnknownPreset) {
+  ExpectMentions(ErrorFor(Replace(kFullJob, "preset: llama-2-7b", "preset: llama-2-7")),
+                 {"job.yaml:3:11", "model.preset", "unknown model preset 'llama-2-7'", "did you mean 'llama-2-7b'"});
+}
+
+TEST(JobSpec, HeadsMustDivideHidden) {
+  std::string text = "model: {layers: 2, hidden: 100, heads: 3, ffn_hidden: 256, seq_len: 32, vocab: 256}\n"
+                     "train: {tokens_per_epoch: 1000}\n";
+  ExpectMentions(ErrorFor(text), {"job.yaml:1:40", "model.heads", "a divisor of hidden (100), got 3"});
+  ExpectMentions(ErrorFor(kFullJob, {"model.heads=30"}), {"--set model.heads=30", "a divisor of hidden (4096)"});
+}
+
+TEST(JobSpec, ExplicitModelNeedsEveryShapeKey) {
+  ExpectMentions(ErrorFor("model: {layers: 2, hidden: 64}\ntrain: {tokens_per_epoch: 10}\n"),
+                 {"model.heads", "required when model.preset is not set"});
+}
+
+TEST(JobSpec, BatchesMustDivide) {
+  ExpectMentions(ErrorFor(Replace(kFullJob, "global_batch: 64", "global_batch: 10")),
+                 {"train.global_batch", "multiple of train.micro_batch (4)"});
+}
+
+TEST(JobSpec, TokensComeFromTheDataFile) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "tencache_job_spec_test";
+  fs::create_directories(dir);
+  { std::ofstream(dir / "corpus.txt") << std::string(1000, 'a'); }
+  { std::ofstream(dir / "tokens.bin") << std::string(1000, 'a'); }
+  std::string base = "model: {preset: tiny}\ntrain: {data: ";
+  StatusOr<JobSpec> text = ParseJobText(base + "corpus.txt}\n", (dir / "job.yaml").string());
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(text->train.tokens_per_epoch, 1000u);
+  EXPECT_EQ(text->train.data, (dir / "corpus.txt").string());
+  StatusOr<JobSpec> bin = ParseJobText(base + "tokens.bin}\n", (dir / "job.yaml").string());
+  ASSERT_TRUE(bin.ok());
+  EXPECT_EQ(bin->train.tokens_per_epoch, 500u);  // uint16 tokens
+  Status missing = ErrorFor(base + "nope.txt}\n");
+  ExpectMentions(missing, {"train.data", "nope.txt", "not found", "train.tokens_per_epoch"});
+  fs::remove_all(dir);
+}
+
+TEST(JobSpec, EveryKnownKeyIsDocumented) {
+  std::ifstream doc(std::string(TENCACHE_SOURCE_DIR) + "/docs/job-yaml.md");
+  ASSERT_TRUE(doc.good());
+  std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+  for (const std::string& key : KnownJobKeys()) {
+    EXPECT_NE(text.find("`" + key + "`"), std::string::npos) << key << " is not in docs/job-yaml.md";
+  }
+}
+
+}  // namespace
+}  // namespace tencache

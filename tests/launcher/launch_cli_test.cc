@@ -1,0 +1,133 @@
+// Runs the tencache-launch binary as a user would and checks exit codes and
+// messages: 0 and a table or JSON for good input, 2 and one clear message for
+// each kind of bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result RunLaunch(const std::string& args) {
+  std::string cmd = std::string(TENCACHE_LAUNCH_BIN) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string Example(const std::string& name) {
+  return std::string(TENCACHE_SOURCE_DIR) + "/configs/examples/" + name + ".yaml";
+}
+
+class BadJob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tencache_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // Writes `text` as job.yaml, runs plan on it and expects exit 2 and `needles`.
+  void Expect(const std::string& text, std::initializer_list<const char*> needles, const std::string& extra = "") {
+    std::string path = (dir_ / "job.yaml").string();
+    std::ofstream(path) << text;
+    Result r = RunLaunch("plan " + path + " " + extra);
+    EXPECT_EQ(r.code, 2) << r.out;
+    for (const char* n : needles) EXPECT_NE(r.out.find(n), std::string::npos) << "'" << n << "' not in: " << r.out;
+  }
+  fs::path dir_;
+};
+
+const char kGood[] = "model: {preset: tiny}\ntrain: {tokens_per_epoch: 1000000, micro_batch: 2, global_batch: 4}\n";
+
+TEST(LaunchCli, EveryExamplePlans) {
+  for (const char* name : {"quickstart", "llama-2-7b", "opt-13b", "llama-2-70b"}) {
+    Result r = RunLaunch("plan " + Example(name));
+    EXPECT_EQ(r.code, 0) << name << ": " << r.out;
+    EXPECT_NE(r.out.find("Chosen:"), std::string::npos) << name << ": " << r.out;
+  }
+}
+
+TEST(LaunchCli, LlamaSeventyBUsesSeveralNodes) {
+  Result r = RunLaunch("plan " + Example("llama-2-70b") + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["chosen_nodes"].get<int>(), 1);
+}
+
+TEST(LaunchCli, JsonOutputParsesAndOverridesApply) {
+  Result r = RunLaunch("plan " + Example("quickstart") + " --json --set cluster.instance_types=[g5.xlarge]");
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["candidates"].size(), 1u);
+  EXPECT_EQ(j["candidates"][0]["instance_type"], "g5.xlarge");
+  EXPECT_EQ(j["chosen"], "g5.xlarge");
+  EXPECT_EQ(j["model"]["name"], "tiny");
+}
+
+TEST_F(BadJob, MissingFile) {
+  Result r = RunLaunch("plan /nonexistent/job.yaml");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("/nonexistent/job.yaml: job file not found"), std::string::npos) << r.out;
+}
+
+TEST_F(BadJob, MalformedYaml) { Expect("model: {preset: tiny\n", {"job.yaml:", "malformed YAML"}); }
+
+TEST_F(BadJob, UnknownKey) {
+  Expect(std::string(kGood) + "cache: {polcy: lru}\n", {"unknown key 'cache.polcy'", "did you mean 'policy'"});
+}
+
+TEST_F(BadJob, WrongType) {
+  Expect("model: {preset: tiny}\ntrain: {tokens_per_epoch: many}\n",
+         {"job.yaml:2:27", "train.tokens_per_epoch", "expected an integer >= 1", "got 'many'"});
+}
+
+TEST_F(BadJob, ZeroSize) { Expect(kGood, {"cache.device_budget", "a positive size"}, "--set cache.device_budget=0"); }
+
+TEST_F(BadJob, SizeThatDoesNotParse) {
+  Expect(std::string(kGood) + "cache: {host_budget: 12 bananas}\n", {"cache.host_budget", "got '12 bananas'"});
+}
+
+TEST_F(BadJob, UnknownPreset) { Expect("model: {preset: gpt3}\n", {"model.preset", "unknown model preset 'gpt3'"}); }
+
+TEST_F(BadJob, UnknownInstanceType) {
+  Expect(std::string(kGood) + "cluster: {instance_types: [g5.xlage]}\n",
+         {"cluster.instance_types", "unknown instance type 'g5.xlage'", "did you mean 'g5.xlarge'"});
+}
+
+TEST_F(BadJob, HeadsNotDividingHidden) {
+  Expect(kGood, {"--set model.heads=5", "model.heads", "divisor of hidden (128)"}, "--set model.heads=5");
+}
+
+TEST_F(BadJob, BadFlagsAndCommands) {
+  Result r = RunLaunch("plan " + Example("quickstart") + " --jsn");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown flag '--jsn'"), std::string::npos) << r.out;
+  r = RunLaunch("plna " + Example("quickstart"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown command 'plna'"), std::string::npos) << r.out;
+  r = RunLaunch("plan");
+  EXPECT_EQ(r.code, 2);
+  r = RunLaunch("plan " + Example("quickstart") + " --catalog /nonexistent");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("/nonexistent: catalog not found"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,125 @@
+#include "launcher/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace tencache {
+namespace {
+
+class PlannerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { catalog_ = *Catalog::Load(DefaultCatalogPath()); }
+  JobSpec Job(const std::string& text, const std::vector<std::string>& overrides = {}) {
+    StatusOr<JobSpec> job = ParseJobText(text, "job.yaml", overrides);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return *job;
+  }
+  Catalog catalog_;
+};
+
+const char kLlama7b[] =
+    "name: l7\nmodel: {preset: llama-2-7b}\n"
+    "train: {tokens_per_epoch: 2e9, micro_batch: 1, global_batch: 64}\n"
+    "cluster: {max_nodes: 4, volume: {size: 2TiB}}\n";
+
+TEST_F(PlannerTest, ChoosesTheCheapestFeasiblePlan) {
+  PlanResult plan = *PlanJob(Job(kLlama7b), catalog_, ModelAssumptions());
+  ASSERT_EQ(plan.chosen, 0);
+  EXPECT_EQ(plan.candidates.size(), catalog_.instances().size());  // one row per instance type
+  EXPECT_EQ(plan.evaluated.size(), catalog_.instances().size() * 4);
+  const Candidate& chosen = plan.candidates[0];
+  for (const Candidate& c : plan.evaluated) {
+    if (c.feasible) {
+      EXPECT_LE(chosen.cost_per_epoch_usd, c.cost_per_epoch_usd) << c.instance->type << " x" << c.nodes;
+    }
+  }
+  // Feasible rows are sorted by cost, infeasible ones come last.
+  bool seen_infeasible = false;
+  for (size_t i = 1; i < plan.candidates.size(); ++i) {
+    if (!plan.candidates[i].feasible) {
+      seen_infeasible = true;
+    } else {
+      EXPECT_FALSE(seen_infeasible);
+    }
+    if (plan.candidates[i].feasible) {
+      EXPECT_LE(plan.candidates[i - 1].cost_per_epoch_usd, plan.candidates[i].cost_per_epoch_usd);
+    }
+  }
+}
+
+TEST_F(PlannerTest, ObjectiveTimeChoosesTheFastest) {
+  PlanResult plan = *PlanJob(Job(kLlama7b, {"cluster.objective=time"}), catalog_, ModelAssumptions());
+  ASSERT_EQ(plan.chosen, 0);
+  for (const Candidate& c : plan.evaluated) {
+    if (c.feasible) {
+      EXPECT_LE(plan.candidates[0].epoch_hours, c.epoch_hours);
+    }
+  }
+  PlanResult by_cost = *PlanJob(Job(kLlama7b), catalog_, ModelAssumptions());
+  EXPECT_LT(plan.candidates[0].epoch_hours, by_cost.candidates[0].epoch_hours);
+}
+
+TEST_F(PlannerTest, InfeasibleInstancesKeepTheirReason) {
+  PlanResult plan = *PlanJob(Job(kLlama7b, {"cluster.volume.size=1KiB", "cluster.max_nodes=1"}), catalog_,
+                             ModelAssumptions());
+  int infeasible = 0;
+  for (const Candidate& c : plan.candidates) {
+    if (c.feasible) continue;
+    ++infeasible;
+    EXPECT_NE(c.reason.find("NVMe per node"), std::string::npos) << c.reason;
+  }
+  EXPECT_GT(infeasible, 0);
+  std::string table = RenderPlanTable(plan, false);
+  EXPECT_NE(table.find("Infeasible:"), std::string::npos);
+  EXPECT_NE(table.find("CHOSEN"), std::string::npos);
+  EXPECT_NE(table.find("$/EPOCH"), std::string::npos);
+}
+
+TEST_F(PlannerTest, NothingFeasible) {
+  PlanResult plan = *PlanJob(Job("model: {preset: llama-2-70b}\ntrain: {tokens_per_epoch: 1000}\n"
+                                 "cluster: {instance_types: [g5.xlarge]}\n"),
+                             catalog_, ModelAssumptions());
+  EXPECT_EQ(plan.chosen, -1);
+  EXPECT_NE(RenderPlanTable(plan, false).find("No feasible plan"), std::string::npos);
+  EXPECT_TRUE(PlanToJson(plan, false)["chosen"].is_null());
+}
+
+TEST_F(PlannerTest, UnknownInstanceTypeNamesTheKey) {
+  StatusOr<PlanResult> plan =
+      PlanJob(Job(kLlama7b, {"cluster.instance_types=[p4d.24xlarg]"}), catalog_, ModelAssumptions());
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(ExitCodeFor(plan.status()), 2);
+  const std::string& m = plan.status().message();
+  EXPECT_NE(m.find("--set cluster.instance_types=[p4d.24xlarg]: key 'cluster.instance_types'"), std::string::npos) << m;
+  EXPECT_NE(m.find("did you mean 'p4d.24xlarge'"), std::string::npos) << m;
+}
+
+TEST_F(PlannerTest, JsonCarriesTheDocumentedFields) {
+  PlanResult plan = *PlanJob(Job(kLlama7b), catalog_, ModelAssumptions());
+  nlohmann::ordered_json j = PlanToJson(plan, false);
+  EXPECT_EQ(j["model"]["name"], "llama-2-7b");
+  EXPECT_EQ(j["model"]["params"], 6738415616ull);
+  EXPECT_EQ(j["model"]["model_state_bytes"], 16ull * 6738415616ull);
+  ASSERT_EQ(j["candidates"].size(), plan.candidates.size());
+  for (const auto& c : j["candidates"]) {
+    for (const char* key : {"instance_type", "provider", "nodes", "gpus_per_node", "price_per_hour_usd", "feasible",
+                            "reason", "per_rank", "step_time_s", "tokens_per_s", "epoch_hours", "cost_per_epoch_usd"}) {
+      EXPECT_TRUE(c.contains(key)) << key;
+    }
+    for (const char* key : {"gpu_bytes", "cpu_bytes", "nvme_bytes"}) EXPECT_TRUE(c["per_rank"].contains(key));
+  }
+  EXPECT_EQ(j["chosen"], plan.candidates[0].instance->type);
+}
+
+TEST_F(PlannerTest, WholeCatalogPlansWellUnderASecond) {
+  JobSpec job = Job(kLlama7b, {"cluster.max_nodes=8"});
+  const auto start = std::chrono::steady_clock::now();
+  PlanResult plan = *PlanJob(job, catalog_, ModelAssumptions());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(plan.evaluated.size(), catalog_.instances().size() * 8);
+  EXPECT_LT(s, 1.0);
+}
+
+}  // namespace
+}  // namespace tencache

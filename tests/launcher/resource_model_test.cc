@@ -1,0 +1,179 @@
+#include "launcher/resource_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/byte_size.h"
+
+namespace tencache {
+namespace {
+
+class ResourceModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override { catalog_ = *Catalog::Load(DefaultCatalogPath()); }
+
+  JobSpec Job(const std::string& preset, int micro, int global) {
+    JobSpec job;
+    job.name = "t";
+    job.source = "test.yaml";
+    job.model = *FindPreset(preset);
+    job.train.micro_batch = micro;
+    job.train.global_batch = global;
+    job.train.tokens_per_epoch = 1000000000;
+    return job;
+  }
+  Candidate Eval(const JobSpec& job, const std::string& type, int nodes) {
+    const InstanceSpec* inst = *catalog_.FindInstance(type);
+    return EvaluateCandidate(job, *inst, *catalog_.FindGpu(inst->gpu), nodes, ModelAssumptions());
+  }
+
+  Catalog catalog_;
+};
+
+TEST_F(ResourceModelTest, MixedPrecisionAdamIsSixteenBytesPerParameterDividedAcrossRanks) {
+  StateBytes one = StateBytesPerRank(1000000000, DType::kBf16, 1);
+  EXPECT_EQ(one.total(), 16000000000ull);
+  EXPECT_EQ(one.bytes[kWeights16], 2000000000ull);
+  EXPECT_EQ(one.bytes[kGrads16], 2000000000ull);
+  EXPECT_EQ(one.bytes[kMaster32], 4000000000ull);
+  EXPECT_EQ(one.bytes[kAdamM], 4000000000ull);
+  EXPECT_EQ(one.bytes[kAdamV], 4000000000ull);
+  StateBytes eight = StateBytesPerRank(1000000000, DType::kFp16, 8);
+  EXPECT_EQ(eight.total(), 2000000000ull);
+  StateBytes fp32 = StateBytesPerRank(1000000000, DType::kFp32, 4);
+  EXPECT_EQ(fp32.bytes[kMaster32], 0u);
+  EXPECT_EQ(fp32.total(), 4000000000ull);
+}
+
+TEST_F(ResourceModelTest, PlacementFillsGpuThenHostThenNvme) {
+  StateBytes s = StateBytesPerRank(1000, DType::kBf16, 1);  // 2000, 2000, 4000, 4000, 4000
+  Placement p = PlaceStates(s, {3000, 6000, 100000});
+  EXPECT_DOUBLE_EQ(p.fraction[kWeights16][kGpu], 1.0);
+  EXPECT_DOUBLE_EQ(p.fraction[kGrads16][kGpu], 0.5);
+  EXPECT_DOUBLE_EQ(p.fraction[kGrads16][kCpu], 0.5);
+  EXPECT_DOUBLE_EQ(p.fraction[kMaster32][kCpu], 1.0);
+  EXPECT_DOUBLE_EQ(p.fraction[kAdamM][kCpu], 0.25);
+  EXPECT_DOUBLE_EQ(p.fraction[kAdamM][kNvme], 0.75);
+  EXPECT_DOUBLE_EQ(p.fraction[kAdamV][kNvme], 1.0);
+  EXPECT_EQ(p.bytes[kGpu], 3000u);
+  EXPECT_EQ(p.bytes[kCpu], 6000u);
+  EXPECT_EQ(p.bytes[kNvme], 7000u);
+  EXPECT_EQ(p.unplaced, 0u);
+  Placement short_of_space = PlaceStates(s, {1000, 1000, 1000});
+  EXPECT_EQ(short_of_space.unplaced, 13000u);
+}
+
+TEST_F(ResourceModelTest, FitsOnGpu) {
+  Candidate c = Eval(Job("gpt2", 8, 8), "p5.4xlarge", 1);
+  ASSERT_TRUE(c.feasible) << c.reason;
+  EXPECT_DOUBLE_EQ(c.placement.TierFraction(kGpu), 1.0);
+  EXPECT_EQ(c.step.h2d_s, 0.0);
+  EXPECT_EQ(c.step.collective_s, 0.0);  // one rank
+}
+
+TEST_F(ResourceModelTest, NeedsHostMemory) {
+  Candidate c = Eval(Job("llama-2-7b", 1, 8), "p5.4xlarge", 1);  // 100 GiB of states, 80 GiB GPU
+  ASSERT_TRUE(c.feasible) << c.reason;
+  EXPECT_GT(c.placement.bytes[kCpu], 0u);
+  EXPECT_EQ(c.placement.bytes[kNvme], 0u);
+  // Weights stay on the GPU; the optimizer runs on the CPU and sends them back.
+  EXPECT_DOUBLE_EQ(c.placement.fraction[kWeights16][kGpu], 1.0);
+  EXPECT_GT(c.step.bytes_h2d, 0.0);
+  EXPECT_GT(c.step.optimizer_s, 0.0);
+  EXPECT_EQ(c.placement.bytes[kGpu] + c.placement.bytes[kCpu], c.states.total());
+}
+
+TEST_F(ResourceModelTest, NeedsNvme) {
+  Candidate c = Eval(Job("llama-2-7b", 1, 8), "g5.xlarge", 1);  // 16 GiB RAM, 250 GB NVMe
+  ASSERT_TRUE(c.feasible) << c.reason;
+  EXPECT_GT(c.placement.bytes[kNvme], 0u);
+  EXPECT_GT(c.step.bytes_nvme_read, 0.0);
+  EXPECT_GT(c.step.bytes_nvme_write, 0.0);
+  EXPECT_FALSE(c.assumptions.empty());  // the NVMe bandwidth is assumed and says so
+}
+
+TEST_F(ResourceModelTest, InfeasibleWithTheExactShortfall) {
+  JobSpec job = Job("llama-2-70b", 1, 8);
+  Candidate c = Eval(job, "g6e.xlarge", 1);  // no local NVMe, no volume
+  ASSERT_FALSE(c.feasible);
+  const uint64_t need = c.states.total() - c.placement.bytes[kGpu] - c.placement.bytes[kCpu];
+  EXPECT_EQ(c.reason, "needs " + FormatBytes(need) + " NVMe per node, has 0 (no local NVMe; set cluster.volume)");
+  job.cluster.volume.size = 2 * kTiB;
+  EXPECT_TRUE(Eval(job, "g6e.xlarge", 1).feasible);
+}
+
+TEST_F(ResourceModelTest, ActivationsThatDoNotFitTheGpu) {
+  Candidate c = Eval(Job("bloom-7b1", 64, 64), "g6.2xlarge", 1);  // 250k vocab logits at micro_batch 64
+  ASSERT_FALSE(c.feasible);
+  EXPECT_NE(c.reason.find("GPU memory per rank for activations"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("micro_batch 64"), std::string::npos) << c.reason;
+}
+
+TEST_F(ResourceModelTest, BudgetsAndBatchAndPriceChecks) {
+  JobSpec job = Job("gpt2", 8, 8);
+  job.cache.device_budget = 200 * kGiB;
+  Candidate c = Eval(job, "p5.4xlarge", 1);
+  EXPECT_NE(c.reason.find("cache.device_budget 200 GiB per rank exceeds"), std::string::npos) << c.reason;
+  job.cache.device_budget = 100 * kMiB;  // an explicit small budget pushes states to the host
+  c = Eval(job, "p5.4xlarge", 1);
+  ASSERT_TRUE(c.feasible);
+  EXPECT_EQ(c.placement.bytes[kGpu], 100 * kMiB);
+  EXPECT_NE(Eval(Job("gpt2", 8, 8), "p5.48xlarge", 1).reason.find("not a multiple of ranks (8)"), std::string::npos);
+  job = Job("gpt2", 8, 8);
+  job.cluster.max_price_per_hour = 5;
+  EXPECT_NE(Eval(job, "p5.4xlarge", 1).reason.find("above cluster.max_price_per_hour $5.00"), std::string::npos);
+  job.cluster.max_price_per_hour = 0;
+  job.cluster.use_spot = true;
+  EXPECT_NE(Eval(job, "p5.4xlarge", 1).reason.find("no spot price"), std::string::npos);
+}
+
+TEST_F(ResourceModelTest, CostArithmetic) {
+  JobSpec job = Job("llama-2-13b", 1, 64);
+  Candidate c = Eval(job, "p4d.24xlarge", 2);
+  ASSERT_TRUE(c.feasible) << c.reason;
+  EXPECT_EQ(c.ranks, 16);
+  EXPECT_EQ(c.step.accum_steps, 4);
+  EXPECT_DOUBLE_EQ(c.tokens_per_s, 64.0 * 4096 / c.step.step_s);
+  EXPECT_DOUBLE_EQ(c.epoch_hours, 1e9 / c.tokens_per_s / 3600);
+  EXPECT_NEAR(c.cost_per_epoch_usd, c.epoch_hours * 21.96 * 2, 1e-9);
+  EXPECT_DOUBLE_EQ(c.step.step_s, c.step.accum_steps * c.step.micro_step_s + c.step.optimizer_s);
+}
+
+TEST_F(ResourceModelTest, LanesOverlapPerBlock) {
+  Candidate c = Eval(Job("llama-2-7b", 1, 8), "g5.xlarge", 1);
+  ASSERT_TRUE(c.feasible);
+  const StepBreakdown& s = c.step;
+  const double slowest = std::max({s.compute_s, s.h2d_s, s.d2h_s, s.nvme_s, s.collective_s});
+  const double serial = s.compute_s + s.h2d_s + s.d2h_s + s.nvme_s + s.collective_s;
+  EXPECT_GE(s.micro_step_s, slowest);
+  EXPECT_LT(s.micro_step_s, serial);
+}
+
+TEST_F(ResourceModelTest, ComputeBoundStepRecomputedByHand) {
+  // gpt2 on one H100, everything on the GPU: the step is the compute of every
+  // block (forward 2*P*T plus attention 4*T*s*h; backward 3x with recompute; the
+  // LM head 2*V*h*T forward, 2x backward) at 989 TFLOP/s x 0.40, plus 1e-4 s per
+  // block and pass, plus an optimizer pass over HBM.
+  JobSpec job = Job("gpt2", 8, 8);
+  Candidate c = Eval(job, "p5.4xlarge", 1);
+  ASSERT_TRUE(c.feasible);
+  const ModelShape& m = job.model;
+  const double T = 8.0 * 1024, peak = 989e12 * 0.40;
+  const double layer = 2.0 * m.BlockParams(1) * T + 4.0 * T * 1024 * 768;
+  const double head = 2.0 * 50257 * 768 * T + 2.0 * m.BlockParams(13) * T;
+  const double compute = (12 * layer * 4 + head * 3) / peak + 14 * 2 * 1e-4;
+  const double optimizer = m.ParamCount() * (3 * 2 + 24) / 3350e9;
+  EXPECT_NEAR(c.step.step_s, compute + optimizer, 1e-9);
+}
+
+TEST_F(ResourceModelTest, MoreNodesSpeedUpAndCollectivesCrossTheNetwork) {
+  JobSpec job = Job("llama-2-13b", 1, 64);
+  Candidate one = Eval(job, "p4d.24xlarge", 1), four = Eval(job, "p4d.24xlarge", 4);
+  ASSERT_TRUE(one.feasible && four.feasible);
+  EXPECT_LT(four.step.step_s, one.step.step_s);
+  EXPECT_GT(four.step.collective_s / four.step.accum_steps, one.step.collective_s / one.step.accum_steps);
+}
+
+}  // namespace
+}  // namespace tencache
