@@ -74,20 +74,22 @@ double Placement::TierFraction(int tier) const {
 }
 
 Placement PlaceStates(const StateBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity) {
+  // Master weights and both Adam moments are read and written together by the
+  // optimizer, so they are placed as one group: a parameter's optimizer state
+  // lives wholly on one tier, and the share on the GPU is updated there.
+  static const std::vector<std::vector<int>> kGroups = {{kWeights16}, {kGrads16}, {kMaster32, kAdamM, kAdamV}};
   Placement p;
   std::array<uint64_t, kNumTierIndices> left = capacity;
-  for (int c = 0; c < kNumStateClasses; ++c) {
-    uint64_t need = states.bytes[c];
-    if (need == 0) {
-      p.fraction[c][kGpu] = 1.0;  // nothing to hold: counts as resident
-      continue;
-    }
-    for (int t = 0; t < kNumTierIndices && need > 0; ++t) {
-      uint64_t take = std::min(need, left[t]);
+  for (const std::vector<int>& group : kGroups) {
+    uint64_t total = 0;
+    for (int c : group) total += states.bytes[c];
+    uint64_t need = total;
+    for (int t = 0; t < kNumTierIndices; ++t) {
+      const uint64_t take = std::min(need, left[t]);
       left[t] -= take;
       need -= take;
       p.bytes[t] += take;
-      p.fraction[c][t] = double(take) / double(states.bytes[c]);
+      for (int c : group) p.fraction[c][t] = total == 0 ? (t == kGpu ? 1.0 : 0.0) : double(take) / double(total);
     }
     p.unplaced += need;
   }
@@ -166,26 +168,22 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   }
   out.micro_step_s = fill + sum;
 
-  // Optimizer: on the GPU when every optimizer state fits there, else CPU AdamW
-  // streamed block by block, overlapping its PCIe and NVMe traffic.
+  // Optimizer: the parameters whose optimizer state sits on the GPU are updated
+  // there (HBM-bound); the rest by CPU AdamW, streamed block by block so that its
+  // PCIe and NVMe traffic overlaps the arithmetic. Both parts run concurrently.
   const double params_rank = std::accumulate(own.begin(), own.end(), 0.0) / ranks;
-  const bool on_gpu = f[kMaster32][kGpu] >= 1.0 && f[kAdamM][kGpu] >= 1.0 && f[kAdamV][kGpu] >= 1.0;
-  double opt_h2d = 0, opt_d2h = 0, opt_rd = 0, opt_wr = 0;
-  if (on_gpu) {
-    out.optimizer_s = params_rank * (3 * wb + 24) / (gpu.memory_bw_gbps * 1e9);
-  } else {
-    const double vcpus_per_rank = double(inst.vcpus) / inst.gpu_count;
-    const double adam = params_rank / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
-    opt_d2h = states.bytes[kGrads16] * f[kGrads16][kGpu];
-    opt_h2d = states.bytes[kWeights16] * f[kWeights16][kGpu];
-    opt_rd = states.bytes[kGrads16] * g_nvme;
-    opt_wr = states.bytes[kWeights16] * w_nvme;
-    for (int c : {kMaster32, kAdamM, kAdamV}) {
-      opt_rd += states.bytes[c] * f[c][kNvme];
-      opt_wr += states.bytes[c] * f[c][kNvme];
-    }
-    out.optimizer_s = std::max({adam, opt_d2h / pcie, opt_h2d / pcie, opt_rd / nvme_rd + opt_wr / nvme_wr});
+  const double opt_gpu = f[kAdamM][kGpu], opt_cpu = 1.0 - opt_gpu;
+  const double gpu_opt = params_rank * opt_gpu * (3 * wb + 24) / (gpu.memory_bw_gbps * 1e9);
+  const double vcpus_per_rank = double(inst.vcpus) / inst.gpu_count;
+  const double adam = params_rank * opt_cpu / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
+  const double opt_d2h = states.bytes[kGrads16] * f[kGrads16][kGpu] * opt_cpu;    // gradients to the CPU
+  const double opt_h2d = states.bytes[kWeights16] * f[kWeights16][kGpu] * opt_cpu;  // updated weights back
+  double opt_rd = states.bytes[kGrads16] * g_nvme, opt_wr = states.bytes[kWeights16] * w_nvme;
+  for (int c : {kMaster32, kAdamM, kAdamV}) {
+    opt_rd += states.bytes[c] * f[c][kNvme];
+    opt_wr += states.bytes[c] * f[c][kNvme];
   }
+  out.optimizer_s = std::max({gpu_opt, adam, opt_d2h / pcie, opt_h2d / pcie, opt_rd / nvme_rd + opt_wr / nvme_wr});
   out.step_s = out.accum_steps * out.micro_step_s + out.optimizer_s;
   out.bytes_h2d = out.accum_steps * h2d_bytes + opt_h2d;
   out.bytes_d2h = out.accum_steps * d2h_bytes + opt_d2h;
