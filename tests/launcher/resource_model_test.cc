@@ -170,6 +170,28 @@ TEST_F(ResourceModelTest, ComputeBoundStepRecomputedByHand) {
   EXPECT_NEAR(c.step.step_s, compute + optimizer, 1e-9);
 }
 
+TEST_F(ResourceModelTest, TheRowRecomputedByHandInTheDocs) {
+  // docs/resource-model.md, "One row by hand": OPT-13B fp16 on one p5.4xlarge.
+  JobSpec job = Job("opt-13b", 4, 64);
+  job.dtype = DType::kFp16;
+  job.train.tokens_per_epoch = 500000000;
+  Candidate c = Eval(job, "p5.4xlarge", 1);
+  ASSERT_TRUE(c.feasible) << c.reason;
+  EXPECT_EQ(c.states.total(), 205655572480ull);
+  EXPECT_EQ(c.gpu_fixed.activations, 6650068992ull);
+  EXPECT_EQ(c.gpu_fixed.total(), 19460139008ull);
+  EXPECT_EQ(c.capacity[kGpu], 66439206912ull);
+  EXPECT_EQ(c.placement.bytes[kCpu], 139216365568ull);
+  EXPECT_NEAR(c.placement.fraction[kAdamM][kGpu], 0.0974, 1e-4);
+  EXPECT_EQ(c.step.accum_steps, 16);
+  EXPECT_NEAR(c.step.micro_step_s, 2.26430, 1e-5);
+  EXPECT_NEAR(c.step.optimizer_s, 7.2509, 1e-4);
+  EXPECT_NEAR(c.step.step_s, 43.4797, 1e-4);
+  EXPECT_NEAR(c.tokens_per_s, 3014.6, 0.1);
+  EXPECT_NEAR(c.epoch_hours, 46.07, 0.01);
+  EXPECT_NEAR(c.cost_per_epoch_usd, 316.98, 0.01);
+}
+
 TEST_F(ResourceModelTest, MoreNodesSpeedUpAndCollectivesCrossTheNetwork) {
   JobSpec job = Job("llama-2-13b", 1, 64);
   Candidate one = Eval(job, "p4d.24xlarge", 1), four = Eval(job, "p4d.24xlarge", 4);
