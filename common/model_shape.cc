@@ -179,6 +179,7 @@ std::vector<ModelShape> AllPresets() {
   tiny.ffn_hidden = 512;
   tiny.seq_len = tiny.max_positions = 128;
   tiny.vocab = 256;
+  tiny.fused_qkv = true;  // GPT-2 style
   v.push_back(tiny);
   v.push_back(Gpt2("gpt2", 12, 768, 12));
   v.push_back(Gpt2("gpt2-medium", 24, 1024, 16));

@@ -10,11 +10,9 @@ echo "== ThreadSanitizer build of cachemgr =="
 cmake -S . -B build-tsan -DTENCACHE_TSAN=ON -DTENCACHE_WORKER=OFF -DTENCACHE_CUDA=OFF \
   -DTENCACHE_BUILD_BENCH=OFF >build-tsan.configure.log 2>&1 || { cat build-tsan.configure.log; exit 1; }
 cmake --build build-tsan -j"$(nproc)" --target cachemgr_all_tests
-for t in build-tsan/tests/cachemgr/cachemgr_*_test; do
-  # setarch -R: TSan needs a memory layout that address randomisation can break.
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" setarch "$(uname -m)" -R "$t" --gtest_brief=1 \
-    || { echo "ThreadSanitizer: $t failed"; exit 1; }
-done
+# setarch -R: TSan needs a memory layout that address randomisation can break.
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" setarch "$(uname -m)" -R \
+  ctest --test-dir build-tsan -R "^cachemgr_" --output-on-failure -j"$(nproc)"
 
 echo "== Test suite =="
 ctest --test-dir build --output-on-failure -j"$(nproc)"

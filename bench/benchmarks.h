@@ -1,0 +1,18 @@
+// The subcommands of tencache-bench. Each takes its arguments after the
+// subcommand name, prints its report to stdout, and returns a Status; main()
+// turns that into the exit code (2 for bad input).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tencache::bench {
+
+// NvmeTier write/read GB/s with and without checksums, against fio on the same file.
+Status RunNvmeBench(const std::vector<std::string>& args);
+// A synthetic multi-step trace through the device, host and NVMe tiers.
+Status RunCacheBench(const std::vector<std::string>& args);
+
+}  // namespace tencache::bench

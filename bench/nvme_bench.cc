@@ -1,0 +1,191 @@
+// tencache-bench nvme: sequential write then read through the NvmeTier API, with
+// checksums on (the default) and off, interleaved with fio (io_uring, O_DIRECT)
+// on the same file with the same block size, depth and size; the median of the
+// rounds is reported, with the ratio ours / fio.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_flags.h"
+#include "bench/benchmarks.h"
+#include "cachemgr/crc32c.h"
+#include "cachemgr/nvme_tier.h"
+#include "common/byte_size.h"
+
+namespace tencache::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kSegment = 64 << 20;  // bytes per NvmeTier request
+constexpr int kOutstanding = 4;          // requests kept in flight so the ring never drains
+
+struct NvmeConfig {
+  std::string dir;
+  uint64_t size = 0, block = 0;
+  uint32_t depth = 0;
+  int rounds = 0;
+};
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+// Writes or reads the whole file through `tier`, kOutstanding segments at a time; returns GB/s.
+StatusOr<double> Pass(NvmeTier* tier, uint8_t* buf, uint64_t size, bool write) {
+  const auto start = Clock::now();
+  std::vector<IoTicket> inflight(kOutstanding);
+  uint64_t off = 0;
+  int i = 0;
+  for (; off < size; off += kSegment, i = (i + 1) % kOutstanding) {
+    if (off >= kOutstanding * kSegment) TC_RETURN_IF_ERROR(inflight[i].Wait(std::chrono::minutes(2)));
+    const uint64_t len = std::min(kSegment, size - off);
+    uint8_t* b = buf + static_cast<uint64_t>(i) * kSegment;
+    inflight[i] = write ? tier->SubmitWrite(off, b, len, "bench") : tier->SubmitRead(off, b, len, "bench");
+  }
+  const uint64_t segments = (size + kSegment - 1) / kSegment;
+  for (uint64_t k = 0; k < std::min<uint64_t>(segments, kOutstanding); ++k)
+    TC_RETURN_IF_ERROR(inflight[k].Wait(std::chrono::minutes(2)));
+  return size / std::chrono::duration<double>(Clock::now() - start).count() / 1e9;
+}
+
+StatusOr<std::unique_ptr<NvmeTier>> OpenTier(const NvmeConfig& c, bool checksums, uint8_t* buf) {
+  NvmeTierOptions o;
+  o.dir = c.dir;
+  o.queue_depth = c.depth;
+  o.block_size = c.block;
+  o.checksums = checksums;
+  TC_ASSIGN_OR_RETURN(std::unique_ptr<NvmeTier> tier, NvmeTier::Open(o));
+  TC_RETURN_IF_ERROR(tier->Reserve(c.size).status());
+  // As the cache registers its host arena: fixed buffers where the kernel allows them.
+  tier->RegisterBuffers({{buf, kOutstanding * kSegment}}, std::chrono::seconds(10));
+  return tier;
+}
+
+bool HaveFio() { return std::system("command -v fio >/dev/null 2>&1") == 0; }
+
+// Runs fio on `file`; returns GB/s from its JSON bw_bytes.
+StatusOr<double> Fio(const NvmeConfig& c, const std::string& file, bool write) {
+  const std::string rw = write ? "write" : "read";
+  const std::string cmd = "fio --name=tencache --ioengine=io_uring --direct=1 --rw=" + rw +
+                          " --bs=" + std::to_string(c.block) + " --iodepth=" + std::to_string(c.depth) +
+                          " --size=" + std::to_string(c.size) + " --filename=" + file +
+                          " --output-format=json 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return Status::Unavailable("fio: popen failed");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int rc = ::pclose(p);
+  if (rc != 0) return Status::IoError("fio exited with status " + std::to_string(rc) + ": " + cmd);
+  const auto brace = out.find('{');
+  if (brace == std::string::npos) return Status::IoError("fio printed no JSON: " + cmd);
+  nlohmann::json j = nlohmann::json::parse(out.substr(brace), nullptr, false);
+  if (j.is_discarded() || !j.contains("jobs") || j["jobs"].empty())
+    return Status::IoError("fio JSON without jobs: " + cmd);
+  return j["jobs"][0][rw]["bw_bytes"].get<double>() / 1e9;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+StatusOr<NvmeConfig> ParseNvmeFlags(const std::vector<std::string>& args, bool* json) {
+  BenchFlags f("nvme");
+  f.Value("dir", "DIR", "");
+  f.Value("size", "SIZE (e.g. 1GiB)", "1GiB");
+  f.Value("block", "SIZE (e.g. 1MiB, a multiple of 4KiB)", "1MiB");
+  f.Value("depth", "N (1..4096)", "16");
+  f.Value("rounds", "N (1..20)", "3");
+  f.Switch("json");
+  TC_RETURN_IF_ERROR(f.Parse(args));
+  NvmeConfig c;
+  c.dir = f.Get("dir");
+  if (c.dir.empty()) return Status::InvalidArgument("--dir is required: --dir DIR (a directory on the NVMe device)");
+  TC_ASSIGN_OR_RETURN(c.size, f.Bytes("size"));
+  TC_ASSIGN_OR_RETURN(c.block, f.Bytes("block"));
+  TC_ASSIGN_OR_RETURN(uint64_t depth, f.Count("depth", 4096));
+  TC_ASSIGN_OR_RETURN(uint64_t rounds, f.Count("rounds", 20));
+  if (c.block % 4096 != 0 || c.block > (1u << 30))
+    return Status::InvalidArgument("--block '" + f.Get("block") + "': expected a multiple of 4KiB up to 1GiB");
+  c.size = (c.size + c.block - 1) / c.block * c.block;
+  c.depth = static_cast<uint32_t>(depth);
+  c.rounds = static_cast<int>(rounds);
+  *json = f.On("json");
+  return c;
+}
+
+}  // namespace
+
+Status RunNvmeBench(const std::vector<std::string>& args) {
+  bool json = false;
+  TC_ASSIGN_OR_RETURN(NvmeConfig c, ParseNvmeFlags(args, &json));
+  std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, kOutstanding * kSegment)));
+  if (!buf) return Status::ResourceExhausted("nvme bench: cannot allocate the I/O buffer");
+  for (uint64_t i = 0; i < kOutstanding * kSegment; i += 8) std::memcpy(buf.get() + i, &i, 8);
+  std::string engine, file;
+  {  // fill the file once so no timed pass pays for converting unwritten extents
+    TC_ASSIGN_OR_RETURN(auto tier, OpenTier(c, false, buf.get()));
+    TC_RETURN_IF_ERROR(Pass(tier.get(), buf.get(), c.size, true).status());
+    engine = tier->Describe();
+    file = tier->file_path();
+  }
+  const bool fio = HaveFio();
+  std::vector<double> w, r, w_off, r_off, fw, fr;
+  for (int round = 0; round < c.rounds; ++round) {
+    for (bool checksums : {true, false}) {
+      TC_ASSIGN_OR_RETURN(auto tier, OpenTier(c, checksums, buf.get()));
+      TC_ASSIGN_OR_RETURN(double wg, Pass(tier.get(), buf.get(), c.size, true));
+      TC_ASSIGN_OR_RETURN(double rg, Pass(tier.get(), buf.get(), c.size, false));
+      (checksums ? w : w_off).push_back(wg);
+      (checksums ? r : r_off).push_back(rg);
+    }
+    if (fio) {
+      TC_ASSIGN_OR_RETURN(double fwg, Fio(c, file, true));
+      TC_ASSIGN_OR_RETURN(double frg, Fio(c, file, false));
+      fw.push_back(fwg);
+      fr.push_back(frg);
+    }
+  }
+  nlohmann::ordered_json j;
+  j["write_gbps"] = Median(w);
+  j["read_gbps"] = Median(r);
+  j["write_gbps_no_checksum"] = Median(w_off);
+  j["read_gbps_no_checksum"] = Median(r_off);
+  j["fio_write_gbps"] = fio ? nlohmann::json(Median(fw)) : nlohmann::json(nullptr);
+  j["fio_read_gbps"] = fio ? nlohmann::json(Median(fr)) : nlohmann::json(nullptr);
+  j["write_ratio"] = fio ? nlohmann::json(Median(w) / Median(fw)) : nlohmann::json(nullptr);
+  j["read_ratio"] = fio ? nlohmann::json(Median(r) / Median(fr)) : nlohmann::json(nullptr);
+  j["size_bytes"] = c.size;
+  j["block_bytes"] = c.block;
+  j["depth"] = c.depth;
+  j["rounds"] = c.rounds;
+  j["engine"] = engine;
+  j["checksum"] = std::string("crc32c-") + Crc32cImplementation();
+  j["fio"] = fio ? "fio --ioengine=io_uring --direct=1" : "not found (install fio to compare)";
+  if (json) {
+    std::printf("%s\n", j.dump().c_str());
+    return Status::Ok();
+  }
+  std::printf("tencache-bench nvme: %s, %s blocks, depth %u, %d round(s), median GB/s\n  tier: %s\n",
+              FormatBytes(c.size).c_str(), FormatBytes(c.block).c_str(), c.depth, c.rounds, engine.c_str());
+  std::printf("  %-26s %8s %8s\n", "", "write", "read");
+  std::printf("  %-26s %8.3f %8.3f\n", "NvmeTier (checksums on)", Median(w), Median(r));
+  std::printf("  %-26s %8.3f %8.3f\n", "NvmeTier (checksums off)", Median(w_off), Median(r_off));
+  if (fio) {
+    std::printf("  %-26s %8.3f %8.3f\n", "fio io_uring O_DIRECT", Median(fw), Median(fr));
+    std::printf("  %-26s %8.2f %8.2f\n", "ratio (checksums on)/fio", Median(w) / Median(fw), Median(r) / Median(fr));
+  } else {
+    std::printf("  fio not found: install fio to compare against it\n");
+  }
+  return Status::Ok();
+}
+
+}  // namespace tencache::bench

@@ -1,0 +1,34 @@
+// DeviceTier: the top tier, where tensors are computed on. Two backends behind
+// TierStore:
+//   kCuda           one cudaMalloc arena per region, host->device copies on an H2D
+//                   stream and device->host copies on a D2H stream, completion by
+//                   events polled against the caller's timeout. Compiled whenever
+//                   the CUDA toolkit is found; Unavailable when no GPU is present.
+//   kSimulatedHost  host memory standing in for a GPU on machines without one.
+//                   It is named, reported and described as "device(simulated-host)"
+//                   so no result can be mistaken for a GPU measurement.
+// Thread safety: all methods are thread-safe.
+#pragma once
+
+#include <memory>
+
+#include "cachemgr/host_tier.h"
+#include "cachemgr/tier.h"
+
+namespace tencache {
+
+enum class DeviceBackend : uint8_t { kSimulatedHost, kCuda };
+const char* DeviceBackendName(DeviceBackend backend);  // "simulated-host", "cuda"
+
+// Creates the device tier. kCuda: Unavailable when built without CUDA or when
+// cudaGetDeviceCount fails or reports no device.
+StatusOr<std::unique_ptr<TierStore>> MakeDeviceTier(DeviceBackend backend, int device_index = 0);
+
+// Number of CUDA devices usable by this process (0 when built without CUDA, or
+// when the driver is missing).
+int CudaDeviceCount();
+
+// A HostPinner that page-locks with cudaHostRegister; empty when built without CUDA.
+HostPinner CudaHostPinner();
+
+}  // namespace tencache

@@ -1,0 +1,65 @@
+// FaultInjectionFileEnv: wraps another FileEnv and makes chosen requests fail the
+// way real disks do — EIO, short reads/writes, ENOSPC, silently corrupted reads,
+// slow completions — so tests can check that every fault surfaces as a Status
+// naming the tensor and the file, and that a corrupt extent never reaches a caller.
+//
+// Rules match on the operation and an offset range and fire `count` times (or
+// forever). Thread safety: AddFault/ClearFaults/faults_injected may be called
+// from any thread while the wrapped files are in use on their own thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "cachemgr/file_env.h"
+
+namespace tencache {
+
+enum class FaultKind : uint8_t {
+  kEio,          // the request completes with -EIO
+  kShortIo,      // the request transfers half its bytes (rounded down to 4 KiB, possibly 0)
+  kNoSpace,      // a write completes with -ENOSPC (and OpenBlockFile fails with ENOSPC)
+  kCorruptRead,  // a read succeeds but one byte of the data is flipped
+  kSlowIo,       // the completion is held back for `delay`
+};
+const char* FaultKindName(FaultKind kind);
+
+struct FaultRule {
+  FaultKind kind = FaultKind::kEio;
+  IoOp op = IoOp::kRead;  // kNoSpace applies to writes whatever this says
+  uint64_t offset_begin = 0;
+  uint64_t offset_end = std::numeric_limits<uint64_t>::max();  // exclusive
+  int64_t count = -1;  // how many requests it hits; -1: every one
+  std::chrono::milliseconds delay{0};  // kSlowIo only
+  bool on_open = false;  // kNoSpace only: fail OpenBlockFile's preallocation instead of writes
+};
+
+class FaultInjectionFileEnv final : public FileEnv {
+ public:
+  // REQUIRES: base outlives this env and the files it opens.
+  explicit FaultInjectionFileEnv(FileEnv* base) : base_(base) {}
+
+  void AddFault(const FaultRule& rule);
+  void ClearFaults();
+  uint64_t faults_injected() const;
+
+  StatusOr<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64_t size,
+                                                     const BlockFileOptions& options) override;
+  Status CreateDir(const std::string& path) override { return base_->CreateDir(path); }
+  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
+
+  // Returns the first rule matching (op, offset) and consumes one of its shots;
+  // false when none matches. Used by the files this env opens.
+  bool TakeFault(IoOp op, uint64_t offset, FaultRule* fired);
+
+ private:
+  FileEnv* const base_;
+  mutable std::mutex mu_;
+  std::vector<FaultRule> rules_;  // guarded by mu_
+  uint64_t injected_ = 0;         // guarded by mu_
+};
+
+}  // namespace tencache

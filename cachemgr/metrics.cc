@@ -1,0 +1,36 @@
+#include "cachemgr/metrics.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tencache {
+
+double CacheMetrics::host_utilization() const {
+  const TierMetrics& h = tier(Tier::kHost);
+  return h.reserved_bytes == 0 ? 0.0 : static_cast<double>(h.peak_used_bytes) / h.reserved_bytes;
+}
+
+std::string CacheMetrics::ToJson() const {
+  nlohmann::ordered_json j;
+  j["step"] = step;
+  for (int t = 0; t < kNumTiers; ++t) {
+    const std::string p = TierName(static_cast<Tier>(t));
+    j[p + "_hits"] = tiers[t].hits;
+    j[p + "_misses"] = tiers[t].misses;
+    j[p + "_reserved_bytes"] = tiers[t].reserved_bytes;
+    j[p + "_used_bytes"] = tiers[t].used_bytes;
+    j[p + "_peak_used_bytes"] = tiers[t].peak_used_bytes;
+    j[p + "_evictions"] = tiers[t].evictions;
+  }
+  j["bytes_nvme_to_host"] = bytes_nvme_to_host;
+  j["bytes_host_to_device"] = bytes_host_to_device;
+  j["bytes_device_to_host"] = bytes_device_to_host;
+  j["bytes_host_to_nvme"] = bytes_host_to_nvme;
+  j["stall_seconds"] = stall_seconds;
+  j["prefetches"] = prefetches;
+  j["allocations_after_setup"] = allocations_after_setup;
+  j["quarantined_slots"] = quarantined_slots;
+  j["host_utilization"] = host_utilization();
+  return j.dump();
+}
+
+}  // namespace tencache

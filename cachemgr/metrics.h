@@ -1,0 +1,44 @@
+// CacheMetrics: what the tensor cache did during one training step — hits and
+// misses per tier, bytes moved per link, time callers stalled in acquire, pool
+// allocations after setup, and reserved/used bytes per tier. A plain value the
+// worker copies into metrics.jsonl; field names match tencache-sim's. Not
+// synchronised: the cache fills it under its own lock and hands out copies.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cachemgr/types.h"
+
+namespace tencache {
+
+struct TierMetrics {
+  uint64_t hits = 0;              // acquires that found the tensor already in this tier
+  uint64_t misses = 0;            // acquires that had to wait for it to arrive
+  uint64_t reserved_bytes = 0;    // carved pool capacity (what the tier holds for us)
+  uint64_t used_bytes = 0;        // bytes of tensors occupying slots, at step end
+  uint64_t peak_used_bytes = 0;   // maximum of used_bytes during the step
+  uint64_t evictions = 0;         // tensors removed from this tier to make room
+};
+
+struct CacheMetrics {
+  uint64_t step = 0;
+  TierMetrics tiers[kNumTiers];
+  uint64_t bytes_nvme_to_host = 0;
+  uint64_t bytes_host_to_device = 0;
+  uint64_t bytes_device_to_host = 0;
+  uint64_t bytes_host_to_nvme = 0;
+  double stall_seconds = 0;           // summed over acquiring threads
+  uint64_t prefetches = 0;            // prefetch calls that started a move
+  uint64_t allocations_after_setup = 0;  // cumulative since the pools were carved
+  uint64_t quarantined_slots = 0;     // slots left unused after a copy timed out (cumulative)
+
+  const TierMetrics& tier(Tier t) const { return tiers[static_cast<int>(t)]; }
+  TierMetrics& tier(Tier t) { return tiers[static_cast<int>(t)]; }
+  // Peak used / reserved of the host tier (0 when nothing is reserved).
+  double host_utilization() const;
+  // One JSON object, keys as in docs/cachemgr.md ("device_hits", "bytes_nvme_to_host", ...).
+  std::string ToJson() const;
+};
+
+}  // namespace tencache

@@ -1,0 +1,377 @@
+#include "cachemgr/nvme_tier.h"
+
+#include <cerrno>
+#include <cstring>
+#include <list>
+
+#include "cachemgr/crc32c.h"
+#include "common/byte_size.h"
+
+namespace tencache {
+namespace {
+
+constexpr int kMaxRetries = 16;  // per chunk, for -EAGAIN/-EINTR and short transfers
+constexpr std::chrono::milliseconds kReapWait(50);
+
+void Complete(const std::shared_ptr<IoTicket::State>& state, Status status) {
+  std::lock_guard<std::mutex> lock(state->mu);
+  state->done = true;
+  state->status = std::move(status);
+  state->cv.notify_all();
+}
+
+bool Aligned(uint64_t v) { return v % kDirectIoAlignment == 0; }
+
+}  // namespace
+
+struct NvmeTier::Request {
+  Kind kind = Kind::kRead;
+  uint8_t* buf = nullptr;
+  uint64_t offset = 0;
+  uint64_t len = 0;
+  std::string what;
+  uint64_t next = 0;         // bytes already cut into chunks
+  uint32_t outstanding = 0;  // chunks cut and not yet finished
+  Status status;             // the first error
+  std::shared_ptr<IoTicket::State> ticket;
+  std::vector<std::pair<void*, uint64_t>> buffers;  // kRegister
+};
+
+struct NvmeTier::Chunk {
+  Request* request = nullptr;
+  uint8_t* buf = nullptr;
+  uint64_t offset = 0;
+  uint64_t len = 0;
+  uint64_t done = 0;  // bytes already transferred (short I/O)
+  uint32_t crc = 0;
+  int retries = 0;
+};
+
+bool IoTicket::ready() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+Status IoTicket::Wait(std::chrono::milliseconds timeout) const {
+  if (!state_) return Status::FailedPrecondition("waiting on an empty IoTicket");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
+    return Status::Timeout("I/O did not complete within " + std::to_string(timeout.count()) + " ms");
+  return state_->status;
+}
+
+NvmeTier::NvmeTier(NvmeTierOptions options)
+    : options_(std::move(options)), env_(options_.env ? options_.env : PosixFileEnv()) {}
+
+StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(const NvmeTierOptions& options) {
+  if (options.dir.empty()) return Status::InvalidArgument("nvme tier: directory is empty");
+  if (options.queue_depth == 0 || options.queue_depth > 4096)
+    return Status::InvalidArgument("nvme tier: queue depth " + std::to_string(options.queue_depth) +
+                                   " out of range; expected 1..4096");
+  if (options.block_size == 0 || !Aligned(options.block_size) || options.block_size > (1u << 30))
+    return Status::InvalidArgument("nvme tier: block size " + std::to_string(options.block_size) +
+                                   " must be a multiple of 4 KiB, at most 1 GiB");
+  std::unique_ptr<NvmeTier> tier(new NvmeTier(options));
+  TC_RETURN_IF_ERROR(tier->env_->CreateDir(options.dir));
+  tier->path_ = options.dir + "/rank-" + std::to_string(options.rank) + ".tcnvme";
+  return tier;
+}
+
+NvmeTier::~NvmeTier() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (ring_thread_.joinable()) ring_thread_.join();
+}
+
+std::string NvmeTier::Describe() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return "nvme(" + (engine_.empty() ? std::string("not reserved") : engine_) + ", " + path_ +
+         ", depth " + std::to_string(options_.queue_depth) + ", block " +
+         FormatBytes(options_.block_size) + ", checksums " +
+         (options_.checksums ? std::string("crc32c-") + Crc32cImplementation() : "off") + ")";
+}
+
+StatusOr<uint64_t> NvmeTier::Reserve(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (file_) return Status::ResourceExhausted(path_ + ": the NVMe file is sized once");
+  bytes = (bytes + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
+  BlockFileOptions fo;
+  fo.queue_depth = options_.queue_depth;
+  fo.direct_io = options_.direct_io;
+  fo.force_sync_engine = options_.force_sync_engine;
+  TC_ASSIGN_OR_RETURN(file_, env_->OpenBlockFile(path_, bytes, fo));
+  file_bytes_ = bytes;
+  engine_ = file_->engine();
+  chunks_.resize(options_.queue_depth);
+  for (uint32_t i = options_.queue_depth; i > 0; --i) free_chunks_.push_back(i - 1);
+  extents_.resize(bytes / kDirectIoAlignment);
+  completions_.reserve(options_.queue_depth);
+  ring_thread_ = std::thread([this] { RingLoop(); });
+  return RegionBase(0);
+}
+
+uint64_t NvmeTier::reserved_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return file_bytes_;
+}
+
+uint64_t NvmeTier::allocations() const { return reserved_bytes() > 0 ? 1 : 0; }
+
+Status NvmeTier::CheckRange(uint64_t offset, const void* buf, uint64_t len,
+                            const std::string& what) const {
+  if (!Aligned(offset) || !Aligned(len) || !Aligned(reinterpret_cast<uintptr_t>(buf)))
+    return Status::InvalidArgument("tensor " + what + ": file " + path_ + ": offset " +
+                                   std::to_string(offset) + ", length " + std::to_string(len) +
+                                   " and buffer must be 4 KiB aligned for O_DIRECT");
+  if (offset + len > file_bytes_ || offset + len < offset)
+    return Status::InvalidArgument("tensor " + what + ": file " + path_ + ": range [" +
+                                   std::to_string(offset) + ", " + std::to_string(offset + len) +
+                                   ") beyond the file's " + std::to_string(file_bytes_) + " bytes");
+  return Status::Ok();
+}
+
+IoTicket NvmeTier::Enqueue(std::unique_ptr<Request> request) {
+  IoTicket ticket;
+  ticket.state_ = std::make_shared<IoTicket::State>();
+  request->ticket = ticket.state_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!file_ || stop_) {
+      Complete(ticket.state_, Status::FailedPrecondition(
+                                  "tensor " + request->what + ": file " + path_ + " is not open"));
+      return ticket;
+    }
+    if (request->kind != Kind::kRegister) {
+      Status st = CheckRange(request->offset, request->buf, request->len, request->what);
+      if (!st.ok()) {
+        Complete(ticket.state_, st);
+        return ticket;
+      }
+    }
+    queue_.push_back(std::move(request));
+  }
+  cv_.notify_one();
+  return ticket;
+}
+
+IoTicket NvmeTier::SubmitWrite(uint64_t offset, const void* src, uint64_t len, std::string what) {
+  auto r = std::make_unique<Request>();
+  r->kind = Kind::kWrite;
+  r->buf = static_cast<uint8_t*>(const_cast<void*>(src));
+  r->offset = RegionOffset(offset);
+  r->len = len;
+  r->what = std::move(what);
+  return Enqueue(std::move(r));
+}
+
+IoTicket NvmeTier::SubmitRead(uint64_t offset, void* dst, uint64_t len, std::string what) {
+  auto r = std::make_unique<Request>();
+  r->kind = Kind::kRead;
+  r->buf = static_cast<uint8_t*>(dst);
+  r->offset = RegionOffset(offset);
+  r->len = len;
+  r->what = std::move(what);
+  return Enqueue(std::move(r));
+}
+
+Status NvmeTier::Write(uint64_t offset, const void* src, uint64_t len, const std::string& what,
+                       std::chrono::milliseconds timeout) {
+  Status st = SubmitWrite(offset, src, len, what).Wait(timeout);
+  if (st.code() == StatusCode::kTimeout) return st.WithContext("tensor " + what + ": file " + path_ + ": write");
+  return st;
+}
+
+Status NvmeTier::Read(uint64_t offset, void* dst, uint64_t len, const std::string& what,
+                      std::chrono::milliseconds timeout) {
+  Status st = SubmitRead(offset, dst, len, what).Wait(timeout);
+  if (st.code() == StatusCode::kTimeout) return st.WithContext("tensor " + what + ": file " + path_ + ": read");
+  return st;
+}
+
+bool NvmeTier::RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers,
+                               std::chrono::milliseconds timeout) {
+  auto r = std::make_unique<Request>();
+  r->kind = Kind::kRegister;
+  r->what = "(buffer registration)";
+  r->buffers = buffers;
+  return Enqueue(std::move(r)).Wait(timeout).ok();
+}
+
+// ---- the ring thread ----
+
+bool NvmeTier::TakeRequests(std::deque<std::unique_ptr<Request>>* local) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool idle = local->empty() && retry_.empty() && file_->in_flight() == 0;
+  if (idle) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+  while (!queue_.empty()) {
+    local->push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return stop_;
+}
+
+bool NvmeTier::NextChunk(std::deque<std::unique_ptr<Request>>* local, Chunk* chunk) {
+  for (auto& r : *local) {
+    if (r->kind == Kind::kRegister) return false;  // registration waits for a quiet ring
+    if (r->next >= r->len || !r->status.ok()) continue;
+    *chunk = Chunk{};
+    chunk->request = r.get();
+    chunk->buf = r->buf + r->next;
+    chunk->offset = r->offset + r->next;
+    chunk->len = std::min(options_.block_size, r->len - r->next);
+    r->next += chunk->len;
+    ++r->outstanding;
+    return true;
+  }
+  return false;
+}
+
+Status NvmeTier::SubmitChunk(Chunk* chunk) {
+  const bool write = chunk->request->kind == Kind::kWrite;
+  if (write && chunk->done == 0 && chunk->retries == 0) {
+    extents_[chunk->offset / kDirectIoAlignment] = Extent{};  // stale until this write lands
+    if (options_.checksums) chunk->crc = Crc32c(0, chunk->buf, chunk->len);
+  }
+  IoRequest r;
+  r.op = write ? IoOp::kWrite : IoOp::kRead;
+  r.buf = chunk->buf + chunk->done;
+  r.len = chunk->len - chunk->done;
+  r.offset = chunk->offset + chunk->done;
+  r.tag = static_cast<uint64_t>(chunk - chunks_.data());
+  for (size_t i = 0; i < fixed_.size(); ++i) {
+    const uint8_t* base = fixed_[i].first;
+    if (static_cast<uint8_t*>(r.buf) >= base &&
+        static_cast<uint8_t*>(r.buf) + r.len <= base + fixed_[i].second) {
+      r.fixed_buffer = static_cast<int>(i);
+      break;
+    }
+  }
+  return file_->Submit(r);
+}
+
+std::string NvmeTier::Where(const Chunk& chunk) const {
+  return "tensor " + chunk.request->what + ": file " + path_ + ": " +
+         (chunk.request->kind == Kind::kWrite ? "write" : "read") + " of extent at offset " +
+         std::to_string(chunk.offset) + " (" + std::to_string(chunk.len) + " bytes)";
+}
+
+void NvmeTier::VerifyRead(Chunk* chunk, Status* status) {
+  if (!options_.checksums) return;
+  const Extent& e = extents_[chunk->offset / kDirectIoAlignment];
+  if (e.len != chunk->len) {
+    *status = Status::Corruption(Where(*chunk) + ": no checksum recorded for this extent "
+                                 "(never written, or written with another layout)");
+  } else {
+    const uint32_t got = Crc32c(0, chunk->buf, chunk->len);
+    if (got == e.crc) return;
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), ": checksum mismatch (stored crc32c %08x, read %08x)", e.crc, got);
+    *status = Status::Corruption(Where(*chunk) + buf);
+  }
+  std::memset(chunk->buf, 0, chunk->len);  // never leave corrupt bytes in the caller's buffer
+}
+
+void NvmeTier::OnCompletion(Chunk* chunk, int64_t result) {
+  const uint64_t remaining = chunk->len - chunk->done;
+  const bool again = result == -EAGAIN || result == -EINTR;
+  const bool short_io = result > 0 && static_cast<uint64_t>(result) < remaining;
+  if (again || short_io) {
+    if (short_io) chunk->done += static_cast<uint64_t>(result);
+    if (++chunk->retries > kMaxRetries) {
+      FinishChunk(chunk, Status::IoError(Where(*chunk) + ": gave up after " +
+                                         std::to_string(kMaxRetries) + " retries (short or -EAGAIN)"));
+    } else {
+      retry_.push_back(static_cast<uint32_t>(chunk - chunks_.data()));
+    }
+    return;
+  }
+  if (result < 0) {
+    FinishChunk(chunk, Status::IoError(Where(*chunk) + ": " + std::strerror(static_cast<int>(-result))));
+    return;
+  }
+  if (result == 0) {
+    FinishChunk(chunk, Status::IoError(Where(*chunk) + ": short I/O: 0 of " +
+                                       std::to_string(remaining) + " remaining bytes transferred"));
+    return;
+  }
+  chunk->done += static_cast<uint64_t>(result);
+  Status st;
+  if (chunk->request->kind == Kind::kRead) {
+    VerifyRead(chunk, &st);
+  } else if (options_.checksums) {
+    extents_[chunk->offset / kDirectIoAlignment] = Extent{chunk->crc, static_cast<uint32_t>(chunk->len)};
+  }
+  FinishChunk(chunk, st);
+}
+
+void NvmeTier::FinishChunk(Chunk* chunk, Status status) {
+  Request* r = chunk->request;
+  if (!status.ok() && r->status.ok()) r->status = std::move(status);
+  --r->outstanding;
+  chunk->request = nullptr;
+  free_chunks_.push_back(static_cast<uint32_t>(chunk - chunks_.data()));
+}
+
+void NvmeTier::HandleRegister(Request* request) {
+  fixed_.clear();
+  if (file_->RegisterBuffers(request->buffers)) {
+    for (const auto& [base, len] : request->buffers) fixed_.push_back({static_cast<uint8_t*>(base), len});
+  } else {
+    request->status = Status::Unavailable(path_ + ": buffer registration refused by " + file_->engine());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_ = file_->engine();
+}
+
+void NvmeTier::RingLoop() {
+  std::deque<std::unique_ptr<Request>> active;
+  for (;;) {
+    const bool stopping = TakeRequests(&active);
+    // Finish requests with nothing left in flight (done, failed, or registrations on a quiet ring).
+    for (auto it = active.begin(); it != active.end();) {
+      Request* r = it->get();
+      const bool quiet = file_->in_flight() == 0 && retry_.empty();
+      if (r->kind == Kind::kRegister && quiet && it == active.begin()) HandleRegister(r);
+      const bool finished = r->kind == Kind::kRegister
+                                ? quiet && it == active.begin()
+                                : r->outstanding == 0 && (r->next >= r->len || !r->status.ok());
+      if (!finished) {
+        ++it;
+        continue;
+      }
+      if (!r->status.ok() && r->kind == Kind::kRead) std::memset(r->buf, 0, r->len);
+      Complete(r->ticket, r->status);
+      it = active.erase(it);
+    }
+    if (stopping && active.empty() && retry_.empty() && file_->in_flight() == 0) return;
+    // Submit up to the queue depth: retries first, then new chunks (backpressure beyond).
+    Status st;
+    while (st.ok() && file_->in_flight() < options_.queue_depth) {
+      if (!retry_.empty()) {
+        Chunk* c = &chunks_[retry_.front()];
+        retry_.pop_front();
+        st = SubmitChunk(c);
+        if (!st.ok()) FinishChunk(c, st);
+        continue;
+      }
+      if (free_chunks_.empty()) break;
+      Chunk* c = &chunks_[free_chunks_.back()];
+      if (!NextChunk(&active, c)) break;
+      free_chunks_.pop_back();
+      st = SubmitChunk(c);
+      if (!st.ok()) FinishChunk(c, st);
+    }
+    st = file_->Flush();  // a failed submit is retried on the next pass
+    completions_.clear();
+    if (file_->in_flight() == 0) continue;
+    StatusOr<size_t> got = file_->Reap(&completions_, options_.queue_depth, 1, kReapWait);
+    if (!got.ok()) continue;  // the ring reported an error waiting; completions stay queued
+    for (const IoCompletion& c : completions_) OnCompletion(&chunks_[c.tag], c.result);
+  }
+}
+
+}  // namespace tencache

@@ -1,0 +1,142 @@
+// NvmeTier: the bottom tier — one preallocated file per rank under a directory,
+// opened O_DIRECT and driven by one io_uring ring that is owned by one submitting
+// thread (the "ring thread"). Callers hand it requests (SubmitRead/SubmitWrite,
+// or the blocking TierStore Read/Write); the ring thread cuts them into
+// block_size chunks, keeps up to queue_depth chunks in flight (backpressure: the
+// rest wait in the queue), requeues chunks that complete with -EAGAIN/-EINTR or
+// short, and finishes each request's IoTicket with the first error it met.
+//
+// Integrity: with checksums on (the default) every chunk written gets a CRC32C,
+// kept in memory per extent (chunk start offset), and every chunk read is
+// verified before its request completes; a mismatch completes the request with
+// Corruption and the chunk's bytes are zeroed, so corrupt data never reaches the
+// caller. Reads of extents that were not written with the same chunking fail as
+// Corruption too. Errors name the tensor (the `what` argument) and the file.
+//
+// Thread safety: all public methods are thread-safe. Buffers must stay valid
+// until the ticket completes.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cachemgr/file_env.h"
+#include "cachemgr/tier.h"
+
+namespace tencache {
+
+struct NvmeTierOptions {
+  std::string dir;              // the directory holding the per-rank file (created if missing)
+  int rank = 0;                 // the file is <dir>/rank-<rank>.tcnvme
+  uint32_t queue_depth = 16;    // chunks in flight at most
+  uint64_t block_size = 1 << 20;  // chunk size; a multiple of 4 KiB
+  bool checksums = true;        // CRC32C per extent, verified on every read
+  bool direct_io = true;        // O_DIRECT
+  bool force_sync_engine = false;  // use pread/pwrite instead of io_uring
+  FileEnv* env = nullptr;       // nullptr: PosixFileEnv()
+};
+
+// Completion of one asynchronous NVMe request.
+class IoTicket {
+ public:
+  IoTicket() = default;
+  bool ready() const;
+  // Waits for completion up to `timeout`; Timeout if it has not completed.
+  Status Wait(std::chrono::milliseconds timeout) const;
+
+  // Completion state shared with the producer; not for callers.
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+  };
+
+ private:
+  friend class NvmeTier;
+  std::shared_ptr<State> state_;
+};
+
+class NvmeTier final : public TierStore {
+ public:
+  // Validates options and creates the directory; the file is created by Reserve().
+  static StatusOr<std::unique_ptr<NvmeTier>> Open(const NvmeTierOptions& options);
+  ~NvmeTier() override;
+
+  Tier tier() const override { return Tier::kNvme; }
+  std::string Describe() const override;
+  // Creates and preallocates the file and starts the ring thread. Only one
+  // region: a second call returns ResourceExhausted.
+  StatusOr<uint64_t> Reserve(uint64_t bytes) override;
+  uint64_t reserved_bytes() const override;
+  uint64_t allocations() const override;
+  Status Write(uint64_t offset, const void* src, uint64_t len, const std::string& what,
+               std::chrono::milliseconds timeout) override;
+  Status Read(uint64_t offset, void* dst, uint64_t len, const std::string& what,
+              std::chrono::milliseconds timeout) override;
+  void* Address(uint64_t) override { return nullptr; }
+
+  // REQUIRES: Reserve() succeeded; offset, len and buffer aligned to 4 KiB.
+  IoTicket SubmitWrite(uint64_t offset, const void* src, uint64_t len, std::string what);
+  IoTicket SubmitRead(uint64_t offset, void* dst, uint64_t len, std::string what);
+
+  // Registers host memory (e.g. the host tier's arena) as io_uring fixed buffers.
+  // Returns false, and I/O continues unregistered, when the engine or the kernel
+  // refuses (e.g. RLIMIT_MEMLOCK). REQUIRES: Reserve() succeeded.
+  bool RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers,
+                       std::chrono::milliseconds timeout);
+
+  const std::string& file_path() const { return path_; }
+  const NvmeTierOptions& options() const { return options_; }
+
+ private:
+  enum class Kind : uint8_t { kRead, kWrite, kRegister };
+  struct Request;
+  struct Chunk;
+  struct Extent {  // checksum of the chunk that starts at this 4 KiB index
+    uint32_t crc = 0;
+    uint32_t len = 0;
+  };
+
+  explicit NvmeTier(NvmeTierOptions options);
+  IoTicket Enqueue(std::unique_ptr<Request> request);
+  Status CheckRange(uint64_t offset, const void* buf, uint64_t len, const std::string& what) const;
+  void RingLoop();
+  bool TakeRequests(std::deque<std::unique_ptr<Request>>* local);
+  bool NextChunk(std::deque<std::unique_ptr<Request>>* local, Chunk* chunk);
+  Status SubmitChunk(Chunk* chunk);
+  void OnCompletion(Chunk* chunk, int64_t result);
+  void FinishChunk(Chunk* chunk, Status status);
+  void VerifyRead(Chunk* chunk, Status* status);
+  std::string Where(const Chunk& chunk) const;
+  void HandleRegister(Request* request);
+
+  // Constant after Reserve().
+  const NvmeTierOptions options_;
+  FileEnv* const env_;
+  std::string path_;
+  std::unique_ptr<BlockFile> file_;  // used only by the ring thread after Reserve()
+  uint64_t file_bytes_ = 0;
+  std::thread ring_thread_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Request>> queue_;  // guarded by mu_
+  bool stop_ = false;                           // guarded by mu_
+  std::string engine_;                          // guarded by mu_
+
+  // Owned by the ring thread.
+  std::vector<Chunk> chunks_;         // queue_depth slots; tag = index
+  std::vector<uint32_t> free_chunks_;
+  std::deque<uint32_t> retry_;        // chunks to resubmit (EAGAIN, short I/O)
+  std::vector<Extent> extents_;
+  std::vector<std::pair<uint8_t*, uint64_t>> fixed_;  // registered buffers
+  std::vector<IoCompletion> completions_;
+};
+
+}  // namespace tencache

@@ -1,0 +1,578 @@
+#include "cachemgr/tensor_cache.h"
+
+#include <cstring>
+
+#include "common/byte_size.h"
+
+namespace tencache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kDev = 0;
+constexpr int kHost = 1;
+constexpr int kNvme = 2;
+
+int Index(Tier t) { return static_cast<int>(t); }
+
+void CompleteState(const std::shared_ptr<PrefetchHandle::State>& s, Status status) {
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->done = true;
+    s->status = std::move(status);
+  }
+  s->cv.notify_all();
+}
+
+std::shared_ptr<PrefetchHandle::State> DoneState(Status status) {
+  auto s = std::make_shared<PrefetchHandle::State>();
+  s->done = true;
+  s->status = std::move(status);
+  return s;
+}
+
+}  // namespace
+
+const char* ElementTypeName(ElementType dtype) {
+  switch (dtype) {
+    case ElementType::kFloat32: return "float32";
+    case ElementType::kFloat16: return "float16";
+    case ElementType::kBFloat16: return "bfloat16";
+    case ElementType::kInt32: return "int32";
+    case ElementType::kInt64: return "int64";
+    case ElementType::kUInt8: return "uint8";
+  }
+  return "unknown";
+}
+
+struct TensorCache::Entry {
+  TensorSpec spec;
+  int cls[2] = {-1, -1};
+  int64_t slot[2] = {-1, -1};  // offset in the device / host store, -1: none
+  uint64_t nvme_offset = 0;
+  uint64_t slot_bytes = 0;     // bytes rounded to 4 KiB: slot and extent size
+  bool valid[kNumTiers] = {false, false, false};
+  bool initialised = false;    // false: no copy anywhere, reads as zeros
+  uint32_t pins[2] = {0, 0};
+  bool busy = false;           // a mover is copying to or from it
+  uint64_t last_use = 0;
+  std::shared_ptr<PrefetchHandle::State> pending[kNumTiers];
+};
+
+// ---- handles ----
+
+TensorHandle& TensorHandle::operator=(TensorHandle&& other) noexcept {
+  if (this != &other) {
+    if (cache_ != nullptr) (void)cache_->Release(this);
+    cache_ = other.cache_;
+    id_ = other.id_;
+    tier_ = other.tier_;
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    other.cache_ = nullptr;
+  }
+  return *this;
+}
+
+TensorHandle::~TensorHandle() {
+  if (cache_ != nullptr) (void)cache_->Release(this);
+}
+
+bool PrefetchHandle::ready() const {
+  if (!state_) return false;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+Status PrefetchHandle::Wait(std::chrono::milliseconds timeout) const {
+  if (!state_) return Status::FailedPrecondition("waiting on an empty PrefetchHandle");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
+    return Status::Timeout("prefetch did not complete within " + std::to_string(timeout.count()) + " ms");
+  return state_->status;
+}
+
+// ---- setup ----
+
+TensorCache::TensorCache(const TensorCacheOptions& options, TierSet tiers)
+    : options_(options), tiers_(std::move(tiers)) {}
+
+StatusOr<std::unique_ptr<TensorCache>> TensorCache::Create(const TensorCacheOptions& options,
+                                                           std::vector<TensorSpec> specs, TierSet tiers) {
+  if (!tiers.device || !tiers.host || !tiers.nvme)
+    return Status::InvalidArgument("tensor cache: device, host and nvme tiers are all required");
+  if (tiers.device->tier() != Tier::kDevice || tiers.host->tier() != Tier::kHost)
+    return Status::InvalidArgument("tensor cache: tier stores given in the wrong roles");
+  if (options.mover_threads == 0) return Status::InvalidArgument("tensor cache: mover_threads must be > 0");
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].id != i)
+      return Status::InvalidArgument("tensor cache: tensor '" + specs[i].name + "' has id " +
+                                     std::to_string(specs[i].id) + "; expected dense id " + std::to_string(i));
+    if (specs[i].bytes == 0)
+      return Status::InvalidArgument("tensor cache: tensor '" + specs[i].name + "' has 0 bytes");
+  }
+  std::unique_ptr<TensorCache> cache(new TensorCache(options, std::move(tiers)));
+  TC_RETURN_IF_ERROR(cache->Setup(std::move(specs)));
+  return cache;
+}
+
+Status TensorCache::Setup(std::vector<TensorSpec> specs) {
+  std::vector<uint64_t> sizes;
+  for (const TensorSpec& s : specs) sizes.push_back(s.bytes);
+  const std::vector<SizeClass> classes = BuildHistogram(sizes);
+  const uint64_t budgets[2] = {options_.device_budget, options_.host_budget};
+  for (int t : {kDev, kHost}) {
+    StatusOr<SlotPlan> plan = PlanSlots(options_.planner, classes, budgets[t], options_.min_slots_per_class);
+    if (!plan.ok()) return plan.status().WithContext(std::string("tensor cache: ") + TierName(Tier(t)) + " tier");
+    TC_ASSIGN_OR_RETURN(pools_[t], SizeClassPool::Create(store(Tier(t)), *plan));
+    members_[t].resize(classes.size());
+  }
+  uint64_t nvme_bytes = 0;
+  entries_.resize(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Entry& e = entries_[i];
+    e.spec = std::move(specs[i]);
+    e.slot_bytes = SlotBytesFor(e.spec.bytes);
+    e.nvme_offset = nvme_bytes;
+    nvme_bytes += e.slot_bytes;
+    for (int t : {kDev, kHost}) {
+      e.cls[t] = pools_[t]->ClassOf(e.spec.bytes);
+      members_[t][e.cls[t]].push_back(static_cast<TensorId>(i));
+    }
+  }
+  TC_ASSIGN_OR_RETURN(uint64_t nvme_base, tiers_.nvme->Reserve(std::max<uint64_t>(nvme_bytes, kSlotAlignment)));
+  for (Entry& e : entries_) e.nvme_offset += nvme_base;
+  if (pools_[kHost]->reserved_bytes() > 0)  // fixed buffers spare the kernel a page walk per I/O
+    tiers_.nvme->RegisterBuffers({{tiers_.host->Address(RegionBase(0)), pools_[kHost]->reserved_bytes()}},
+                                 options_.io_timeout);
+  for (uint32_t i = 0; i < options_.mover_threads; ++i) movers_.emplace_back([this] { MoverLoop(); });
+  // Place tensors in their home tier while slots are free there (zero-filled).
+  for (Entry& e : entries_) {
+    if (e.spec.home == Tier::kNvme) continue;
+    const int h = Index(e.spec.home);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pools_[h]->free_slots(e.cls[h]) == 0 || (h == kDev && pools_[kHost]->free_slots(e.cls[kHost]) == 0))
+        continue;
+    }
+    TC_RETURN_IF_ERROR(RunMove(e.spec.id, e.spec.home));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_ = CacheMetrics{};
+  for (int t : {kDev, kHost}) metrics_.tiers[t].peak_used_bytes = metrics_.tiers[t].used_bytes = 0;
+  for (const Entry& e : entries_)
+    for (int t : {kDev, kHost})
+      if (e.slot[t] >= 0) AddUsed(Tier(t), static_cast<int64_t>(e.spec.bytes));
+  return Status::Ok();
+}
+
+TensorCache::~TensorCache() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : movers_) t.join();
+}
+
+TierStore* TensorCache::store(Tier t) const {
+  switch (t) {
+    case Tier::kDevice: return tiers_.device.get();
+    case Tier::kHost: return tiers_.host.get();
+    case Tier::kNvme: return tiers_.nvme.get();
+  }
+  return nullptr;
+}
+
+std::string TensorCache::Describe() const {
+  return store(Tier::kDevice)->Describe() + " + " + store(Tier::kHost)->Describe() + " + " +
+         store(Tier::kNvme)->Describe() + ", slots planned by " + SlotPlannerName(options_.planner);
+}
+
+// ---- acquire / release / prefetch ----
+
+StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode mode,
+                                            std::chrono::milliseconds timeout) {
+  if (id >= entries_.size())
+    return Status::NotFound("tensor id " + std::to_string(id) + " is not registered (the cache holds " +
+                            std::to_string(entries_.size()) + ")");
+  if (tier == Tier::kNvme)
+    return Status::InvalidArgument("tensor '" + entries_[id].spec.name + "': acquire from the nvme tier; "
+                                   "expected device or host");
+  const int t = Index(tier);
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + timeout;
+  std::unique_lock<std::mutex> lock(mu_);
+  Entry& e = entries_[id];
+  ++access_;
+  e.last_use = ++clock_;
+  bool missed = false;
+  auto account_stall = [&] {
+    if (missed) metrics_.stall_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  std::shared_ptr<PrefetchHandle::State> move;  // the move this call waits on
+  for (;;) {
+    if (e.valid[t] && !e.busy) {
+      if (!missed) ++metrics_.tiers[t].hits;
+      account_stall();
+      return PinLocked(&e, tier, mode);
+    }
+    if (!missed) {
+      missed = true;
+      ++metrics_.tiers[t].misses;
+    }
+    if (move) {
+      bool done;
+      Status moved;
+      {
+        std::lock_guard<std::mutex> slock(move->mu);
+        done = move->done;
+        moved = move->status;
+      }
+      if (done && !moved.ok()) {
+        account_stall();
+        return moved;
+      }
+      if (done) move = nullptr;  // it arrived and left again: move it once more
+    }
+    if (!move && !e.valid[t]) move = StartMoveLocked(id, tier, /*urgent=*/true);
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !(e.valid[t] && !e.busy)) {
+      account_stall();
+      return Status::Timeout("tensor '" + e.spec.name + "': not in the " + TierName(tier) + " tier within " +
+                             std::to_string(timeout.count()) + " ms");
+    }
+  }
+}
+
+TensorHandle TensorCache::PinLocked(Entry* e, Tier tier, AccessMode mode) {
+  const int t = Index(tier);
+  ++e->pins[t];
+  if (mode == AccessMode::kWrite) {
+    e->initialised = true;
+    e->valid[kNvme] = false;
+    for (int u : {kDev, kHost})
+      if (u != t && e->valid[u]) {
+        e->valid[u] = false;
+        if (e->pins[u] == 0) DropCopy(e, Tier(u));
+      }
+  }
+  TensorHandle h;
+  h.cache_ = this;
+  h.id_ = e->spec.id;
+  h.tier_ = tier;
+  h.data_ = store(tier)->Address(static_cast<uint64_t>(e->slot[t]));
+  h.bytes_ = e->spec.bytes;
+  return h;
+}
+
+Status TensorCache::Release(TensorHandle* handle) {
+  if (handle == nullptr || handle->cache_ == nullptr)
+    return Status::FailedPrecondition("release of an empty or already released tensor handle");
+  if (handle->cache_ != this) return Status::FailedPrecondition("release of a handle from another cache");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ReleaseLocked(handle->id_, handle->tier_);
+  }
+  handle->cache_ = nullptr;
+  handle->data_ = nullptr;
+  return Status::Ok();
+}
+
+void TensorCache::ReleaseLocked(TensorId id, Tier tier) {
+  Entry& e = entries_[id];
+  const int t = Index(tier);
+  --e.pins[t];
+  if (e.pins[t] == 0 && !e.valid[t] && e.slot[t] >= 0 && !e.busy) DropCopy(&e, tier);  // stale copy
+}
+
+PrefetchHandle TensorCache::Prefetch(TensorId id, Tier tier) {
+  PrefetchHandle h;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id >= entries_.size()) {
+    h.state_ = DoneState(Status::NotFound("prefetch of tensor id " + std::to_string(id) + ": not registered"));
+    return h;
+  }
+  Entry& e = entries_[id];
+  const bool there = tier == Tier::kNvme ? (e.valid[kNvme] || !e.initialised) : e.valid[Index(tier)];
+  if (there) {
+    h.state_ = DoneState(Status::Ok());
+    return h;
+  }
+  ++metrics_.prefetches;
+  h.state_ = StartMoveLocked(id, tier, /*urgent=*/false);
+  return h;
+}
+
+std::shared_ptr<PrefetchHandle::State> TensorCache::StartMoveLocked(TensorId id, Tier tier, bool urgent) {
+  Entry& e = entries_[id];
+  std::shared_ptr<PrefetchHandle::State>& pending = e.pending[Index(tier)];
+  if (pending) {
+    if (urgent) {  // promote a queued prefetch ahead of the others
+      for (auto it = jobs_.begin(); it != jobs_.end(); ++it)
+        if (it->id == id && it->target == tier && it != jobs_.begin()) {
+          Job job = *it;
+          jobs_.erase(it);
+          jobs_.push_front(job);
+          break;
+        }
+    }
+    return pending;
+  }
+  if (stop_) return DoneState(Status::Unavailable("tensor cache is shutting down"));
+  pending = std::make_shared<PrefetchHandle::State>();
+  Job job{id, tier, pending};
+  if (urgent) jobs_.push_front(job);
+  else jobs_.push_back(job);
+  cv_.notify_all();
+  return pending;
+}
+
+void TensorCache::MoverLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stop_ and drained
+    Job job = jobs_.front();
+    jobs_.pop_front();
+    const bool stopping = stop_;
+    lock.unlock();
+    Status st = stopping ? Status::Unavailable("tensor cache is shutting down") : RunMove(job.id, job.target);
+    lock.lock();
+    Entry& e = entries_[job.id];
+    if (e.pending[Index(job.target)] == job.state) e.pending[Index(job.target)].reset();
+    CompleteState(job.state, st);
+    cv_.notify_all();
+  }
+}
+
+// ---- moves ----
+
+Status TensorCache::RunMove(TensorId id, Tier target) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Entry& e = entries_[id];
+  const int t = Index(target);
+  const Clock::time_point deadline = Clock::now() + 4 * options_.io_timeout;
+  for (;;) {
+    const bool there = target == Tier::kNvme ? (e.valid[kNvme] || !e.initialised) : e.valid[t];
+    if (there) return Status::Ok();
+    if (e.busy) {
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && e.busy)
+        return Status::Timeout("tensor '" + e.spec.name + "': another copy of it did not finish in time");
+      continue;
+    }
+    TC_RETURN_IF_ERROR(StepToward(&lock, &e, target));
+  }
+}
+
+// Performs one copy that brings `e` one tier closer to `target`.
+Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier target) {
+  Tier from, to;
+  if (target == Tier::kNvme) {
+    from = e->valid[kHost] ? Tier::kHost : Tier::kDevice;
+    to = e->valid[kHost] ? Tier::kNvme : Tier::kHost;
+  } else if (e->valid[kHost]) {  // target is the device
+    from = Tier::kHost;
+    to = Tier::kDevice;
+  } else {
+    from = (target == Tier::kHost && e->valid[kDev]) ? Tier::kDevice : Tier::kNvme;
+    to = Tier::kHost;
+  }
+  e->busy = true;
+  Status st = Copy(lock, e, from, to);
+  e->busy = false;
+  if (e->pins[kDev] == 0 && !e->valid[kDev] && e->slot[kDev] >= 0) DropCopy(e, Tier::kDevice);
+  if (e->pins[kHost] == 0 && !e->valid[kHost] && e->slot[kHost] >= 0) DropCopy(e, Tier::kHost);
+  cv_.notify_all();
+  return st;
+}
+
+// Copies e's bytes between adjacent tiers (one end is always the host), taking a
+// slot at the destination first. REQUIRES: e->busy, lock held (released while copying).
+Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to) {
+  const int f = Index(from), t = Index(to);
+  bool took_slot = false;
+  if (to != Tier::kNvme && e->slot[t] < 0) {
+    StatusOr<uint64_t> slot = TakeSlot(lock, to, e->cls[t], e->spec.id);
+    if (!slot.ok()) return slot.status().WithContext("tensor '" + e->spec.name + "'");
+    e->slot[t] = static_cast<int64_t>(*slot);
+    took_slot = true;
+    AddUsed(to, static_cast<int64_t>(e->spec.bytes));
+  }
+  const bool zeros = from == Tier::kNvme && !e->initialised;
+  uint8_t* host = static_cast<uint8_t*>(tiers_.host->Address(static_cast<uint64_t>(e->slot[kHost])));
+  const uint64_t dev_off = static_cast<uint64_t>(e->slot[kDev]);
+  const std::string& name = e->spec.name;
+  const std::chrono::milliseconds timeout = options_.io_timeout;
+  lock->unlock();
+  Status st;
+  uint64_t* link = nullptr;
+  if (zeros) {
+    std::memset(host, 0, e->slot_bytes);
+  } else if (from == Tier::kNvme) {
+    st = tiers_.nvme->Read(e->nvme_offset, host, e->slot_bytes, name, timeout);
+    link = &metrics_.bytes_nvme_to_host;
+  } else if (to == Tier::kNvme) {
+    st = tiers_.nvme->Write(e->nvme_offset, host, e->slot_bytes, name, timeout);
+    link = &metrics_.bytes_host_to_nvme;
+  } else if (to == Tier::kDevice) {
+    st = tiers_.device->Write(dev_off, host, e->spec.bytes, name, timeout);
+    link = &metrics_.bytes_host_to_device;
+  } else {
+    st = tiers_.device->Read(dev_off, host, e->spec.bytes, name, timeout);
+    link = &metrics_.bytes_device_to_host;
+  }
+  lock->lock();
+  if (st.ok()) {
+    e->valid[t] = true;
+    if (link != nullptr) *link += e->spec.bytes;
+    return st;
+  }
+  (void)f;
+  if (took_slot) {
+    if (st.code() == StatusCode::kTimeout) {  // the copy may still land in this slot: never reuse it
+      ++metrics_.quarantined_slots;
+      e->slot[t] = -1;
+      AddUsed(to, -static_cast<int64_t>(e->spec.bytes));
+    } else {
+      DropCopy(e, to);
+    }
+  }
+  return st;
+}
+
+StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id) {
+  SizeClassPool& pool = *pools_[Index(tier)];
+  const Clock::time_point grace = Clock::now() + options_.slot_wait;
+  for (;;) {
+    if (std::optional<uint64_t> off = pool.Allocate(cls)) return *off;
+    Entry* victim = PickVictim(tier, cls, for_id);
+    if (victim != nullptr) {
+      TC_RETURN_IF_ERROR(Evict(lock, victim, tier));
+      continue;
+    }
+    // Slots held by tensors in flight free up soon; slots pinned by handles may not.
+    if (HasBusyHolder(tier, cls, for_id) && Clock::now() < grace) {
+      cv_.wait_until(*lock, grace);
+      continue;
+    }
+    if (!options_.grow_when_pinned)
+      return Status::ResourceExhausted(std::string(TierName(tier)) + " tier: all " +
+                                       std::to_string(pool.total_slots(cls)) + " slots of " +
+                                       FormatBytes(pool.slot_bytes(cls)) +
+                                       " are pinned by live handles or in flight; raise the budget");
+    return pool.Grow(cls);
+  }
+}
+
+bool TensorCache::HasBusyHolder(Tier tier, int cls, TensorId for_id) const {
+  const int t = Index(tier);
+  for (TensorId id : members_[t][cls]) {
+    const Entry& c = entries_[id];
+    if (id != for_id && c.slot[t] >= 0 && c.busy && c.pins[t] == 0) return true;
+  }
+  return false;
+}
+
+TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id) {
+  const int t = Index(tier);
+  Entry* best = nullptr;
+  AccessIndex best_next = 0;
+  const AccessIndex now = access_ == 0 ? 0 : access_ - 1;  // the index of the latest acquire
+  for (TensorId id : members_[t][cls]) {
+    Entry& c = entries_[id];
+    if (id == for_id || c.slot[t] < 0 || !c.valid[t] || c.pins[t] > 0 || c.busy) continue;
+    const AccessIndex next = oracle_ != nullptr ? oracle_->NextUse(id, now) : 0;
+    const bool better = best == nullptr || next > best_next ||
+                        (next == best_next && c.last_use < best->last_use);
+    if (better) {
+      best = &c;
+      best_next = next;
+    }
+  }
+  return best;
+}
+
+// Removes v's copy from `tier`, writing it back one tier down first when it is
+// the only valid copy.
+Status TensorCache::Evict(std::unique_lock<std::mutex>* lock, Entry* v, Tier tier) {
+  const bool only_copy = tier == Tier::kDevice ? !v->valid[kHost] && !v->valid[kNvme]
+                                               : !v->valid[kNvme] && !v->valid[kDev];
+  v->busy = true;
+  Status st;
+  if (only_copy) st = Copy(lock, v, tier, tier == Tier::kDevice ? Tier::kHost : Tier::kNvme);
+  v->busy = false;
+  cv_.notify_all();
+  if (!st.ok()) return st.WithContext("writing back '" + v->spec.name + "' to make room");
+  if (v->pins[Index(tier)] > 0) return Status::Ok();  // pinned while we wrote back: keep it, pick again
+  DropCopy(v, tier);
+  ++metrics_.tiers[Index(tier)].evictions;
+  return Status::Ok();
+}
+
+void TensorCache::DropCopy(Entry* e, Tier tier) {
+  const int t = Index(tier);
+  e->valid[t] = false;
+  if (e->slot[t] < 0) return;
+  pools_[t]->Free(e->cls[t], static_cast<uint64_t>(e->slot[t]));
+  e->slot[t] = -1;
+  AddUsed(tier, -static_cast<int64_t>(e->spec.bytes));
+}
+
+void TensorCache::AddUsed(Tier tier, int64_t delta) {
+  TierMetrics& m = metrics_.tiers[Index(tier)];
+  m.used_bytes = static_cast<uint64_t>(static_cast<int64_t>(m.used_bytes) + delta);
+  m.peak_used_bytes = std::max(m.peak_used_bytes, m.used_bytes);
+}
+
+// ---- metrics and queries ----
+
+void TensorCache::SetNextUseOracle(const NextUseOracle* oracle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  oracle_ = oracle;
+}
+
+const TensorSpec& TensorCache::spec(TensorId id) const { return entries_[id].spec; }
+
+size_t TensorCache::size() const { return entries_.size(); }
+
+bool TensorCache::IsResident(TensorId id, Tier tier) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return id < entries_.size() && entries_[id].valid[Index(tier)];
+}
+
+CacheMetrics TensorCache::MetricsLocked() const {
+  CacheMetrics m = metrics_;
+  for (int t : {kDev, kHost}) {
+    m.tiers[t].reserved_bytes = pools_[t]->reserved_bytes();
+    m.allocations_after_setup += pools_[t]->allocations_after_setup();
+  }
+  m.tiers[kNvme].reserved_bytes = tiers_.nvme->reserved_bytes();
+  uint64_t on_nvme = 0;
+  for (const Entry& e : entries_)
+    if (e.valid[kNvme]) on_nvme += e.spec.bytes;
+  m.tiers[kNvme].used_bytes = on_nvme;
+  m.tiers[kNvme].peak_used_bytes = std::max(metrics_.tiers[kNvme].peak_used_bytes, on_nvme);
+  return m;
+}
+
+CacheMetrics TensorCache::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return MetricsLocked();
+}
+
+CacheMetrics TensorCache::EndStep() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CacheMetrics m = MetricsLocked();
+  CacheMetrics next;
+  next.step = metrics_.step + 1;
+  next.quarantined_slots = metrics_.quarantined_slots;
+  for (int t = 0; t < kNumTiers; ++t) {
+    next.tiers[t].used_bytes = metrics_.tiers[t].used_bytes;
+    next.tiers[t].peak_used_bytes = metrics_.tiers[t].used_bytes;
+  }
+  next.tiers[kNvme].peak_used_bytes = m.tiers[kNvme].used_bytes;
+  metrics_ = next;
+  access_ = 0;
+  return m;
+}
+
+}  // namespace tencache

@@ -1,0 +1,204 @@
+// TensorCache: the registry of managed tensors and the only way to reach their
+// bytes. Every tensor has an id, a name, a byte size, a dtype and a home tier;
+// its copies live in size-class slots of the device and host tiers and in a
+// fixed extent of the NVMe file. As with LevelDB's Cache, Acquire() returns a
+// handle that pins the tensor in one tier until it is released; a tensor with a
+// live handle in a tier is never evicted from it.
+//
+// Movement: Prefetch(id, tier) starts moving a tensor toward a tier on a mover
+// thread and returns a PrefetchHandle; Acquire(id, tier) returns at once on a
+// hit and otherwise waits (up to its timeout) for the move, adding the wait to
+// the step's stall seconds. Paths run through the host tier: NVMe -> host ->
+// device and back. Copies are inclusive (a tensor may be valid in several tiers);
+// acquiring for write makes the acquired copy the only valid one (dirty), and an
+// evicted dirty copy is written back to the tier below before its slot is reused.
+// Eviction takes, within the needed size class, the unpinned resident tensor
+// whose next use (NextUseOracle) is furthest away, or the least recently used
+// when no oracle is set. Never-written tensors read as zeros.
+//
+// Errors from tiers (EIO, ENOSPC, short I/O, checksum mismatch, timeouts) reach
+// the caller of Acquire / PrefetchHandle::Wait as a Status naming the tensor and
+// the file; the failed copy is never marked valid.
+//
+// Thread safety: all methods are thread-safe. One mutex guards the registry and
+// the pools; copies run outside it on mover threads.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cachemgr/metrics.h"
+#include "cachemgr/nvme_tier.h"
+#include "cachemgr/size_class_pool.h"
+#include "cachemgr/tier.h"
+#include "cachemgr/types.h"
+
+namespace tencache {
+
+enum class ElementType : uint8_t { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
+const char* ElementTypeName(ElementType dtype);
+
+struct TensorSpec {
+  TensorId id = 0;     // dense: specs must be ids 0..N-1 in order
+  std::string name;    // appears in every error about the tensor
+  uint64_t bytes = 0;
+  ElementType dtype = ElementType::kFloat32;
+  Tier home = Tier::kNvme;  // where it is placed when the cache is created
+};
+
+enum class AccessMode : uint8_t { kRead, kWrite };
+
+struct TensorCacheOptions {
+  uint64_t device_budget = 0;  // bytes of device memory for slots
+  uint64_t host_budget = 0;    // bytes of host memory for slots
+  SlotPlanner planner = SlotPlanner::kMaxResident;
+  uint64_t min_slots_per_class = 1;  // per tier; every tensor must be able to pass through
+  uint32_t mover_threads = 2;
+  std::chrono::milliseconds io_timeout{30000};  // per tier copy
+  // When every slot of a class is pinned by live handles, reserve one more slot
+  // (counted in allocations_after_setup) instead of failing with ResourceExhausted.
+  bool grow_when_pinned = true;
+  // How long a mover waits for a slot held by a tensor that is itself in flight
+  // before growing the pool instead.
+  std::chrono::milliseconds slot_wait{100};
+};
+
+struct TierSet {
+  std::unique_ptr<TierStore> device;
+  std::unique_ptr<TierStore> host;
+  std::unique_ptr<NvmeTier> nvme;
+};
+
+class TensorCache;
+
+// Pins one tensor in one tier. Move-only; releases itself when destroyed.
+class TensorHandle {
+ public:
+  TensorHandle() = default;
+  TensorHandle(TensorHandle&& other) noexcept { *this = std::move(other); }
+  TensorHandle& operator=(TensorHandle&& other) noexcept;
+  ~TensorHandle();
+
+  bool valid() const { return cache_ != nullptr; }
+  TensorId id() const { return id_; }
+  Tier tier() const { return tier_; }
+  // Device pointer (device tier) or host pointer (host tier) to bytes() bytes.
+  void* data() const { return data_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  friend class TensorCache;
+  TensorCache* cache_ = nullptr;
+  TensorId id_ = 0;
+  Tier tier_ = Tier::kDevice;
+  void* data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+// Completion of a Prefetch. Copyable; may outlive the cache's step but not the cache.
+class PrefetchHandle {
+ public:
+  PrefetchHandle() = default;
+  bool ready() const;
+  // Waits up to `timeout`: OK once the tensor is in the tier, the move's error, or Timeout.
+  Status Wait(std::chrono::milliseconds timeout) const;
+
+  // Completion state shared with the producer; not for callers.
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+  };
+
+ private:
+  friend class TensorCache;
+  std::shared_ptr<State> state_;
+};
+
+class TensorCache {
+ public:
+  // Plans and carves the pools of the device and host tiers from the tensors'
+  // size histogram, sizes the NVMe file (one extent per tensor) and starts the
+  // mover threads. REQUIRES: specs[i].id == i.
+  static StatusOr<std::unique_ptr<TensorCache>> Create(const TensorCacheOptions& options,
+                                                       std::vector<TensorSpec> specs, TierSet tiers);
+  ~TensorCache();
+  TensorCache(const TensorCache&) = delete;
+  TensorCache& operator=(const TensorCache&) = delete;
+
+  // Returns a handle to `id` in `tier` (kDevice or kHost), waiting up to
+  // `timeout` when it is not there yet. kWrite invalidates the other copies.
+  StatusOr<TensorHandle> Acquire(TensorId id, Tier tier, AccessMode mode,
+                                 std::chrono::milliseconds timeout);
+  // Ends a handle's pin. FailedPrecondition for an empty or already released handle.
+  Status Release(TensorHandle* handle);
+  // Starts moving `id` into `tier` (kNvme: write its newest copy back to NVMe).
+  PrefetchHandle Prefetch(TensorId id, Tier tier);
+
+  // Sets the plan's next-use oracle (nullptr: LRU). REQUIRES: it outlives the cache.
+  void SetNextUseOracle(const NextUseOracle* oracle);
+  // Returns this step's metrics, resets the per-step counters and the access index.
+  CacheMetrics EndStep();
+  // The metrics so far in this step, without resetting.
+  CacheMetrics Snapshot() const;
+
+  // REQUIRES: id < size().
+  const TensorSpec& spec(TensorId id) const;
+  size_t size() const;  // number of registered tensors
+  bool IsResident(TensorId id, Tier tier) const;
+  std::string Describe() const;  // the tiers and planner, for logs and reports
+  const SizeClassPool& pool(Tier tier) const { return *pools_[static_cast<int>(tier)]; }
+
+ private:
+  struct Move;
+  struct Entry;
+
+  TensorCache(const TensorCacheOptions& options, TierSet tiers);
+  Status Setup(std::vector<TensorSpec> specs);
+  void MoverLoop();
+  std::shared_ptr<PrefetchHandle::State> StartMoveLocked(TensorId id, Tier tier, bool urgent);
+  Status RunMove(TensorId id, Tier target);
+  Status StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier target);
+  Status Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to);
+  StatusOr<uint64_t> TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id);
+  Entry* PickVictim(Tier tier, int cls, TensorId for_id);
+  bool HasBusyHolder(Tier tier, int cls, TensorId for_id) const;
+  Status Evict(std::unique_lock<std::mutex>* lock, Entry* victim, Tier tier);
+  void DropCopy(Entry* e, Tier tier);
+  void AddUsed(Tier tier, int64_t delta);
+  void ReleaseLocked(TensorId id, Tier tier);
+  TensorHandle PinLocked(Entry* e, Tier tier, AccessMode mode);
+  CacheMetrics MetricsLocked() const;
+  TierStore* store(Tier t) const;
+
+  // Constant after Create().
+  const TensorCacheOptions options_;
+  TierSet tiers_;
+  std::unique_ptr<SizeClassPool> pools_[2];  // device, host
+  std::vector<std::vector<TensorId>> members_[2];  // per tier and size class: the tensors of that class
+  std::vector<std::thread> movers_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;          // entry busy flags and the job queue
+  std::vector<Entry> entries_;          // guarded by mu_ (specs constant)
+  struct Job {
+    TensorId id;
+    Tier target;
+    std::shared_ptr<PrefetchHandle::State> state;
+  };
+  std::deque<Job> jobs_;                // guarded by mu_
+  bool stop_ = false;                   // guarded by mu_
+  const NextUseOracle* oracle_ = nullptr;  // guarded by mu_
+  AccessIndex access_ = 0;              // guarded by mu_: acquires so far this step
+  uint64_t clock_ = 0;                  // guarded by mu_: LRU clock
+  CacheMetrics metrics_;                // guarded by mu_
+};
+
+}  // namespace tencache

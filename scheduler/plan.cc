@@ -1,0 +1,219 @@
+#include "scheduler/plan.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+
+namespace tencache {
+
+Status ValidateLinkSpeeds(const LinkSpeeds& l) {
+  auto positive = [](double v, const char* name) -> Status {
+    if (v > 0) return Status::Ok();
+    return Status::InvalidArgument(std::string(name) + ": expected a bandwidth > 0 bytes/s");
+  };
+  TC_RETURN_IF_ERROR(positive(l.nvme_read_bps, "nvme_read_bps"));
+  TC_RETURN_IF_ERROR(positive(l.nvme_write_bps, "nvme_write_bps"));
+  TC_RETURN_IF_ERROR(positive(l.h2d_bps, "h2d_bps"));
+  TC_RETURN_IF_ERROR(positive(l.d2h_bps, "d2h_bps"));
+  return positive(l.collective_bps, "collective_bps");
+}
+
+namespace {
+
+uint64_t ElementBytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
+
+// Gradients leave the device tensor by tensor through a double buffer; one
+// larger than half the buffer is copied out in chunks, so the reserve is capped
+// at an eighth of the device budget.
+uint64_t GradReserve(const Trace& trace, uint64_t device_budget) {
+  uint64_t largest = 0;
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind == EventKind::kAccess && e.phase == Phase::kBackward) largest = std::max(largest, e.bytes);
+  }
+  return std::min(2 * largest, device_budget / 8);
+}
+
+}  // namespace
+
+StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
+                                 const TierBudgets& budgets) {
+  TierLayout t;
+  t.grad_reserve = GradReserve(trace, budgets.device);
+  if (budgets.device <= t.grad_reserve) {
+    return Status::ResourceExhausted(
+        "device budget " + std::to_string(budgets.device) + " bytes: expected more than the " +
+        std::to_string(t.grad_reserve) + " bytes of gradient staging");
+  }
+  t.device_capacity = budgets.device - t.grad_reserve;
+  const std::vector<uint64_t>& bytes = seq.all_bytes();
+  const uint64_t elem = ElementBytes(trace.header.dtype);
+  uint64_t grads = 0, largest = 0;
+  for (uint64_t b : bytes) {
+    grads += b;
+    largest = std::max(largest, b);
+  }
+  const uint64_t fixed = grads + 2 * largest;
+  if (budgets.host < fixed) {
+    return Status::ResourceExhausted("host budget " + std::to_string(budgets.host) +
+                                     " bytes: expected at least " + std::to_string(fixed) +
+                                     " bytes for gradient shards and staging");
+  }
+  uint64_t host_left = budgets.host - fixed;
+  t.host_used = fixed;
+  t.home.assign(bytes.size(), Tier::kNvme);
+  t.states_on_nvme.assign(bytes.size(), true);
+  for (size_t id = 0; id < bytes.size(); ++id) {
+    if (bytes[id] > host_left) break;  // forward order: the tail goes to NVMe
+    t.home[id] = Tier::kHost;
+    host_left -= bytes[id];
+    t.host_used += bytes[id];
+  }
+  for (size_t id = 0; id < bytes.size(); ++id) {
+    const uint64_t states = bytes[id] / elem * 12;  // fp32 master, momentum, variance
+    if (states <= host_left) {
+      t.states_on_nvme[id] = false;
+      host_left -= states;
+      t.host_used += states;
+    } else {
+      t.nvme_used += states;
+    }
+    if (t.home[id] == Tier::kNvme) t.nvme_used += bytes[id];
+  }
+  if (budgets.nvme != 0 && t.nvme_used > budgets.nvme) {
+    return Status::ResourceExhausted("nvme budget " + std::to_string(budgets.nvme) +
+                                     " bytes: expected at least " + std::to_string(t.nvme_used) +
+                                     " bytes for what the host cannot hold");
+  }
+  return t;
+}
+
+ResidencySchedule BuildBeladySchedule(const AccessSequence& seq, uint64_t capacity,
+                                      const std::vector<TensorId>& resident, AccessIndex begin,
+                                      AccessIndex end) {
+  ResidencySchedule out;
+  std::set<std::pair<AccessIndex, TensorId>> by_next;  // resident tensors, key: next use
+  std::vector<AccessIndex> key(seq.num_tensors(), kNeverUsed);
+  std::vector<bool> in(seq.num_tensors(), false);
+  uint64_t used = 0;
+  for (TensorId id : resident) {
+    key[id] = seq.NextUse(id, begin == 0 ? 0 : begin - 1);
+    if (begin == 0 && seq.tensor(0) == id) key[id] = 0;
+    by_next.insert({key[id], id});
+    in[id] = true;
+    used += seq.bytes(id);
+  }
+  for (AccessIndex g = begin; g < end; ++g) {
+    const TensorId x = seq.tensor(g);
+    const uint64_t b = seq.bytes(x);
+    ++out.accesses;
+    if (in[x]) {
+      ++out.hits;
+      by_next.erase({key[x], x});
+    } else {
+      ScheduledFetch f;
+      f.use = g;
+      f.tensor = x;
+      f.earliest_issue = begin;
+      f.streamed = b > capacity;
+      while (!f.streamed && used + b > capacity) {
+        auto victim = std::prev(by_next.end());
+        const TensorId v = victim->second;
+        by_next.erase(victim);
+        in[v] = false;
+        used -= seq.bytes(v);
+        f.evict.push_back(v);
+        const AccessIndex last = seq.PrevUse(v, g);
+        if (last != kNeverUsed && last + 1 > f.earliest_issue) f.earliest_issue = last + 1;
+      }
+      out.fetches.push_back(std::move(f));
+      if (b > capacity) continue;
+      in[x] = true;
+      used += b;
+    }
+    key[x] = seq.NextUse(x, g);
+    by_next.insert({key[x], x});
+  }
+  for (TensorId id = 0; id < in.size(); ++id) {
+    if (in[id]) out.final_resident.push_back(id);
+  }
+  return out;
+}
+
+namespace {
+
+// Nominal (stall-free compute) timeline of one steady step: compute clock at
+// each access, FIFO lanes for NVMe reads and host->device copies.
+void TimeFetches(const AccessSequence& seq, const LinkSpeeds& links,
+                 std::vector<PlannedFetch>* fetches, double* stall) {
+  const size_t n = seq.size();
+  std::vector<double> start(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) start[k + 1] = start[k] + seq.compute_s(k);
+  const double step = start[n];
+  double nvme_free = -step, h2d_free = -step, late = 0;
+  for (PlannedFetch& f : *fetches) {
+    const int64_t i = f.issue_before;
+    f.issue_s = i >= 0 ? start[size_t(i)] : start[size_t(i + int64_t(n))] - step;
+    const uint64_t b = seq.bytes(f.tensor);
+    double ready = f.issue_s;
+    if (f.source == Tier::kNvme) {
+      nvme_free = std::max(nvme_free, ready) + double(b) / links.nvme_read_bps;
+      ready = nvme_free;
+    }
+    h2d_free = std::max(h2d_free, ready) + double(b) / links.h2d_bps;
+    f.arrival_s = h2d_free;
+    f.need_s = start[f.use];
+    late += std::max(0.0, f.arrival_s - f.need_s);
+  }
+  *stall = late;
+}
+
+}  // namespace
+
+StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds& links,
+                                           const TierBudgets& budgets) {
+  TC_RETURN_IF_ERROR(ValidateLinkSpeeds(links));
+  PrefetchPlan p;
+  TC_ASSIGN_OR_RETURN(p.seq_, AccessSequence::FromTrace(trace));
+  TC_ASSIGN_OR_RETURN(p.layout_, LayoutTiers(trace, p.seq_, budgets));
+  const AccessIndex n = p.seq_.size();
+  // Two warm-up steps from an empty device reach the periodic steady state.
+  ResidencySchedule s = BuildBeladySchedule(p.seq_, p.layout_.device_capacity, {}, 0, 3 * n);
+  p.resident_tier_ = p.layout_.home;
+  for (TensorId id = 0; id < p.seq_.num_tensors(); ++id) {
+    if (p.seq_.used(id)) p.resident_tier_[id] = Tier::kDevice;
+  }
+  uint64_t misses = 0;
+  int64_t last_issue = INT64_MIN;  // issued in order: keeps the in-flight set contiguous
+  for (const ScheduledFetch& f : s.fetches) {
+    if (f.use < 2 * n) continue;
+    ++misses;
+    PlannedFetch pf;
+    pf.tensor = f.tensor;
+    pf.use = f.use - 2 * n;
+    pf.issue_before = std::max(last_issue, int64_t(f.earliest_issue) - int64_t(2 * n));
+    last_issue = pf.issue_before;
+    pf.evict = f.evict;
+    pf.source = p.layout_.home[f.tensor];
+    pf.streamed = f.streamed;
+    p.resident_tier_[f.tensor] = p.layout_.home[f.tensor];
+    p.fetches_.push_back(std::move(pf));
+  }
+  p.hit_rate_ = n == 0 ? 0 : 1.0 - double(misses) / double(n);
+  TimeFetches(p.seq_, links, &p.fetches_, &p.predicted_stall_s_);
+  p.by_issue_.assign(n, {});
+  for (size_t i = 0; i < p.fetches_.size(); ++i) {
+    const int64_t k = p.fetches_[i].issue_before;
+    p.by_issue_[size_t(k >= 0 ? k : k + int64_t(n))].push_back(uint32_t(i));
+  }
+  return p;
+}
+
+std::vector<const PlannedFetch*> PrefetchPlan::FetchesBefore(AccessIndex k) const {
+  std::vector<const PlannedFetch*> out;
+  if (k >= by_issue_.size()) return out;
+  for (uint32_t i : by_issue_[k]) out.push_back(&fetches_[i]);
+  return out;
+}
+
+}  // namespace tencache

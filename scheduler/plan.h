@@ -1,0 +1,128 @@
+// PrefetchPlan: what the profiled order says the cache should do in every
+// steady-state step — next uses for eviction, which tensors stay in which tier,
+// and which fetch to issue at which access.
+//
+// Residency follows Belady: on a miss, evict the resident tensors whose next use
+// is furthest away; a tensor re-used soon therefore stays on the device. The plan
+// then moves each fetch as early as the space allows: a fetch may be issued as
+// soon as every tensor it evicts has had its last use before the fetched
+// tensor's use. Issued in order, the device never holds more than the Belady
+// resident set right after the latest issued fetch, so no tier budget is
+// exceeded and the hit set is exactly Belady's. Immutable after Build; every
+// query is safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cachemgr/types.h"
+#include "common/status.h"
+#include "scheduler/access_sequence.h"
+#include "scheduler/trace.h"
+
+namespace tencache {
+
+// Bytes per second of each lane of the timeline.
+struct LinkSpeeds {
+  double nvme_read_bps = 3.0e9;    // NVMe -> host
+  double nvme_write_bps = 2.0e9;   // host -> NVMe
+  double h2d_bps = 25e9;           // host -> device (PCIe Gen4 x16, pinned)
+  double d2h_bps = 25e9;           // device -> host
+  double collective_bps = 12.5e9;  // network, per rank (100 Gb/s)
+  // Collectives land in / leave from device memory over the same PCIe link as
+  // host copies (GPUDirect RDMA), so they also occupy the h2d / d2h lane.
+  bool collectives_share_pcie = true;
+};
+Status ValidateLinkSpeeds(const LinkSpeeds& links);
+
+struct TierBudgets {
+  uint64_t device = 0;
+  uint64_t host = 0;
+  uint64_t nvme = 0;  // 0: unlimited
+};
+
+// Where each tensor's 16-bit master copy ("home") and optimizer states live,
+// and how much of the device budget caches parameters.
+struct TierLayout {
+  uint64_t device_capacity = 0;   // device budget minus the gradient staging reserve
+  uint64_t grad_reserve = 0;      // gradient double buffer: min(2 largest, budget / 8)
+  std::vector<Tier> home;         // kHost or kNvme, per tensor
+  std::vector<bool> states_on_nvme;  // fp32 master + Adam moments, per tensor
+  uint64_t host_used = 0;
+  uint64_t nvme_used = 0;
+};
+// Host keeps, in this order: every gradient shard, a staging reserve of two of
+// the largest tensors, parameter homes in forward order, optimizer states; the
+// rest goes to NVMe. ResourceExhausted when a budget cannot hold its share.
+StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
+                                 const TierBudgets& budgets);
+
+// One fetch of the Belady schedule. Indices are global (see AccessSequence).
+struct ScheduledFetch {
+  AccessIndex use = 0;             // the access it serves
+  AccessIndex earliest_issue = 0;  // may be issued once accesses < this are done
+  TensorId tensor = 0;
+  bool streamed = false;           // larger than the device capacity: never cached
+  std::vector<TensorId> evict;     // evicted when the fetch is issued
+};
+
+struct ResidencySchedule {
+  std::vector<ScheduledFetch> fetches;  // ascending `use`
+  uint64_t accesses = 0;
+  uint64_t hits = 0;
+  std::vector<TensorId> final_resident;
+};
+
+// Belady (furthest next use) over global accesses [begin, end), starting with
+// `resident` on a device of `capacity` bytes. O(accesses · log tensors).
+ResidencySchedule BuildBeladySchedule(const AccessSequence& seq, uint64_t capacity,
+                                      const std::vector<TensorId>& resident, AccessIndex begin,
+                                      AccessIndex end);
+
+// A steady-state fetch, relative to the start of its step.
+struct PlannedFetch {
+  TensorId tensor = 0;
+  AccessIndex use = 0;         // access within the step, 0..N-1
+  int64_t issue_before = 0;    // issue before this access; negative: in the previous step
+  std::vector<TensorId> evict;
+  Tier source = Tier::kHost;
+  bool streamed = false;
+  double issue_s = 0;          // nominal timeline (no stalls), from the step start
+  double arrival_s = 0;
+  double need_s = 0;
+  int64_t lookahead() const { return int64_t(use) - issue_before; }
+};
+
+class PrefetchPlan : public NextUseOracle {
+ public:
+  static StatusOr<PrefetchPlan> Build(const Trace& trace, const LinkSpeeds& links,
+                                      const TierBudgets& budgets);
+
+  AccessIndex NextUse(TensorId id, AccessIndex now) const override {
+    return seq_.NextUse(id, now);
+  }
+  const AccessSequence& sequence() const { return seq_; }
+  const TierLayout& layout() const { return layout_; }
+  // Ordered by issue point.
+  const std::vector<PlannedFetch>& fetches() const { return fetches_; }
+  // Fetches to issue right before access k (0 <= k < N) of a step. A fetch whose
+  // issue point lies in the previous step (issue_before < 0) is listed under
+  // access issue_before + N: issue it then, for the next step's use.
+  std::vector<const PlannedFetch*> FetchesBefore(AccessIndex k) const;
+  // kDevice when the tensor stays on the device the whole step; else its home.
+  Tier ResidentTier(TensorId id) const { return resident_tier_[id]; }
+  double device_hit_rate() const { return hit_rate_; }
+  // Sum over fetches of max(0, arrival - need) on the nominal timeline.
+  double predicted_stall_s() const { return predicted_stall_s_; }
+
+ private:
+  AccessSequence seq_;
+  TierLayout layout_;
+  std::vector<PlannedFetch> fetches_;
+  std::vector<std::vector<uint32_t>> by_issue_;  // per access k: indices into fetches_
+  std::vector<Tier> resident_tier_;
+  double hit_rate_ = 0;
+  double predicted_stall_s_ = 0;
+};
+
+}  // namespace tencache

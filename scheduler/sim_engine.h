@@ -1,0 +1,149 @@
+// CacheSimulator: replays a trace, step after step, against one cache policy and
+// predicts hit rates, bytes moved, stalls and step time.
+//
+// The device caches 16-bit parameter shards; links are FIFO lanes on one
+// timeline (NVMe read, NVMe write, host->device, device->host, collectives, the
+// host CPU that runs Adam). A policy decides what to evict and what to fetch
+// ahead; the engine does the accounting, identically for every policy. An access
+// is a device hit when its tensor has stayed on the device since the tensor's
+// previous access (any fetch since then, demand or prefetch, makes it a miss).
+// The first `warmup_steps` steps (profiling) are simulated but not counted.
+// A CacheSimulator is immutable; Run builds fresh state, so concurrent Runs on
+// one simulator are safe. A SimContext belongs to one Run.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cachemgr/types.h"
+#include "common/status.h"
+#include "scheduler/access_sequence.h"
+#include "scheduler/plan.h"
+#include "scheduler/trace.h"
+
+namespace tencache {
+
+struct SimConfig {
+  LinkSpeeds links;
+  TierBudgets budgets;
+  int warmup_steps = 2;  // profiling step + the step DeepSpeed needs to complete its trace
+  int steps = 2;         // steady-state steps that are counted
+};
+
+// Per steady-state step averages, except the rates.
+struct PolicyResult {
+  std::string policy;
+  double device_hit_rate = 0;  // hits / device accesses
+  double host_hit_rate = 0;    // misses served from a host home / device accesses
+  uint64_t bytes_h2d = 0;
+  uint64_t bytes_d2h = 0;
+  uint64_t bytes_nvme_read = 0;
+  uint64_t bytes_nvme_write = 0;
+  double stall_s = 0;          // compute waiting for tensors and all-gathers
+  double step_time_s = 0;
+  // All-gathers started late because the host->device lane was busy (shared PCIe).
+  double collective_delay_s = 0;
+  uint64_t accesses = 0;          // device accesses per step
+};
+
+// A FIFO lane: a transfer starts when both it is ready and the lane is free.
+struct Lane {
+  double bps = 1;
+  double free_at = 0;
+  double Reserve(double ready, double seconds) {
+    free_at = std::max(free_at, ready) + seconds;
+    return free_at;
+  }
+};
+
+class CacheSimulator;
+
+// What a policy sees and may do during a Run.
+class SimContext {
+ public:
+  const AccessSequence& seq() const;
+  const TierLayout& layout() const;
+  int step() const { return step_; }
+  int total_steps() const;  // warm-up + counted steps of this Run
+  double now() const { return now_; }
+  uint64_t capacity() const;
+  uint64_t elem_bytes() const;  // bytes per element of the 16-bit (or fp32) parameters
+  uint64_t free_bytes() const { return capacity() - used_; }
+  bool resident(TensorId id) const { return resident_[id]; }
+  bool in_flight(TensorId id) const { return resident_[id] && arrival_[id] > now_; }
+  void Evict(TensorId id);
+  // Starts a fetch now from the tensor's home. False (and nothing happens) when
+  // the tensor is resident or does not fit in the free bytes.
+  bool Fetch(TensorId id);
+  // When a fetch issued now would finish on the host->device lane.
+  double PredictArrival(TensorId id) const;
+  // Lower bound on when the next all-gather that occupies the host->device lane
+  // starts (compute without stalls until its issue point); +inf when none.
+  double NextPcieCollective() const;
+
+ private:
+  friend class CacheSimulator;
+  explicit SimContext(const CacheSimulator& sim);
+
+  const CacheSimulator& sim_;
+  int step_ = 0;
+  size_t pos_ = 0;  // trace event whose start is `now_`
+  double now_ = 0;
+  uint64_t used_ = 0;
+  std::vector<bool> resident_;
+  std::vector<bool> fresh_;  // fetched since its last access
+  std::vector<double> arrival_;
+  std::vector<double> grad_ready_;
+  Lane nvme_read_, nvme_write_, h2d_, d2h_, net_;
+  double cpu_free_ = 0;
+  std::map<int, double> gather_end_;  // block -> pending all-gather's end
+  bool counting_ = false;
+  PolicyResult totals_;
+  uint64_t hits_ = 0, host_served_ = 0;
+};
+
+class CachePolicy {
+ public:
+  virtual ~CachePolicy() = default;
+  virtual const char* name() const = 0;
+  virtual void BeginStep(SimContext& s) {}
+  // Before access g is resolved: issue prefetches.
+  virtual void BeforeAccess(AccessIndex g, SimContext& s) {}
+  // Access g misses and its tensor is not resident: evict until it fits.
+  virtual void MakeRoom(TensorId id, AccessIndex g, SimContext& s) = 0;
+  // The tensor of access g is on (or arriving to) the device; compute follows.
+  virtual void OnAccess(AccessIndex g, SimContext& s) {}
+  // Compute of access g finished.
+  virtual void AfterAccess(AccessIndex g, SimContext& s) {}
+};
+
+class CacheSimulator {
+ public:
+  static StatusOr<CacheSimulator> Create(const Trace& trace, const SimConfig& config);
+  PolicyResult Run(CachePolicy& policy) const;
+
+  const AccessSequence& sequence() const { return seq_; }
+  const TierLayout& layout() const { return layout_; }
+  const SimConfig& config() const { return config_; }
+  const Trace& trace() const { return trace_; }
+
+ private:
+  friend class SimContext;
+  void RunAccess(const TraceEvent& e, AccessIndex g, CachePolicy& policy, SimContext& s) const;
+  void RunCollective(const TraceEvent& e, SimContext& s) const;
+  void RunOptimizer(const TraceEvent& e, SimContext& s) const;
+  double Stream(TensorId id, SimContext& s) const;
+
+  Trace trace_;
+  SimConfig config_;
+  AccessSequence seq_;
+  TierLayout layout_;
+  uint64_t elem_bytes_ = 2;
+  std::vector<double> compute_before_;  // per event: device compute before it in the step
+  std::vector<size_t> next_gather_;     // per event: index of the next all-gather, or size
+};
+
+}  // namespace tencache

@@ -1,0 +1,79 @@
+// Trace: the profiled order of one training step, as the scheduler consumes it.
+//
+// A trace is a header (model, dtype, ranks, ...) and the step's events in the
+// order they happened: tensor accesses (forward, backward, optimizer) and
+// collectives (all-gather, reduce-scatter). Tensor ids are dense 0..N-1 and
+// every access of one id names the same tensor with the same byte size. On disk
+// a trace is JSON lines (docs/trace-format.md); the reader reports file:line and
+// what was expected. Plain value types; thread-safe to read.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "cachemgr/types.h"
+#include "common/status.h"
+
+namespace tencache {
+
+enum class Phase : uint8_t { kForward, kBackward, kOptimizer };
+enum class EventKind : uint8_t { kAccess, kCollective };
+enum class CollectiveKind : uint8_t { kAllGather, kReduceScatter };
+
+const char* PhaseName(Phase p);            // "fwd", "bwd", "optimizer"
+const char* CollectiveKindName(CollectiveKind k);  // "all_gather", "reduce_scatter"
+
+// One event. Fields that do not apply to `kind` are ignored (name, id and phase
+// for collectives; collective for accesses).
+struct TraceEvent {
+  EventKind kind = EventKind::kAccess;
+  TensorId id = 0;
+  std::string name;
+  Phase phase = Phase::kForward;
+  int block = 0;          // ModelShape block; for a collective, the block it serves
+  uint64_t bytes = 0;     // bytes this rank caches (its shard) or the collective moves
+  double start_s = 0;     // seconds from the start of the step
+  double end_s = 0;       // end - start = compute time that follows the access
+  CollectiveKind collective = CollectiveKind::kAllGather;
+
+  double duration_s() const { return end_s - start_s; }
+  // A device access: forward or backward use of a parameter on the device.
+  bool is_device_access() const { return kind == EventKind::kAccess && phase != Phase::kOptimizer; }
+};
+
+constexpr int kTraceFormatVersion = 1;
+
+struct TraceHeader {
+  int version = kTraceFormatVersion;
+  std::string model = "custom";
+  std::string dtype = "bf16";
+  int ranks = 1;
+  int micro_batch = 1;
+  int seq_len = 0;
+  double device_flops = 0;  // FLOP/s the compute times assume; 0 when measured
+};
+
+struct Trace {
+  TraceHeader header;
+  std::vector<TraceEvent> events;
+
+  // 1 + the largest tensor id (ids are dense).
+  size_t num_tensors() const;
+  // Bytes of each tensor, indexed by id. REQUIRES: ValidateTrace(...).ok().
+  std::vector<uint64_t> TensorBytes() const;
+  std::vector<std::string> TensorNames() const;
+};
+
+// Dense ids, one size and name per id, bytes > 0, end >= start, at least one
+// device access. Errors start with `context`.
+Status ValidateTrace(const Trace& trace, const std::string& context);
+
+// JSON lines; `source` (a file name) prefixes every error as "source:line: ".
+StatusOr<Trace> ParseTrace(std::istream& in, const std::string& source);
+StatusOr<Trace> ReadTraceFile(const std::string& path);
+void WriteTrace(const Trace& trace, std::ostream& out);
+Status WriteTraceFile(const Trace& trace, const std::string& path);
+
+}  // namespace tencache

@@ -1,0 +1,40 @@
+// Builds small TensorCaches over the simulated device, host and NVMe tiers in a
+// temporary directory, for the tensor cache tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "cachemgr/device_tier.h"
+#include "cachemgr/fault_injection_file_env.h"
+#include "cachemgr/host_tier.h"
+#include "cachemgr/tensor_cache.h"
+#include "test_util.h"
+
+namespace tencache::testing {
+
+inline std::vector<TensorSpec> UniformSpecs(int n, uint64_t bytes, Tier home = Tier::kNvme) {
+  std::vector<TensorSpec> specs;
+  for (int i = 0; i < n; ++i)
+    specs.push_back({static_cast<TensorId>(i), "t" + std::to_string(i), bytes, ElementType::kFloat32, home});
+  return specs;
+}
+
+inline std::unique_ptr<TensorCache> MakeCache(const TempDir& dir, TensorCacheOptions options,
+                                              std::vector<TensorSpec> specs, FileEnv* env = nullptr) {
+  TierSet tiers;
+  tiers.device = std::move(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  HostTierOptions ho;
+  ho.pin = false;  // keep tests independent of RLIMIT_MEMLOCK
+  tiers.host = std::make_unique<HostTier>(ho);
+  NvmeTierOptions no;
+  no.dir = dir.path();
+  no.queue_depth = 8;
+  no.block_size = 64 << 10;
+  no.env = env;
+  tiers.nvme = std::move(NvmeTier::Open(no).value());
+  auto cache = TensorCache::Create(options, std::move(specs), std::move(tiers));
+  EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+  return cache.ok() ? std::move(*cache) : nullptr;
+}
+
+}  // namespace tencache::testing

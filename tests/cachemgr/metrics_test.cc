@@ -1,0 +1,44 @@
+#include "cachemgr/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tencache {
+namespace {
+
+TEST(CacheMetricsTest, JsonHasEveryFieldByName) {
+  CacheMetrics m;
+  m.step = 3;
+  m.tier(Tier::kDevice).hits = 7;
+  m.tier(Tier::kHost).misses = 2;
+  m.tier(Tier::kHost).reserved_bytes = 1000;
+  m.tier(Tier::kHost).peak_used_bytes = 950;
+  m.bytes_nvme_to_host = 11;
+  m.bytes_host_to_device = 12;
+  m.bytes_device_to_host = 13;
+  m.bytes_host_to_nvme = 14;
+  m.stall_seconds = 0.5;
+  m.allocations_after_setup = 1;
+  auto j = nlohmann::json::parse(m.ToJson());
+  EXPECT_EQ(j["step"], 3);
+  EXPECT_EQ(j["device_hits"], 7);
+  EXPECT_EQ(j["host_misses"], 2);
+  EXPECT_EQ(j["nvme_hits"], 0);
+  EXPECT_EQ(j["bytes_nvme_to_host"], 11);
+  EXPECT_EQ(j["bytes_host_to_device"], 12);
+  EXPECT_EQ(j["bytes_device_to_host"], 13);
+  EXPECT_EQ(j["bytes_host_to_nvme"], 14);
+  EXPECT_DOUBLE_EQ(j["stall_seconds"].get<double>(), 0.5);
+  EXPECT_EQ(j["allocations_after_setup"], 1);
+  EXPECT_DOUBLE_EQ(j["host_utilization"].get<double>(), 0.95);
+  EXPECT_TRUE(j.contains("device_reserved_bytes"));
+  EXPECT_TRUE(j.contains("nvme_used_bytes"));
+}
+
+TEST(CacheMetricsTest, UtilizationIsZeroWithNothingReserved) {
+  EXPECT_EQ(CacheMetrics{}.host_utilization(), 0.0);
+}
+
+}  // namespace
+}  // namespace tencache

@@ -1,0 +1,246 @@
+#include "cachemgr/tensor_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "cache_fixture.h"
+
+namespace tencache {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::MakeCache;
+using testing::UniformSpecs;
+constexpr milliseconds kWait(10000);
+constexpr uint64_t kBytes = 64 << 10;
+
+TensorCacheOptions Budgets(uint64_t device_slots, uint64_t host_slots) {
+  TensorCacheOptions o;
+  o.device_budget = device_slots * kBytes;
+  o.host_budget = host_slots * kBytes;
+  return o;
+}
+
+void WriteTensor(TensorCache* c, TensorId id, uint32_t seed, Tier tier = Tier::kDevice) {
+  auto h = c->Acquire(id, tier, AccessMode::kWrite, kWait);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  testing::FillPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+  ASSERT_TRUE(c->Release(&*h).ok());
+}
+
+bool ReadMatches(TensorCache* c, TensorId id, uint32_t seed, Tier tier = Tier::kDevice) {
+  auto h = c->Acquire(id, tier, AccessMode::kRead, kWait);
+  EXPECT_TRUE(h.ok()) << h.status().ToString();
+  return h.ok() && testing::CheckPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+}
+
+class MapOracle : public NextUseOracle {
+ public:
+  explicit MapOracle(std::map<TensorId, AccessIndex> next) : next_(std::move(next)) {}
+  AccessIndex NextUse(TensorId id, AccessIndex) const override {
+    auto it = next_.find(id);
+    return it == next_.end() ? kNeverUsed : it->second;
+  }
+
+ private:
+  std::map<TensorId, AccessIndex> next_;
+};
+
+class TensorCacheTest : public ::testing::Test {
+ protected:
+  testing::TempDir dir_;
+};
+
+TEST_F(TensorCacheTest, NeverWrittenTensorsReadAsZeros) {
+  auto c = MakeCache(dir_, Budgets(2, 2), UniformSpecs(3, kBytes));
+  auto h = c->Acquire(1, Tier::kDevice, AccessMode::kRead, kWait);
+  ASSERT_TRUE(h.ok());
+  const auto* p = static_cast<const uint8_t*>(h->data());
+  for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(p[i], 0);
+  EXPECT_NE(c->Describe().find("device(simulated-host)"), std::string::npos);
+}
+
+TEST_F(TensorCacheTest, DataSurvivesEvictionThroughAllTiers) {
+  auto c = MakeCache(dir_, Budgets(2, 3), UniformSpecs(8, kBytes));
+  for (TensorId i = 0; i < 8; ++i) WriteTensor(c.get(), i, 100 + i);
+  for (TensorId i = 0; i < 8; ++i) EXPECT_TRUE(ReadMatches(c.get(), i, 100 + i)) << "tensor " << i;
+  CacheMetrics m = c->EndStep();
+  EXPECT_GT(m.bytes_device_to_host, 0u);
+  EXPECT_GT(m.bytes_host_to_nvme, 0u);
+  EXPECT_GT(m.bytes_nvme_to_host, 0u);
+  EXPECT_GT(m.bytes_host_to_device, 0u);
+  EXPECT_GT(m.tier(Tier::kDevice).evictions, 0u);
+  EXPECT_GT(m.tier(Tier::kHost).evictions, 0u);
+  EXPECT_EQ(m.allocations_after_setup, 0u);
+  EXPECT_EQ(m.tier(Tier::kHost).reserved_bytes, 3 * kBytes);
+  EXPECT_LE(m.tier(Tier::kHost).peak_used_bytes, 3 * kBytes);
+}
+
+TEST_F(TensorCacheTest, DirtyTensorIsWrittenBackOnEviction) {
+  auto c = MakeCache(dir_, Budgets(1, 2), UniformSpecs(2, kBytes));
+  WriteTensor(c.get(), 0, 7);
+  c->EndStep();
+  WriteTensor(c.get(), 1, 8);  // evicts 0 from the device: its only copy
+  CacheMetrics m = c->EndStep();
+  EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
+  EXPECT_EQ(m.bytes_device_to_host, kBytes);
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 7, Tier::kHost));
+}
+
+TEST_F(TensorCacheTest, TensorWithLiveHandleIsNeverEvicted) {
+  auto c = MakeCache(dir_, Budgets(1, 2), UniformSpecs(2, kBytes));
+  auto h0 = c->Acquire(0, Tier::kDevice, AccessMode::kWrite, kWait);
+  ASSERT_TRUE(h0.ok());
+  auto h1 = c->Acquire(1, Tier::kDevice, AccessMode::kRead, kWait);
+  ASSERT_TRUE(h1.ok()) << h1.status().ToString();
+  EXPECT_TRUE(c->IsResident(0, Tier::kDevice));
+  EXPECT_NE(h0->data(), h1->data());
+  EXPECT_EQ(c->Snapshot().allocations_after_setup, 1u);  // the pool had to grow by one slot
+}
+
+TEST_F(TensorCacheTest, AllSlotsPinnedWithoutGrowthIsResourceExhausted) {
+  TensorCacheOptions o = Budgets(1, 2);
+  o.grow_when_pinned = false;
+  auto c = MakeCache(dir_, o, UniformSpecs(2, kBytes));
+  auto h0 = c->Acquire(0, Tier::kDevice, AccessMode::kWrite, kWait);
+  ASSERT_TRUE(h0.ok());
+  auto h1 = c->Acquire(1, Tier::kDevice, AccessMode::kRead, kWait);
+  EXPECT_EQ(h1.status().code(), StatusCode::kResourceExhausted) << h1.status().ToString();
+  EXPECT_NE(h1.status().message().find("'t1'"), std::string::npos) << h1.status().ToString();
+}
+
+TEST_F(TensorCacheTest, LruEvictsLeastRecentlyUsedWithoutAPlan) {
+  auto c = MakeCache(dir_, Budgets(3, 4), UniformSpecs(4, kBytes));
+  for (TensorId i = 0; i < 3; ++i) WriteTensor(c.get(), i, i);
+  ASSERT_TRUE(ReadMatches(c.get(), 0, 0));  // 1 is now the least recently used
+  WriteTensor(c.get(), 3, 3);
+  EXPECT_TRUE(c->IsResident(0, Tier::kDevice));
+  EXPECT_FALSE(c->IsResident(1, Tier::kDevice));
+  EXPECT_TRUE(c->IsResident(2, Tier::kDevice));
+}
+
+TEST_F(TensorCacheTest, OracleEvictsFurthestNextUse) {
+  auto c = MakeCache(dir_, Budgets(3, 4), UniformSpecs(4, kBytes));
+  for (TensorId i = 0; i < 3; ++i) WriteTensor(c.get(), i, i);
+  ASSERT_TRUE(ReadMatches(c.get(), 0, 0));
+  MapOracle oracle({{0, 100}, {1, 5}, {2, 50}, {3, 6}});  // LRU would pick 1; the plan says 0
+  c->SetNextUseOracle(&oracle);
+  WriteTensor(c.get(), 3, 3);
+  EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
+  EXPECT_TRUE(c->IsResident(1, Tier::kDevice));
+  EXPECT_TRUE(c->IsResident(2, Tier::kDevice));
+  c->SetNextUseOracle(nullptr);
+}
+
+TEST_F(TensorCacheTest, PrefetchedTensorIsAHitWithoutStall) {
+  auto c = MakeCache(dir_, Budgets(2, 3), UniformSpecs(4, kBytes));
+  for (TensorId i = 0; i < 4; ++i) WriteTensor(c.get(), i, 50 + i);
+  c->EndStep();
+  ASSERT_FALSE(c->IsResident(0, Tier::kDevice));
+  PrefetchHandle p = c->Prefetch(0, Tier::kDevice);
+  ASSERT_TRUE(p.Wait(kWait).ok());
+  EXPECT_TRUE(p.ready());
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 50));
+  CacheMetrics m = c->EndStep();
+  EXPECT_EQ(m.tier(Tier::kDevice).hits, 1u);
+  EXPECT_EQ(m.tier(Tier::kDevice).misses, 0u);
+  EXPECT_EQ(m.stall_seconds, 0.0);
+  EXPECT_EQ(m.prefetches, 1u);
+}
+
+TEST_F(TensorCacheTest, MissWaitsAndRecordsStall) {
+  auto c = MakeCache(dir_, Budgets(1, 1), UniformSpecs(2, kBytes));
+  WriteTensor(c.get(), 0, 1, Tier::kHost);
+  WriteTensor(c.get(), 1, 2, Tier::kHost);  // pushes 0 down to NVMe
+  c->EndStep();
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 1));
+  CacheMetrics m = c->EndStep();
+  EXPECT_EQ(m.tier(Tier::kDevice).misses, 1u);
+  EXPECT_GT(m.stall_seconds, 0.0);
+  EXPECT_EQ(m.bytes_nvme_to_host, kBytes);
+}
+
+TEST_F(TensorCacheTest, PrefetchToNvmeWritesBack) {
+  auto c = MakeCache(dir_, Budgets(2, 2), UniformSpecs(2, kBytes));
+  WriteTensor(c.get(), 0, 9, Tier::kHost);
+  EXPECT_FALSE(c->IsResident(0, Tier::kNvme));
+  ASSERT_TRUE(c->Prefetch(0, Tier::kNvme).Wait(kWait).ok());
+  EXPECT_TRUE(c->IsResident(0, Tier::kNvme));
+  EXPECT_EQ(c->Snapshot().bytes_host_to_nvme, kBytes);
+}
+
+TEST_F(TensorCacheTest, CorruptNvmeCopyIsNeverHandedOut) {
+  FaultInjectionFileEnv faulty(PosixFileEnv());
+  auto c = MakeCache(dir_, Budgets(1, 1), UniformSpecs(2, kBytes), &faulty);
+  WriteTensor(c.get(), 0, 21, Tier::kHost);
+  WriteTensor(c.get(), 1, 22, Tier::kHost);  // 0 goes to NVMe
+  ASSERT_TRUE(c->IsResident(0, Tier::kNvme));
+  faulty.AddFault({FaultKind::kCorruptRead, IoOp::kRead, 0, ~0ull, 1});
+  auto h = c->Acquire(0, Tier::kHost, AccessMode::kRead, kWait);
+  ASSERT_EQ(h.status().code(), StatusCode::kCorruption) << h.status().ToString();
+  EXPECT_NE(h.status().message().find("tensor t0"), std::string::npos) << h.status().ToString();
+  EXPECT_NE(h.status().message().find(dir_.path()), std::string::npos) << h.status().ToString();
+  EXPECT_FALSE(c->IsResident(0, Tier::kHost));
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 21, Tier::kHost));  // the fault was one-shot
+}
+
+TEST_F(TensorCacheTest, EioOnWriteBackNamesTheTensor) {
+  FaultInjectionFileEnv faulty(PosixFileEnv());
+  auto c = MakeCache(dir_, Budgets(1, 1), UniformSpecs(2, kBytes), &faulty);
+  WriteTensor(c.get(), 0, 31, Tier::kHost);
+  faulty.AddFault({FaultKind::kEio, IoOp::kWrite, 0, ~0ull, 1});
+  auto h = c->Acquire(1, Tier::kHost, AccessMode::kWrite, kWait);
+  ASSERT_EQ(h.status().code(), StatusCode::kIoError) << h.status().ToString();
+  EXPECT_NE(h.status().message().find("t0"), std::string::npos) << h.status().ToString();
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 31, Tier::kHost));  // the dirty copy was kept
+}
+
+TEST_F(TensorCacheTest, SlowNvmeTimesOutNamingTensorAndFile) {
+  FaultInjectionFileEnv faulty(PosixFileEnv());
+  TensorCacheOptions o = Budgets(1, 1);
+  o.io_timeout = milliseconds(30);
+  auto c = MakeCache(dir_, o, UniformSpecs(2, kBytes), &faulty);
+  WriteTensor(c.get(), 0, 41, Tier::kHost);
+  WriteTensor(c.get(), 1, 42, Tier::kHost);
+  faulty.AddFault({FaultKind::kSlowIo, IoOp::kRead, 0, ~0ull, 1, milliseconds(300)});
+  auto h = c->Acquire(0, Tier::kHost, AccessMode::kRead, kWait);
+  ASSERT_EQ(h.status().code(), StatusCode::kTimeout) << h.status().ToString();
+  EXPECT_NE(h.status().message().find("tensor t0"), std::string::npos) << h.status().ToString();
+  EXPECT_NE(h.status().message().find(dir_.path()), std::string::npos) << h.status().ToString();
+  EXPECT_EQ(c->Snapshot().quarantined_slots, 1u);
+}
+
+TEST_F(TensorCacheTest, MisuseIsReportedAsStatus) {
+  auto c = MakeCache(dir_, Budgets(2, 2), UniformSpecs(2, kBytes));
+  EXPECT_EQ(c->Acquire(7, Tier::kDevice, AccessMode::kRead, kWait).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->Acquire(0, Tier::kNvme, AccessMode::kRead, kWait).status().code(), StatusCode::kInvalidArgument);
+  auto h = c->Acquire(0, Tier::kDevice, AccessMode::kRead, kWait);
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(c->Release(&*h).ok());
+  EXPECT_EQ(c->Release(&*h).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c->Prefetch(9, Tier::kHost).Wait(kWait).code(), StatusCode::kNotFound);
+}
+
+TEST_F(TensorCacheTest, HomeTierPlacementAndMixedSizes) {
+  std::vector<TensorSpec> specs = {{0, "embed", 3 * kBytes, ElementType::kFloat16, Tier::kDevice},
+                                   {1, "w1", kBytes, ElementType::kFloat16, Tier::kHost},
+                                   {2, "w2", kBytes, ElementType::kFloat16, Tier::kNvme},
+                                   {3, "bias", 1000, ElementType::kFloat32, Tier::kNvme}};
+  TensorCacheOptions o;
+  o.device_budget = 3 * kBytes + kBytes + 4096;
+  o.host_budget = 3 * kBytes + 2 * kBytes + 4096;
+  auto c = MakeCache(dir_, o, specs);
+  EXPECT_TRUE(c->IsResident(0, Tier::kDevice));
+  EXPECT_TRUE(c->IsResident(1, Tier::kHost));
+  EXPECT_FALSE(c->IsResident(2, Tier::kHost));
+  EXPECT_EQ(c->spec(3).dtype, ElementType::kFloat32);
+  WriteTensor(c.get(), 3, 5);
+  EXPECT_TRUE(ReadMatches(c.get(), 3, 5));
+  CacheMetrics m = c->EndStep();
+  EXPECT_EQ(m.step, 0u);
+  EXPECT_EQ(c->EndStep().step, 1u);
+}
+
+}  // namespace
+}  // namespace tencache

@@ -1,0 +1,61 @@
+#include "scheduler/access_sequence.h"
+
+#include <gtest/gtest.h>
+
+namespace tencache {
+namespace {
+
+Trace Make(std::vector<TensorId> order, std::vector<uint64_t> bytes) {
+  Trace t;
+  double clock = 0;
+  for (TensorId id : order) {
+    TraceEvent e;
+    e.id = id;
+    e.name = "t" + std::to_string(id);
+    e.bytes = bytes[id];
+    e.start_s = clock;
+    e.end_s = clock += 1;
+    t.events.push_back(e);
+  }
+  return t;
+}
+
+TEST(AccessSequenceTest, NextAndPrevUseWrapAcrossSteps) {
+  // step: 0 1 2 1 0   (tensor 2 used once)
+  AccessSequence s = *AccessSequence::FromTrace(Make({0, 1, 2, 1, 0}, {10, 20, 30}));
+  ASSERT_EQ(s.size(), 5u);
+  EXPECT_EQ(s.NextUse(1, 1), 3u);
+  EXPECT_EQ(s.NextUse(1, 3), 6u);   // next step, position 1
+  EXPECT_EQ(s.NextUse(2, 2), 7u);
+  EXPECT_EQ(s.NextUse(0, 0), 4u);
+  EXPECT_EQ(s.NextUse(0, 4), 5u);
+  EXPECT_EQ(s.PrevUse(2, 2), kNeverUsed);
+  EXPECT_EQ(s.PrevUse(2, 7), 2u);
+  EXPECT_EQ(s.PrevUse(0, 5), 4u);
+  EXPECT_EQ(s.PrevUse(1, 3), 1u);
+  EXPECT_EQ(s.tensor(7), 2u);
+}
+
+TEST(AccessSequenceTest, BytesBetweenIsExclusive) {
+  AccessSequence s = *AccessSequence::FromTrace(Make({0, 1, 2, 1, 0}, {10, 20, 30}));
+  EXPECT_EQ(s.BytesBetween(0, 1), 0u);
+  EXPECT_EQ(s.BytesBetween(0, 4), 20u + 30 + 20);
+  EXPECT_EQ(s.BytesBetween(3, 6), 10u + 10);  // access 4 (t0) and 5 (t0 of next step)
+}
+
+TEST(AccessSequenceTest, OptimizerOnlyTensorsAreNeverUsed) {
+  Trace t = Make({0}, {10, 20});
+  TraceEvent e;
+  e.id = 1;
+  e.name = "t1";
+  e.bytes = 20;
+  e.phase = Phase::kOptimizer;
+  t.events.push_back(e);
+  AccessSequence s = *AccessSequence::FromTrace(t);
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_FALSE(s.used(1));
+  EXPECT_EQ(s.NextUse(1, 0), kNeverUsed);
+}
+
+}  // namespace
+}  // namespace tencache

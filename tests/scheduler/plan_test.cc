@@ -1,0 +1,136 @@
+#include "scheduler/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "common/model_shape.h"
+#include "scheduler/synth.h"
+
+namespace tencache {
+namespace {
+
+Trace Synth(const char* preset) {
+  return *SynthesizeTrace(*FindPreset(preset), SynthOptions{});
+}
+
+uint64_t Total(const std::vector<uint64_t>& v) {
+  uint64_t t = 0;
+  for (uint64_t b : v) t += b;
+  return t;
+}
+
+// Replays a schedule with every fetch issued at its earliest point (in order):
+// each access must find its tensor resident, and the device never overflows.
+TEST(PlanTest, EarlyIssueKeepsBeladyHitsWithinCapacity) {
+  for (int pct : {15, 40, 75}) {
+    const Trace trace = Synth("gpt2");
+    const AccessSequence seq = *AccessSequence::FromTrace(trace);
+    const uint64_t cap = Total(seq.all_bytes()) * pct / 100;
+    const AccessIndex n = seq.size();
+    ResidencySchedule s = BuildBeladySchedule(seq, cap, {}, 0, 3 * n);
+    EXPECT_EQ(s.accesses, 3 * n);
+    EXPECT_EQ(s.hits + s.fetches.size(), s.accesses);
+    std::vector<bool> in(seq.num_tensors(), false);
+    uint64_t used = 0;
+    size_t next = 0;
+    AccessIndex issue_floor = 0;
+    for (AccessIndex g = 0; g < 3 * n; ++g) {
+      while (next < s.fetches.size() &&
+             (s.fetches[next].use <= g ||
+              std::max(issue_floor, s.fetches[next].earliest_issue) <= g)) {
+        const ScheduledFetch& f = s.fetches[next++];
+        issue_floor = std::max(issue_floor, f.earliest_issue);
+        for (TensorId v : f.evict) {
+          // A victim is never needed between the issue and the fetched tensor's use.
+          EXPECT_TRUE(seq.NextUse(v, g == 0 ? 0 : g - 1) >= f.use || g == 0) << v;
+          ASSERT_TRUE(in[v]);
+          in[v] = false;
+          used -= seq.bytes(v);
+        }
+        if (f.streamed) continue;
+        in[f.tensor] = true;
+        used += seq.bytes(f.tensor);
+        ASSERT_LE(used, cap) << "g=" << g;
+      }
+      const TensorId x = seq.tensor(g);
+      if (seq.bytes(x) <= cap) {
+        EXPECT_TRUE(in[x]) << "access " << g;
+      }
+    }
+  }
+}
+
+TEST(PlanTest, EverythingFitsMeansNoFetchesAndDeviceResidency) {
+  const Trace trace = Synth("tiny");
+  TierBudgets b;
+  b.device = 4 * Total(trace.TensorBytes());
+  b.host = 64 * Total(trace.TensorBytes());
+  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(trace, LinkSpeeds{}, b);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->fetches().empty());
+  EXPECT_DOUBLE_EQ(plan->device_hit_rate(), 1.0);
+  EXPECT_EQ(plan->predicted_stall_s(), 0.0);
+  for (TensorId id = 0; id < plan->sequence().num_tensors(); ++id) {
+    EXPECT_EQ(plan->ResidentTier(id), Tier::kDevice);
+  }
+}
+
+TEST(PlanTest, PlanIsANextUseOracleAndListsFetchesByIssuePoint) {
+  const Trace trace = Synth("gpt2");
+  TierBudgets b;
+  b.device = Total(trace.TensorBytes()) / 2;
+  b.host = 64 * Total(trace.TensorBytes());
+  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(trace, LinkSpeeds{}, b);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const NextUseOracle& oracle = *plan;
+  const AccessIndex n = plan->sequence().size();
+  EXPECT_EQ(oracle.NextUse(0, 0), plan->sequence().NextUse(0, 0));
+  EXPECT_GE(oracle.NextUse(0, n - 1), n);  // continues into the next step
+  ASSERT_FALSE(plan->fetches().empty());
+  EXPECT_GT(plan->device_hit_rate(), 0.0);
+  EXPECT_LT(plan->device_hit_rate(), 1.0);
+  size_t listed = 0;
+  int64_t prev = INT64_MIN;
+  for (const PlannedFetch& f : plan->fetches()) {
+    EXPECT_GE(f.issue_before, prev);  // issued in order
+    prev = f.issue_before;
+    EXPECT_GE(f.lookahead(), 0);
+    EXPECT_EQ(plan->ResidentTier(f.tensor), Tier::kHost);
+    EXPECT_GE(f.arrival_s, f.issue_s);
+  }
+  for (AccessIndex k = 0; k < n; ++k) {
+    for (const PlannedFetch* f : plan->FetchesBefore(k)) {
+      EXPECT_EQ((f->issue_before + int64_t(n)) % int64_t(n), int64_t(k));
+      ++listed;
+    }
+  }
+  EXPECT_EQ(listed, plan->fetches().size());
+}
+
+TEST(PlanTest, LayoutSpillsToNvmeAndChecksBudgets) {
+  const Trace trace = Synth("gpt2");
+  const AccessSequence seq = *AccessSequence::FromTrace(trace);
+  const uint64_t params = Total(seq.all_bytes());
+  uint64_t largest = *std::max_element(seq.all_bytes().begin(), seq.all_bytes().end());
+  TierBudgets b;
+  b.device = params;
+  b.host = params + 2 * largest + params / 2;  // gradients, staging, half the homes
+  StatusOr<TierLayout> l = LayoutTiers(trace, seq, b);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->home.front(), Tier::kHost);
+  EXPECT_EQ(l->home.back(), Tier::kNvme);
+  EXPECT_LE(l->host_used, b.host);
+  EXPECT_GT(l->nvme_used, 0u);
+  b.nvme = 1;
+  EXPECT_EQ(LayoutTiers(trace, seq, b).status().code(), StatusCode::kResourceExhausted);
+  b.nvme = 0;
+  b.host = params;  // not even the gradients and staging
+  EXPECT_EQ(LayoutTiers(trace, seq, b).status().code(), StatusCode::kResourceExhausted);
+  b.host = 64 * params;
+  b.device = 0;
+  EXPECT_EQ(LayoutTiers(trace, seq, b).status().code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace tencache

@@ -1,0 +1,83 @@
+#include "scheduler/sim_cli.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace tencache {
+namespace {
+
+int RunCli(const std::vector<std::string>& args, std::string* out, std::string* err) {
+  std::ostringstream o, e;
+  const int code = SimMain(args, o, e);
+  *out = o.str();
+  *err = e.str();
+  return code;
+}
+
+TEST(SimCliTest, JsonHasEveryFieldForEveryPolicy) {
+  std::string out, err;
+  ASSERT_EQ(RunCli({"--model", "tiny", "--device-budget", "1MiB", "--host-budget", "1GiB",
+                 "--policy", "tencache,belady", "--json"}, &out, &err), 0) << err;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_EQ(j["results"][0]["policy"], "tencache");
+  for (const char* key : {"device_hit_rate", "host_hit_rate", "bytes_h2d", "bytes_d2h",
+                          "bytes_nvme_read", "bytes_nvme_write", "stall_s", "step_time_s"}) {
+    EXPECT_TRUE(j["results"][1].contains(key)) << key;
+  }
+}
+
+TEST(SimCliTest, TableListsAllPoliciesByDefault) {
+  std::string out, err;
+  ASSERT_EQ(RunCli({"--model=gpt2", "--device-budget=100MiB", "--host-budget=8GiB"}, &out, &err), 0)
+      << err;
+  for (const char* p : {"POLICY", "tencache", "zero-infinity", "10cache-window", "lru", "belady"}) {
+    EXPECT_NE(out.find(p), std::string::npos) << p;
+  }
+}
+
+TEST(SimCliTest, BadInputExitsTwoNamingTheFlag) {
+  struct Case { std::vector<std::string> args; const char* needle; };
+  const std::vector<std::string> base = {"--device-budget", "1GiB", "--host-budget", "8GiB"};
+  std::vector<Case> cases = {
+      {{"--model", "opt-7b"}, "opt-7b"},
+      {{"--model", "tiny", "--policy", "belady,lfu"}, "--policy: unknown policy 'lfu'"},
+      {{"--model", "tiny", "--bogus", "1"}, "unknown flag '--bogus'"},
+      {{"--trace", "/nonexistent.jsonl"}, "/nonexistent.jsonl"},
+      {{"--model", "tiny", "--ranks", "zero"}, "--ranks: got 'zero'"},
+      {{"--model", "tiny", "--h2d-gbps", "-1"}, "--h2d-gbps"},
+      {{"--model", "tiny", "--dtype", "int8"}, "bf16, fp16 or fp32"},
+      {{"--model", "tiny", "--trace", "x"}, "exactly one of --model"},
+  };
+  for (Case& c : cases) {
+    c.args.insert(c.args.end(), base.begin(), base.end());
+    std::string out, err;
+    EXPECT_EQ(RunCli(c.args, &out, &err), 2) << c.needle;
+    EXPECT_NE(err.find(c.needle), std::string::npos) << err;
+  }
+  std::string out, err;
+  EXPECT_EQ(RunCli({"--model", "tiny", "--device-budget", "lots", "--host-budget", "8GiB"}, &out, &err), 2);
+  EXPECT_NE(err.find("--device-budget"), std::string::npos) << err;
+  EXPECT_EQ(RunCli({"--model", "tiny", "--device-budget", "1GiB"}, &out, &err), 2);
+  EXPECT_NE(err.find("--host-budget"), std::string::npos) << err;
+  EXPECT_EQ(RunCli({"--model", "gpt2", "--device-budget", "1KiB", "--host-budget", "1KiB"}, &out, &err), 2);
+}
+
+TEST(SimCliTest, WrittenTraceReplaysToTheSameResults) {
+  const std::string path = ::testing::TempDir() + "/sim_cli_test_trace.jsonl";
+  std::string from_model, from_trace, err;
+  ASSERT_EQ(RunCli({"--model", "gpt2", "--ranks", "2", "--device-budget", "150MiB",
+                 "--host-budget", "8GiB", "--json", "--write-trace", path}, &from_model, &err), 0)
+      << err;
+  ASSERT_EQ(RunCli({"--trace", path, "--device-budget", "150MiB", "--host-budget", "8GiB", "--json"},
+                &from_trace, &err), 0) << err;
+  EXPECT_EQ(from_model, from_trace);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tencache

@@ -1,0 +1,81 @@
+#include "scheduler/trace.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "common/model_shape.h"
+#include "scheduler/synth.h"
+
+namespace tencache {
+namespace {
+
+const char* kHeader = R"({"format":"tencache-trace","version":1,"model":"m"})";
+
+StatusOr<Trace> Parse(const std::string& text) {
+  std::istringstream in(text);
+  return ParseTrace(in, "t.jsonl");
+}
+
+TEST(TraceTest, RoundTripsASynthesisedTrace) {
+  SynthOptions o;
+  o.ranks = 2;
+  Trace t = *SynthesizeTrace(*FindPreset("tiny"), o);
+  std::stringstream buf;
+  WriteTrace(t, buf);
+  StatusOr<Trace> back = ParseTrace(buf, "buf");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->events.size(), t.events.size());
+  EXPECT_EQ(back->header.model, "tiny");
+  EXPECT_EQ(back->header.ranks, 2);
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    EXPECT_EQ(back->events[i].kind, t.events[i].kind);
+    EXPECT_EQ(back->events[i].id, t.events[i].id);
+    EXPECT_EQ(back->events[i].bytes, t.events[i].bytes);
+    EXPECT_EQ(back->events[i].phase, t.events[i].phase);
+    EXPECT_DOUBLE_EQ(back->events[i].end_s, t.events[i].end_s);
+  }
+}
+
+TEST(TraceTest, ErrorsNameFileLineAndExpectation) {
+  auto r = Parse(std::string(kHeader) + "\n{\"type\":\"access\",\"id\":0}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("t.jsonl:2"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("'bytes'"), std::string::npos);
+
+  r = Parse(std::string(kHeader) + "\nnot json\n");
+  EXPECT_NE(r.status().message().find("t.jsonl:2: expected one JSON object"), std::string::npos);
+
+  r = Parse(R"({"format":"other","version":1,"model":"m"})");
+  EXPECT_NE(r.status().message().find("t.jsonl:1: key 'format'"), std::string::npos);
+
+  r = Parse("");
+  EXPECT_NE(r.status().message().find("expected a header"), std::string::npos);
+
+  const std::string bad_phase = std::string(kHeader) +
+      "\n{\"type\":\"access\",\"id\":0,\"name\":\"w\",\"phase\":\"up\",\"bytes\":4,\"start_s\":0,\"end_s\":1}\n";
+  r = Parse(bad_phase);
+  EXPECT_NE(r.status().message().find("expected fwd, bwd or optimizer"), std::string::npos);
+}
+
+TEST(TraceTest, RejectsInconsistentTensorsAndGaps) {
+  const std::string a0 = R"({"type":"access","id":0,"name":"w","phase":"fwd","bytes":4,"start_s":0,"end_s":1})";
+  const std::string a0big = R"({"type":"access","id":0,"name":"w","phase":"bwd","bytes":8,"start_s":1,"end_s":2})";
+  const std::string a2 = R"({"type":"access","id":2,"name":"x","phase":"fwd","bytes":4,"start_s":0,"end_s":1})";
+  auto r = Parse(std::string(kHeader) + "\n" + a0 + "\n" + a0big + "\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("expected the same name and size"), std::string::npos);
+  r = Parse(std::string(kHeader) + "\n" + a0 + "\n" + a2 + "\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tensor id 1 never accessed"), std::string::npos);
+  EXPECT_TRUE(Parse(std::string(kHeader) + "\n" + a0 + "\n").ok());
+}
+
+TEST(TraceTest, MissingFileIsNotFound) {
+  auto r = ReadTraceFile("/nonexistent/trace.jsonl");
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tencache

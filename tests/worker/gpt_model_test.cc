@@ -1,0 +1,101 @@
+#include "worker/gpt_model.h"
+
+#include <gtest/gtest.h>
+
+#include "reference_gpt.h"
+
+namespace tencache {
+namespace {
+
+ModelShape Tiny() {
+  ModelShape m = *FindPreset("tiny");
+  m.layers = 2;
+  m.seq_len = 16;
+  return m;
+}
+
+TEST(GptModel, LayoutsMatchTheModelShape) {
+  for (const char* name : {"tiny", "gpt2", "opt-1.3b"}) {
+    ModelShape m = *FindPreset(name);
+    ASSERT_TRUE(CheckWorkerSupports(m).ok()) << name;
+    GptModel model(m);
+    std::vector<uint64_t> blocks = m.BlockParamCounts();
+    std::vector<TensorShape> tensors = m.Tensors();
+    size_t t = 0;
+    for (int b = 0; b < model.num_blocks(); ++b) {
+      EXPECT_EQ(uint64_t(model.layout(b).numel), blocks[b]) << name << " block " << b;
+      for (const ParamSlot& s : model.layout(b).params) {
+        ASSERT_LT(t, tensors.size());
+        EXPECT_EQ(s.name, tensors[t].name);
+        EXPECT_EQ(uint64_t(s.numel), tensors[t].numel);
+        ++t;
+      }
+    }
+  }
+}
+
+TEST(GptModel, RejectsWhatItCannotTrain) {
+  Status s = CheckWorkerSupports(*FindPreset("llama-2-7b"));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("model.mlp"), std::string::npos);
+}
+
+TEST(GptModel, InitIsAPureFunctionOfSeedAndBlock) {
+  GptModel model(Tiny());
+  std::vector<float> a(model.layout(1).numel), b(a.size()), c(a.size());
+  model.InitBlock(1, 5, a.data());
+  model.InitBlock(1, 5, b.data());
+  model.InitBlock(1, 6, c.data());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(a[0], 1.0f);  // norm1.weight
+  double sum2 = 0;
+  const ParamSlot& up = model.layout(1).params[8];
+  ASSERT_EQ(up.name, "layers.0.mlp.up.weight");
+  for (int64_t i = 0; i < up.numel; ++i) sum2 += double(a[up.offset + i]) * a[up.offset + i];
+  EXPECT_NEAR(std::sqrt(sum2 / up.numel), 0.02, 0.002);
+}
+
+TEST(GptModel, ForwardAndGradientsMatchTheReferenceModel) {
+  torch::manual_seed(0);
+  const ModelShape m = Tiny();
+  GptModel model(m);
+  ReferenceGpt ref(m);
+  std::vector<std::vector<float>> flats(model.num_blocks());
+  for (int b = 0; b < model.num_blocks(); ++b) {
+    flats[b].resize(model.layout(b).numel);
+    model.InitBlock(b, 1, flats[b].data());
+    ref->LoadBlock(b, flats[b]);
+  }
+  torch::Tensor tokens = torch::randint(0, 256, {2, 16}, torch::kLong);
+  torch::Tensor targets = torch::randint(0, 256, {2, 16}, torch::kLong);
+
+  std::vector<torch::Tensor> params;
+  for (auto& f : flats) params.push_back(torch::from_blob(f.data(), {int64_t(f.size())}).requires_grad_(true));
+  torch::Tensor x = model.Embed(params[0], tokens);
+  for (int b = 1; b <= m.layers; ++b) x = model.Layer(b, params[b], x);
+  torch::Tensor loss = model.HeadLoss(params.back(), params[0], x, targets);
+  loss.backward();
+
+  torch::Tensor ref_loss = ref->forward(tokens, targets);
+  ref_loss.backward();
+  EXPECT_NEAR(loss.item<float>(), ref_loss.item<float>(), 1e-5);
+  EXPECT_NEAR(loss.item<float>(), std::log(256.0f), 0.1);  // untrained: near uniform
+  // Gradients of the tied embedding and of a layer's weights agree.
+  torch::Tensor g_tokens = model.View(params[0].grad(), 0, "embed.tokens");
+  EXPECT_TRUE(torch::allclose(g_tokens, ref->tokens->weight.grad(), 1e-4, 1e-6));
+  torch::Tensor g_up = model.View(params[1].grad(), 1, "layers.0.mlp.up.weight");
+  EXPECT_TRUE(torch::allclose(g_up, ref->layers[0]->up->weight.grad(), 1e-4, 1e-6));
+}
+
+TEST(GptModel, ViewsShareTheFlatStorage) {
+  GptModel model(Tiny());
+  std::vector<float> flat(model.layout(1).numel, 0.0f);
+  torch::Tensor t = torch::from_blob(flat.data(), {int64_t(flat.size())});
+  model.View(t, 1, "layers.0.norm1.bias").fill_(3.0f);
+  EXPECT_EQ(flat[128], 3.0f);  // norm1.bias follows the 128 weights of norm1
+  EXPECT_EQ(flat[127], 0.0f);
+}
+
+}  // namespace
+}  // namespace tencache

@@ -1,0 +1,77 @@
+#include "worker/token_corpus.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+namespace tencache {
+
+StatusOr<std::shared_ptr<TokenCorpus>> TokenCorpus::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status::NotFound(path + ": cannot open the training data (" + std::strerror(errno) +
+                            "); expected a text file or a .bin/.u16 file of uint16 tokens");
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size == 0) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": the training data is empty");
+  }
+  std::shared_ptr<TokenCorpus> c(new TokenCorpus());
+  c->path_ = path;
+  c->bytes_ = static_cast<uint64_t>(st.st_size);
+  const std::string ext = path.size() > 4 ? path.substr(path.size() - 4) : "";
+  c->wide_ = ext == ".bin" || ext == ".u16";
+  if (c->wide_ && c->bytes_ % 2 != 0) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": a uint16 token file must have an even size, has " +
+                                   std::to_string(c->bytes_) + " bytes");
+  }
+  void* map = ::mmap(nullptr, c->bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return Status::IoError(path + ": mmap failed: " + std::strerror(errno));
+  c->data_ = static_cast<const uint8_t*>(map);
+  c->tokens_ = c->wide_ ? c->bytes_ / 2 : c->bytes_;
+  for (uint64_t i = 0; i < c->tokens_; ++i) c->max_token_ = std::max(c->max_token_, c->Token(i));
+  return c;
+}
+
+TokenCorpus::~TokenCorpus() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), bytes_);
+}
+
+BatchSampler::BatchSampler(std::shared_ptr<const TokenCorpus> corpus, int seq_len, int global_batch, uint64_t seed)
+    : corpus_(std::move(corpus)),
+      seq_len_(seq_len),
+      global_batch_(global_batch),
+      seed_(seed),
+      windows_((corpus_->size() - 1) / seq_len) {}
+
+const std::vector<uint32_t>& BatchSampler::Permutation(uint64_t epoch) {
+  if (epoch != epoch_) {
+    perm_.resize(windows_);
+    for (uint64_t i = 0; i < windows_; ++i) perm_[i] = static_cast<uint32_t>(i);
+    std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + epoch);
+    for (uint64_t i = windows_ - 1; i > 0; --i) {  // Fisher-Yates, portable (no std::shuffle)
+      uint64_t j = rng() % (i + 1);
+      std::swap(perm_[i], perm_[j]);
+    }
+    epoch_ = epoch;
+  }
+  return perm_;
+}
+
+void BatchSampler::Sequence(int64_t step, int index, int64_t* out) {
+  const uint64_t n = static_cast<uint64_t>(step) * global_batch_ + index;
+  const uint32_t window = Permutation(n / windows_)[n % windows_];
+  const uint64_t start = uint64_t(window) * seq_len_;
+  for (int i = 0; i <= seq_len_; ++i) out[i] = corpus_->Token(start + i);
+}
+
+}  // namespace tencache

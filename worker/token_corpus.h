@@ -1,0 +1,69 @@
+// TokenCorpus and BatchSampler: training data, memory-mapped and read in a
+// deterministic order.
+//
+// A corpus is a text file read as bytes (byte-level tokens, vocab 256) or a
+// `.bin` / `.u16` file of little-endian uint16 tokens. The file is mapped
+// read-only; nothing is copied until a batch is built. The sampler cuts the
+// corpus into non-overlapping windows of seq_len + 1 tokens and visits them in a
+// fresh permutation each epoch, drawn from the seed; sequence j of step s is a
+// pure function of (seed, s, j), so any partition of a step's sequences over
+// ranks and micro-batches sees the same data. TokenCorpus is immutable after
+// Open (thread-safe); a BatchSampler is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tencache {
+
+class TokenCorpus {
+ public:
+  // NotFound / InvalidArgument name the path: missing, empty, odd-sized uint16.
+  static StatusOr<std::shared_ptr<TokenCorpus>> Open(const std::string& path);
+  ~TokenCorpus();
+  TokenCorpus(const TokenCorpus&) = delete;
+  TokenCorpus& operator=(const TokenCorpus&) = delete;
+
+  uint64_t size() const { return tokens_; }
+  int vocab() const { return wide_ ? 65536 : 256; }
+  int max_token() const { return max_token_; }
+  int Token(uint64_t i) const { return wide_ ? reinterpret_cast<const uint16_t*>(data_)[i] : data_[i]; }
+  const std::string& path() const { return path_; }
+
+ private:
+  TokenCorpus() = default;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t bytes_ = 0;
+  uint64_t tokens_ = 0;
+  bool wide_ = false;
+  int max_token_ = 0;
+};
+
+class BatchSampler {
+ public:
+  // REQUIRES: corpus holds at least seq_len + 1 tokens.
+  BatchSampler(std::shared_ptr<const TokenCorpus> corpus, int seq_len, int global_batch, uint64_t seed);
+
+  // The tokens of sequence `index` (0 <= index < global_batch) of `step`: seq_len
+  // + 1 tokens, inputs are [0, seq_len) and targets [1, seq_len].
+  void Sequence(int64_t step, int index, int64_t* out);
+  uint64_t windows() const { return windows_; }
+
+ private:
+  const std::vector<uint32_t>& Permutation(uint64_t epoch);
+
+  std::shared_ptr<const TokenCorpus> corpus_;
+  const int seq_len_;
+  const int global_batch_;
+  const uint64_t seed_;
+  const uint64_t windows_;
+  uint64_t epoch_ = UINT64_MAX;
+  std::vector<uint32_t> perm_;
+};
+
+}  // namespace tencache
