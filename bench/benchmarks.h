@@ -14,5 +14,7 @@ namespace tencache::bench {
 Status RunNvmeBench(const std::vector<std::string>& args);
 // A synthetic multi-step trace through the device, host and NVMe tiers.
 Status RunCacheBench(const std::vector<std::string>& args);
+// Offloaded training against in-memory training (built with the worker).
+Status RunTrainBench(const std::vector<std::string>& args);
 
 }  // namespace tencache::bench

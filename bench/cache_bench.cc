@@ -133,7 +133,8 @@ StatusOr<std::unique_ptr<TensorCache>> BuildCache(const CacheBenchConfig& c, con
   TensorCacheOptions o;
   o.device_budget = c.device_budget;
   o.host_budget = c.host_budget;
-  o.min_slots_per_class = 2;
+  o.min_device_slots_per_class = 2;
+  o.min_host_slots_per_class = 2;
   return TensorCache::Create(o, std::move(specs), std::move(tiers));
 }
 

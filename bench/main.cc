@@ -19,6 +19,10 @@ const Subcommand kSubcommands[] = {
      tencache::bench::RunNvmeBench},
     {"cache", "a synthetic multi-step trace through device, host and NVMe tiers",
      tencache::bench::RunCacheBench},
+#ifdef TENCACHE_BENCH_TRAIN
+    {"train", "step time of offloaded training (tencache, no-prefetch, lru) against in-memory training",
+     tencache::bench::RunTrainBench},
+#endif
 };
 
 void PrintUsage(FILE* out) {

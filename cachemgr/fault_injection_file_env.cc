@@ -47,6 +47,8 @@ class FaultyBlockFile final : public BlockFile {
         return Forward(r, Effect{static_cast<uint8_t*>(r.buf), {}});
       case FaultKind::kSlowIo:
         return Forward(r, Effect{nullptr, rule.delay});
+      case FaultKind::kDirectIoRefused:  // TakeFault never returns open-time rules
+        return Forward(r, Effect{});
     }
     return Status::Internal("unknown fault kind");
   }
@@ -151,6 +153,7 @@ const char* FaultKindName(FaultKind kind) {
     case FaultKind::kNoSpace: return "ENOSPC";
     case FaultKind::kCorruptRead: return "corrupt read";
     case FaultKind::kSlowIo: return "slow I/O";
+    case FaultKind::kDirectIoRefused: return "O_DIRECT refused";
   }
   return "unknown";
 }
@@ -176,7 +179,7 @@ bool FaultInjectionFileEnv::TakeFault(IoOp op, uint64_t offset, FaultRule* fired
     const IoOp rule_op = it->kind == FaultKind::kNoSpace ? IoOp::kWrite
                          : it->kind == FaultKind::kCorruptRead ? IoOp::kRead
                                                                : it->op;
-    if (it->on_open || rule_op != op || offset < it->offset_begin || offset >= it->offset_end) continue;
+    if (it->on_open || it->kind == FaultKind::kDirectIoRefused || rule_op != op || offset < it->offset_begin || offset >= it->offset_end) continue;
     *fired = *it;
     ++injected_;
     if (it->count > 0 && --it->count == 0) rules_.erase(it);
@@ -189,10 +192,15 @@ StatusOr<std::unique_ptr<BlockFile>> FaultInjectionFileEnv::OpenBlockFile(
     const std::string& path, uint64_t size, const BlockFileOptions& options) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const FaultRule& r : rules_)
+    for (const FaultRule& r : rules_) {
       if (r.kind == FaultKind::kNoSpace && r.on_open)
         return Status::IoError(path + ": preallocating " + std::to_string(size) +
                                " bytes: No space left on device (injected)");
+      if (r.kind == FaultKind::kDirectIoRefused && options.direct_io) {
+        ++injected_;
+        return Status::Unavailable(path + ": open with O_DIRECT: Invalid argument (injected)");
+      }
+    }
   }
   TC_ASSIGN_OR_RETURN(std::unique_ptr<BlockFile> file, base_->OpenBlockFile(path, size, options));
   return std::unique_ptr<BlockFile>(new FaultyBlockFile(std::move(file), this));

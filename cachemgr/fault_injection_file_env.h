@@ -1,6 +1,6 @@
 // FaultInjectionFileEnv: wraps another FileEnv and makes chosen requests fail the
 // way real disks do — EIO, short reads/writes, ENOSPC, silently corrupted reads,
-// slow completions — so tests can check that every fault surfaces as a Status
+// slow completions, file systems that refuse O_DIRECT — so tests can check that every fault surfaces as a Status
 // naming the tensor and the file, and that a corrupt extent never reaches a caller.
 //
 // Rules match on the operation and an offset range and fire `count` times (or
@@ -24,6 +24,8 @@ enum class FaultKind : uint8_t {
   kNoSpace,      // a write completes with -ENOSPC (and OpenBlockFile fails with ENOSPC)
   kCorruptRead,  // a read succeeds but one byte of the data is flipped
   kSlowIo,       // the completion is held back for `delay`
+  kDirectIoRefused,  // OpenBlockFile with direct_io fails as on a file system without O_DIRECT
+                     // (Unavailable); buffered opens pass. Applies at open only.
 };
 const char* FaultKindName(FaultKind kind);
 

@@ -73,6 +73,7 @@ class FileEnv {
  public:
   virtual ~FileEnv() = default;
   // Creates `path` if needed, preallocates `size` bytes (fallocate) and opens it.
+  // Unavailable when direct_io was asked for and the file system refuses O_DIRECT.
   virtual StatusOr<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64_t size,
                                                              const BlockFileOptions& options) = 0;
   virtual Status CreateDir(const std::string& path) = 0;

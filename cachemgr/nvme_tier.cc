@@ -1,6 +1,7 @@
 #include "cachemgr/nvme_tier.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <list>
 
@@ -89,7 +90,8 @@ NvmeTier::~NvmeTier() {
 
 std::string NvmeTier::Describe() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return "nvme(" + (engine_.empty() ? std::string("not reserved") : engine_) + ", " + path_ +
+  const std::string io = buffered_reason_.empty() ? "" : ", buffered fallback: " + buffered_reason_;
+  return "nvme(" + (engine_.empty() ? std::string("not reserved") : engine_) + io + ", " + path_ +
          ", depth " + std::to_string(options_.queue_depth) + ", block " +
          FormatBytes(options_.block_size) + ", checksums " +
          (options_.checksums ? std::string("crc32c-") + Crc32cImplementation() : "off") + ")";
@@ -103,7 +105,16 @@ StatusOr<uint64_t> NvmeTier::Reserve(uint64_t bytes) {
   fo.queue_depth = options_.queue_depth;
   fo.direct_io = options_.direct_io;
   fo.force_sync_engine = options_.force_sync_engine;
-  TC_ASSIGN_OR_RETURN(file_, env_->OpenBlockFile(path_, bytes, fo));
+  StatusOr<std::unique_ptr<BlockFile>> file = env_->OpenBlockFile(path_, bytes, fo);
+  if (!file.ok() && fo.direct_io && file.status().code() == StatusCode::kUnavailable) {
+    buffered_reason_ = file.status().message();
+    std::fprintf(stderr, "tencache: warning: %s; using buffered I/O (the page cache) for the NVMe tier\n",
+                 buffered_reason_.c_str());
+    fo.direct_io = false;
+    file = env_->OpenBlockFile(path_, bytes, fo);
+  }
+  if (!file.ok()) return file.status();
+  file_ = std::move(*file);
   file_bytes_ = bytes;
   engine_ = file_->engine();
   chunks_.resize(options_.queue_depth);
@@ -230,12 +241,13 @@ bool NvmeTier::NextChunk(std::deque<std::unique_ptr<Request>>* local, Chunk* chu
   return false;
 }
 
+// Queues one chunk (first try or retry). A first write also goes on
+// to_checksum_: its CRC is computed after the flush, while the device reads the
+// same (unchanging) buffer, so checksums never delay a submission.
 Status NvmeTier::SubmitChunk(Chunk* chunk) {
   const bool write = chunk->request->kind == Kind::kWrite;
-  if (write && chunk->done == 0 && chunk->retries == 0) {
-    extents_[chunk->offset / kDirectIoAlignment] = Extent{};  // stale until this write lands
-    if (options_.checksums) chunk->crc = Crc32c(0, chunk->buf, chunk->len);
-  }
+  const bool first = chunk->done == 0 && chunk->retries == 0;
+  if (write && first) extents_[chunk->offset / kDirectIoAlignment] = Extent{};  // stale until this write lands
   IoRequest r;
   r.op = write ? IoOp::kWrite : IoOp::kRead;
   r.buf = chunk->buf + chunk->done;
@@ -250,29 +262,51 @@ Status NvmeTier::SubmitChunk(Chunk* chunk) {
       break;
     }
   }
-  return file_->Submit(r);
+  Status st = file_->Submit(r);
+  if (st.ok() && write && first && options_.checksums)
+    to_checksum_.push_back(static_cast<uint32_t>(chunk - chunks_.data()));
+  return st;
 }
 
-std::string NvmeTier::Where(const Chunk& chunk) const {
-  return "tensor " + chunk.request->what + ": file " + path_ + ": " +
-         (chunk.request->kind == Kind::kWrite ? "write" : "read") + " of extent at offset " +
-         std::to_string(chunk.offset) + " (" + std::to_string(chunk.len) + " bytes)";
+std::string NvmeTier::Where(const Request& r, uint64_t offset, uint64_t len) const {
+  return "tensor " + r.what + ": file " + path_ + ": " + (r.kind == Kind::kWrite ? "write" : "read") +
+         " of extent at offset " + std::to_string(offset) + " (" + std::to_string(len) + " bytes)";
 }
 
-void NvmeTier::VerifyRead(Chunk* chunk, Status* status) {
-  if (!options_.checksums) return;
-  const Extent& e = extents_[chunk->offset / kDirectIoAlignment];
-  if (e.len != chunk->len) {
-    *status = Status::Corruption(Where(*chunk) + ": no checksum recorded for this extent "
-                                 "(never written, or written with another layout)");
+std::string NvmeTier::Where(const Chunk& chunk) const { return Where(*chunk.request, chunk.offset, chunk.len); }
+
+// Checks one chunk that has been read into its request's buffer; the request
+// stays outstanding until this ran. On a mismatch the bytes are zeroed.
+void NvmeTier::VerifyRead(const PendingVerify& v) {
+  const Extent& e = extents_[v.offset / kDirectIoAlignment];
+  Status st;
+  if (e.len != v.len) {
+    st = Status::Corruption(Where(*v.request, v.offset, v.len) +
+                            ": no checksum recorded for this extent (never written, or written with another layout)");
   } else {
-    const uint32_t got = Crc32c(0, chunk->buf, chunk->len);
-    if (got == e.crc) return;
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), ": checksum mismatch (stored crc32c %08x, read %08x)", e.crc, got);
-    *status = Status::Corruption(Where(*chunk) + buf);
+    const uint32_t got = Crc32c(0, v.buf, v.len);
+    if (got != e.crc) {
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), ": checksum mismatch (stored crc32c %08x, read %08x)", e.crc, got);
+      st = Status::Corruption(Where(*v.request, v.offset, v.len) + buf);
+    }
   }
-  std::memset(chunk->buf, 0, chunk->len);  // never leave corrupt bytes in the caller's buffer
+  if (!st.ok()) {
+    std::memset(v.buf, 0, v.len);  // never leave corrupt bytes in the caller's buffer
+    if (v.request->status.ok()) v.request->status = std::move(st);
+  }
+  --v.request->outstanding;
+}
+
+// The checksum work of one pass, done after the flush so the device is busy meanwhile.
+void NvmeTier::ChecksumPass() {
+  for (uint32_t i : to_checksum_) {
+    Chunk& c = chunks_[i];
+    c.crc = Crc32c(0, c.buf, c.len);
+  }
+  to_checksum_.clear();
+  for (const PendingVerify& v : to_verify_) VerifyRead(v);
+  to_verify_.clear();
 }
 
 void NvmeTier::OnCompletion(Chunk* chunk, int64_t result) {
@@ -299,13 +333,14 @@ void NvmeTier::OnCompletion(Chunk* chunk, int64_t result) {
     return;
   }
   chunk->done += static_cast<uint64_t>(result);
-  Status st;
-  if (chunk->request->kind == Kind::kRead) {
-    VerifyRead(chunk, &st);
-  } else if (options_.checksums) {
+  if (options_.checksums && chunk->request->kind == Kind::kRead) {
+    // The slot is free for the next chunk now; the request waits for the check.
+    to_verify_.push_back({chunk->request, chunk->buf, chunk->offset, chunk->len});
+    ++chunk->request->outstanding;
+  } else if (options_.checksums) {  // computed in the ChecksumPass right after this chunk's flush
     extents_[chunk->offset / kDirectIoAlignment] = Extent{chunk->crc, static_cast<uint32_t>(chunk->len)};
   }
-  FinishChunk(chunk, st);
+  FinishChunk(chunk, Status::Ok());
 }
 
 void NvmeTier::FinishChunk(Chunk* chunk, Status status) {
@@ -348,7 +383,8 @@ void NvmeTier::RingLoop() {
       it = active.erase(it);
     }
     if (stopping && active.empty() && retry_.empty() && file_->in_flight() == 0) return;
-    // Submit up to the queue depth: retries first, then new chunks (backpressure beyond).
+    // Submit up to the queue depth (retries first, then new chunks; backpressure beyond)
+    // before checksumming and reaping, so the queue refills first.
     Status st;
     while (st.ok() && file_->in_flight() < options_.queue_depth) {
       if (!retry_.empty()) {
@@ -366,6 +402,7 @@ void NvmeTier::RingLoop() {
       if (!st.ok()) FinishChunk(c, st);
     }
     st = file_->Flush();  // a failed submit is retried on the next pass
+    ChecksumPass();
     completions_.clear();
     if (file_->in_flight() == 0) continue;
     StatusOr<size_t> got = file_->Reap(&completions_, options_.queue_depth, 1, kReapWait);

@@ -6,6 +6,9 @@
 // rest wait in the queue), requeues chunks that complete with -EAGAIN/-EINTR or
 // short, and finishes each request's IoTicket with the first error it met.
 //
+// Where the file system refuses O_DIRECT (e.g. tmpfs before Linux 6.6) the file
+// is opened buffered instead, with one warning on stderr, and Describe() says so.
+//
 // Integrity: with checksums on (the default) every chunk written gets a CRC32C,
 // kept in memory per extent (chunk start offset), and every chunk read is
 // verified before its request completes; a mismatch completes the request with
@@ -36,7 +39,7 @@ struct NvmeTierOptions {
   uint32_t queue_depth = 16;    // chunks in flight at most
   uint64_t block_size = 1 << 20;  // chunk size; a multiple of 4 KiB
   bool checksums = true;        // CRC32C per extent, verified on every read
-  bool direct_io = true;        // O_DIRECT
+  bool direct_io = true;        // O_DIRECT; buffered, with one warning, where the file system refuses it
   bool force_sync_engine = false;  // use pread/pwrite instead of io_uring
   FileEnv* env = nullptr;       // nullptr: PosixFileEnv()
 };
@@ -102,6 +105,12 @@ class NvmeTier final : public TierStore {
     uint32_t crc = 0;
     uint32_t len = 0;
   };
+  struct PendingVerify {  // a chunk read and not yet checked
+    Request* request;
+    uint8_t* buf;
+    uint64_t offset;
+    uint64_t len;
+  };
 
   explicit NvmeTier(NvmeTierOptions options);
   IoTicket Enqueue(std::unique_ptr<Request> request);
@@ -112,7 +121,9 @@ class NvmeTier final : public TierStore {
   Status SubmitChunk(Chunk* chunk);
   void OnCompletion(Chunk* chunk, int64_t result);
   void FinishChunk(Chunk* chunk, Status status);
-  void VerifyRead(Chunk* chunk, Status* status);
+  void VerifyRead(const PendingVerify& v);
+  void ChecksumPass();
+  std::string Where(const Request& r, uint64_t offset, uint64_t len) const;
   std::string Where(const Chunk& chunk) const;
   void HandleRegister(Request* request);
 
@@ -129,6 +140,7 @@ class NvmeTier final : public TierStore {
   std::deque<std::unique_ptr<Request>> queue_;  // guarded by mu_
   bool stop_ = false;                           // guarded by mu_
   std::string engine_;                          // guarded by mu_
+  std::string buffered_reason_;                 // guarded by mu_: why O_DIRECT was dropped, "" if not
 
   // Owned by the ring thread.
   std::vector<Chunk> chunks_;         // queue_depth slots; tag = index
@@ -137,6 +149,8 @@ class NvmeTier final : public TierStore {
   std::vector<Extent> extents_;
   std::vector<std::pair<uint8_t*, uint64_t>> fixed_;  // registered buffers
   std::vector<IoCompletion> completions_;
+  std::vector<uint32_t> to_checksum_;        // write chunks submitted this pass, CRC not yet computed
+  std::vector<PendingVerify> to_verify_;     // read chunks reaped, not yet verified
 };
 
 }  // namespace tencache

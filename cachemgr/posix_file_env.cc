@@ -173,6 +173,8 @@ std::string ProbeRing(io_uring* ring) {
 StatusOr<int> OpenAndPreallocate(const std::string& path, uint64_t size, bool direct) {
   int flags = O_RDWR | O_CREAT | O_CLOEXEC | (direct ? O_DIRECT : 0);
   int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0 && direct && errno == EINVAL)  // e.g. tmpfs before Linux 6.6: the caller may go buffered
+    return Status::Unavailable(path + ": open with O_DIRECT: " + ErrnoText(EINVAL));
   if (fd < 0) return Status::IoError(path + ": open: " + ErrnoText(errno));
   FdCloser closer(fd);
   if (::fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0) {

@@ -52,10 +52,12 @@ struct TensorCache::Entry {
   uint64_t slot_bytes = 0;     // bytes rounded to 4 KiB: slot and extent size
   bool valid[kNumTiers] = {false, false, false};
   bool initialised = false;    // false: no copy anywhere, reads as zeros
-  uint32_t pins[2] = {0, 0};
+  uint32_t pins[2] = {0, 0};        // live handles per tier (readers and writers)
+  uint32_t write_pins[2] = {0, 0};  // of which kWrite: that copy is being modified
   bool busy = false;           // a mover is copying to or from it
   uint64_t last_use = 0;
   std::shared_ptr<PrefetchHandle::State> pending[kNumTiers];
+  std::vector<Job> deferred;   // moves parked until a handle on this tensor is released
 };
 
 // ---- handles ----
@@ -66,6 +68,7 @@ TensorHandle& TensorHandle::operator=(TensorHandle&& other) noexcept {
     cache_ = other.cache_;
     id_ = other.id_;
     tier_ = other.tier_;
+    mode_ = other.mode_;
     data_ = other.data_;
     bytes_ = other.bytes_;
     other.cache_ = nullptr;
@@ -109,6 +112,9 @@ StatusOr<std::unique_ptr<TensorCache>> TensorCache::Create(const TensorCacheOpti
                                      std::to_string(specs[i].id) + "; expected dense id " + std::to_string(i));
     if (specs[i].bytes == 0)
       return Status::InvalidArgument("tensor cache: tensor '" + specs[i].name + "' has 0 bytes");
+    if (specs[i].home == Tier::kDevice && !specs[i].device)
+      return Status::InvalidArgument("tensor cache: tensor '" + specs[i].name +
+                                     "' has home tier device but may not occupy the device tier");
   }
   std::unique_ptr<TensorCache> cache(new TensorCache(options, std::move(tiers)));
   TC_RETURN_IF_ERROR(cache->Setup(std::move(specs)));
@@ -116,12 +122,16 @@ StatusOr<std::unique_ptr<TensorCache>> TensorCache::Create(const TensorCacheOpti
 }
 
 Status TensorCache::Setup(std::vector<TensorSpec> specs) {
-  std::vector<uint64_t> sizes;
-  for (const TensorSpec& s : specs) sizes.push_back(s.bytes);
-  const std::vector<SizeClass> classes = BuildHistogram(sizes);
+  std::vector<uint64_t> sizes[2];  // the histogram of each tier: device-eligible tensors, all tensors
+  for (const TensorSpec& s : specs) {
+    if (s.device) sizes[kDev].push_back(s.bytes);
+    sizes[kHost].push_back(s.bytes);
+  }
   const uint64_t budgets[2] = {options_.device_budget, options_.host_budget};
+  const uint64_t min_slots[2] = {options_.min_device_slots_per_class, options_.min_host_slots_per_class};
   for (int t : {kDev, kHost}) {
-    StatusOr<SlotPlan> plan = PlanSlots(options_.planner, classes, budgets[t], options_.min_slots_per_class);
+    const std::vector<SizeClass> classes = BuildHistogram(sizes[t]);
+    StatusOr<SlotPlan> plan = PlanSlots(options_.planner, classes, budgets[t], min_slots[t]);
     if (!plan.ok()) return plan.status().WithContext(std::string("tensor cache: ") + TierName(Tier(t)) + " tier");
     TC_ASSIGN_OR_RETURN(pools_[t], SizeClassPool::Create(store(Tier(t)), *plan));
     members_[t].resize(classes.size());
@@ -135,6 +145,7 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
     e.nvme_offset = nvme_bytes;
     nvme_bytes += e.slot_bytes;
     for (int t : {kDev, kHost}) {
+      if (t == kDev && !e.spec.device) continue;  // cls stays -1: never placed there
       e.cls[t] = pools_[t]->ClassOf(e.spec.bytes);
       members_[t][e.cls[t]].push_back(static_cast<TensorId>(i));
     }
@@ -149,12 +160,12 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
   for (Entry& e : entries_) {
     if (e.spec.home == Tier::kNvme) continue;
     const int h = Index(e.spec.home);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (pools_[h]->free_slots(e.cls[h]) == 0 || (h == kDev && pools_[kHost]->free_slots(e.cls[kHost]) == 0))
-        continue;
-    }
-    TC_RETURN_IF_ERROR(RunMove(e.spec.id, e.spec.home));
+    std::unique_lock<std::mutex> lock(mu_);
+    if (pools_[h]->free_slots(e.cls[h]) == 0 || (h == kDev && pools_[kHost]->free_slots(e.cls[kHost]) == 0))
+      continue;
+    bool deferred = false;  // no handles exist yet, so nothing can park the move
+    TC_RETURN_IF_ERROR(RunMove(&lock, e.spec.id, e.spec.home, &deferred));
+    if (deferred) return Status::Internal("tensor '" + e.spec.name + "': placement blocked by a handle during setup");
   }
   std::lock_guard<std::mutex> lock(mu_);
   metrics_ = CacheMetrics{};
@@ -172,6 +183,9 @@ TensorCache::~TensorCache() {
   }
   cv_.notify_all();
   for (std::thread& t : movers_) t.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Entry& e : entries_)  // parked behind handles the caller never released
+    for (Job& job : e.deferred) CompleteState(job.state, Status::Unavailable("tensor cache is shutting down"));
 }
 
 TierStore* TensorCache::store(Tier t) const {
@@ -198,6 +212,9 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
   if (tier == Tier::kNvme)
     return Status::InvalidArgument("tensor '" + entries_[id].spec.name + "': acquire from the nvme tier; "
                                    "expected device or host");
+  if (tier == Tier::kDevice && !entries_[id].spec.device)
+    return Status::InvalidArgument("tensor '" + entries_[id].spec.name + "': acquire from the device tier, "
+                                   "but it was registered as host and NVMe only");
   const int t = Index(tier);
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + timeout;
@@ -247,6 +264,7 @@ TensorHandle TensorCache::PinLocked(Entry* e, Tier tier, AccessMode mode) {
   const int t = Index(tier);
   ++e->pins[t];
   if (mode == AccessMode::kWrite) {
+    ++e->write_pins[t];
     e->initialised = true;
     e->valid[kNvme] = false;
     for (int u : {kDev, kHost})
@@ -259,6 +277,7 @@ TensorHandle TensorCache::PinLocked(Entry* e, Tier tier, AccessMode mode) {
   h.cache_ = this;
   h.id_ = e->spec.id;
   h.tier_ = tier;
+  h.mode_ = mode;
   h.data_ = store(tier)->Address(static_cast<uint64_t>(e->slot[t]));
   h.bytes_ = e->spec.bytes;
   return h;
@@ -270,18 +289,24 @@ Status TensorCache::Release(TensorHandle* handle) {
   if (handle->cache_ != this) return Status::FailedPrecondition("release of a handle from another cache");
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ReleaseLocked(handle->id_, handle->tier_);
+    ReleaseLocked(handle->id_, handle->tier_, handle->mode_);
   }
   handle->cache_ = nullptr;
   handle->data_ = nullptr;
   return Status::Ok();
 }
 
-void TensorCache::ReleaseLocked(TensorId id, Tier tier) {
+void TensorCache::ReleaseLocked(TensorId id, Tier tier, AccessMode mode) {
   Entry& e = entries_[id];
   const int t = Index(tier);
   --e.pins[t];
+  if (mode == AccessMode::kWrite) --e.write_pins[t];
   if (e.pins[t] == 0 && !e.valid[t] && e.slot[t] >= 0 && !e.busy) DropCopy(&e, tier);  // stale copy
+  if (e.deferred.empty()) return;
+  // Parked moves re-check what blocked them; those still blocked park again.
+  for (auto it = e.deferred.rbegin(); it != e.deferred.rend(); ++it) jobs_.push_front(std::move(*it));
+  e.deferred.clear();
+  cv_.notify_all();
 }
 
 PrefetchHandle TensorCache::Prefetch(TensorId id, Tier tier) {
@@ -292,6 +317,11 @@ PrefetchHandle TensorCache::Prefetch(TensorId id, Tier tier) {
     return h;
   }
   Entry& e = entries_[id];
+  if (tier == Tier::kDevice && !e.spec.device) {
+    h.state_ = DoneState(Status::InvalidArgument("prefetch of tensor '" + e.spec.name +
+                                                 "' to the device tier: registered as host and NVMe only"));
+    return h;
+  }
   const bool there = tier == Tier::kNvme ? (e.valid[kNvme] || !e.initialised) : e.valid[Index(tier)];
   if (there) {
     h.state_ = DoneState(Status::Ok());
@@ -333,11 +363,14 @@ void TensorCache::MoverLoop() {
     if (jobs_.empty()) return;  // stop_ and drained
     Job job = jobs_.front();
     jobs_.pop_front();
-    const bool stopping = stop_;
-    lock.unlock();
-    Status st = stopping ? Status::Unavailable("tensor cache is shutting down") : RunMove(job.id, job.target);
-    lock.lock();
+    bool deferred = false;
+    Status st = stop_ ? Status::Unavailable("tensor cache is shutting down")
+                      : RunMove(&lock, job.id, job.target, &deferred);
     Entry& e = entries_[job.id];
+    if (deferred) {  // still pending: ReleaseLocked requeues it
+      e.deferred.push_back(std::move(job));
+      continue;
+    }
     if (e.pending[Index(job.target)] == job.state) e.pending[Index(job.target)].reset();
     CompleteState(job.state, st);
     cv_.notify_all();
@@ -346,36 +379,58 @@ void TensorCache::MoverLoop() {
 
 // ---- moves ----
 
-Status TensorCache::RunMove(TensorId id, Tier target) {
-  std::unique_lock<std::mutex> lock(mu_);
+// REQUIRES: *lock holds mu_ (released while copying, held again on return).
+// Sets *deferred, and returns Ok, when the next step is blocked by a handle
+// (see CopyBlocked); the caller parks the job and ReleaseLocked requeues it.
+Status TensorCache::RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool* deferred) {
   Entry& e = entries_[id];
   const int t = Index(target);
   const Clock::time_point deadline = Clock::now() + 4 * options_.io_timeout;
+  *deferred = false;
   for (;;) {
     const bool there = target == Tier::kNvme ? (e.valid[kNvme] || !e.initialised) : e.valid[t];
     if (there) return Status::Ok();
     if (e.busy) {
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && e.busy)
+      if (cv_.wait_until(*lock, deadline) == std::cv_status::timeout && e.busy)
         return Status::Timeout("tensor '" + e.spec.name + "': another copy of it did not finish in time");
       continue;
     }
-    TC_RETURN_IF_ERROR(StepToward(&lock, &e, target));
+    Tier from, to;
+    NextStep(e, target, &from, &to);
+    if (CopyBlocked(e, from, to)) {
+      *deferred = true;
+      return Status::Ok();
+    }
+    TC_RETURN_IF_ERROR(StepToward(lock, &e, from, to));
   }
 }
 
-// Performs one copy that brings `e` one tier closer to `target`.
-Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier target) {
-  Tier from, to;
+// The copy that brings `e` one tier closer to `target`.
+void TensorCache::NextStep(const Entry& e, Tier target, Tier* from, Tier* to) {
   if (target == Tier::kNvme) {
-    from = e->valid[kHost] ? Tier::kHost : Tier::kDevice;
-    to = e->valid[kHost] ? Tier::kNvme : Tier::kHost;
-  } else if (e->valid[kHost]) {  // target is the device
-    from = Tier::kHost;
-    to = Tier::kDevice;
+    *from = e.valid[kHost] ? Tier::kHost : Tier::kDevice;
+    *to = e.valid[kHost] ? Tier::kNvme : Tier::kHost;
+  } else if (e.valid[kHost]) {  // target is the device
+    *from = Tier::kHost;
+    *to = Tier::kDevice;
   } else {
-    from = (target == Tier::kHost && e->valid[kDev]) ? Tier::kDevice : Tier::kNvme;
-    to = Tier::kHost;
+    *from = (target == Tier::kHost && e.valid[kDev]) ? Tier::kDevice : Tier::kNvme;
+    *to = Tier::kHost;
   }
+}
+
+// A copy may not read a copy pinned for write (its bytes are changing; the move
+// must carry the bytes as of the release), nor write into a slot some handle
+// still pins (a stale copy a reader is looking at). Only handles block: a
+// mover's own copies are serialised by `busy`.
+bool TensorCache::CopyBlocked(const Entry& e, Tier from, Tier to) {
+  if (from != Tier::kNvme && e.write_pins[Index(from)] > 0) return true;
+  return to != Tier::kNvme && e.slot[Index(to)] >= 0 && e.pins[Index(to)] > 0;
+}
+
+// Performs the copy `from` -> `to` of `e` with e->busy set, then drops copies
+// that went stale meanwhile.
+Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to) {
   e->busy = true;
   Status st = Copy(lock, e, from, to);
   e->busy = false;
@@ -480,6 +535,7 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id)
   for (TensorId id : members_[t][cls]) {
     Entry& c = entries_[id];
     if (id == for_id || c.slot[t] < 0 || !c.valid[t] || c.pins[t] > 0 || c.busy) continue;
+    if (tier == Tier::kDevice && NeedsWriteBack(c, tier) && CopyBlocked(c, Tier::kDevice, Tier::kHost)) continue;
     const AccessIndex next = oracle_ != nullptr ? oracle_->NextUse(id, now) : 0;
     const bool better = best == nullptr || next > best_next ||
                         (next == best_next && c.last_use < best->last_use);
@@ -493,9 +549,12 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id)
 
 // Removes v's copy from `tier`, writing it back one tier down first when it is
 // the only valid copy.
+bool TensorCache::NeedsWriteBack(const Entry& v, Tier tier) {
+  return tier == Tier::kDevice ? !v.valid[kHost] && !v.valid[kNvme] : !v.valid[kNvme] && !v.valid[kDev];
+}
+
 Status TensorCache::Evict(std::unique_lock<std::mutex>* lock, Entry* v, Tier tier) {
-  const bool only_copy = tier == Tier::kDevice ? !v->valid[kHost] && !v->valid[kNvme]
-                                               : !v->valid[kNvme] && !v->valid[kDev];
+  const bool only_copy = NeedsWriteBack(*v, tier);
   v->busy = true;
   Status st;
   if (only_copy) st = Copy(lock, v, tier, tier == Tier::kDevice ? Tier::kHost : Tier::kNvme);

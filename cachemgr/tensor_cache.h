@@ -20,6 +20,24 @@
 // the caller of Acquire / PrefetchHandle::Wait as a Status naming the tensor and
 // the file; the failed copy is never marked valid.
 //
+// Handles and movers (the rules that keep copies free of data races):
+//  1. A copy pinned for kWrite is being modified: no mover reads it (no move,
+//     prefetch or write-back uses it as a source) and it is never evicted. A
+//     move that needs it is parked and requeued when a handle on the tensor is
+//     released, so it carries the bytes as of the release. Acquiring another
+//     tier of that tensor therefore waits for the writer's Release (a thread that
+//     holds a kWrite handle and acquires the same tensor in another tier gets
+//     Timeout).
+//  2. A mover never writes into a slot any handle pins. Only a stale copy can
+//     be pinned and invalid (a reader's copy after someone else acquired for
+//     write); moves into it are parked until the reader releases, and eviction
+//     skips a dirty device copy whose write-back would land there.
+//  3. While a mover copies to or from a tensor (it is "busy"), Acquire of any
+//     tier of it waits until the copy ends: a writer cannot start modifying a
+//     copy that is being read, and a reader never sees a copy being filled.
+// Handles among themselves are not ordered: a reader and a writer of the same
+// copy share its bytes, as with any shared buffer.
+//
 // Thread safety: all methods are thread-safe. One mutex guards the registry and
 // the pools; copies run outside it on mover threads.
 #pragma once
@@ -50,6 +68,10 @@ struct TensorSpec {
   uint64_t bytes = 0;
   ElementType dtype = ElementType::kFloat32;
   Tier home = Tier::kNvme;  // where it is placed when the cache is created
+  // Whether it may occupy the device tier. Tensors that never go there (an
+  // optimizer's moments, say) are left out of the device pool's size classes, so
+  // the device budget is carved only for what can use it.
+  bool device = true;
 };
 
 enum class AccessMode : uint8_t { kRead, kWrite };
@@ -58,7 +80,10 @@ struct TensorCacheOptions {
   uint64_t device_budget = 0;  // bytes of device memory for slots
   uint64_t host_budget = 0;    // bytes of host memory for slots
   SlotPlanner planner = SlotPlanner::kMaxResident;
-  uint64_t min_slots_per_class = 1;  // per tier; every tensor must be able to pass through
+  // Slots every size class gets at least, per tier: every tensor must be able to
+  // pass through, and a caller that pins k tensors of one class at once needs k.
+  uint64_t min_device_slots_per_class = 1;
+  uint64_t min_host_slots_per_class = 1;
   uint32_t mover_threads = 2;
   std::chrono::milliseconds io_timeout{30000};  // per tier copy
   // When every slot of a class is pinned by live handles, reserve one more slot
@@ -97,6 +122,7 @@ class TensorHandle {
   TensorCache* cache_ = nullptr;
   TensorId id_ = 0;
   Tier tier_ = Tier::kDevice;
+  AccessMode mode_ = AccessMode::kRead;
   void* data_ = nullptr;
   uint64_t bytes_ = 0;
 };
@@ -164,8 +190,11 @@ class TensorCache {
   Status Setup(std::vector<TensorSpec> specs);
   void MoverLoop();
   std::shared_ptr<PrefetchHandle::State> StartMoveLocked(TensorId id, Tier tier, bool urgent);
-  Status RunMove(TensorId id, Tier target);
-  Status StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier target);
+  Status RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool* deferred);
+  static void NextStep(const Entry& e, Tier target, Tier* from, Tier* to);
+  static bool CopyBlocked(const Entry& e, Tier from, Tier to);
+  static bool NeedsWriteBack(const Entry& v, Tier tier);
+  Status StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to);
   Status Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to);
   StatusOr<uint64_t> TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id);
   Entry* PickVictim(Tier tier, int cls, TensorId for_id);
@@ -173,7 +202,7 @@ class TensorCache {
   Status Evict(std::unique_lock<std::mutex>* lock, Entry* victim, Tier tier);
   void DropCopy(Entry* e, Tier tier);
   void AddUsed(Tier tier, int64_t delta);
-  void ReleaseLocked(TensorId id, Tier tier);
+  void ReleaseLocked(TensorId id, Tier tier, AccessMode mode);
   TensorHandle PinLocked(Entry* e, Tier tier, AccessMode mode);
   CacheMetrics MetricsLocked() const;
   TierStore* store(Tier t) const;

@@ -51,7 +51,7 @@ const std::vector<std::string>& LeafKeys() {
       "cluster.use_spot", "cluster.max_price_per_hour", "cluster.catalog",
       "cluster.volume.size", "cluster.volume.read_gbps", "cluster.volume.write_gbps",
       "cache.policy", "cache.device_budget", "cache.host_budget", "cache.nvme_budget",
-      "cache.nvme_path",
+      "cache.nvme_path", "cache.prefetch",
   };
   return keys;
 }
@@ -447,6 +447,7 @@ Status ReadCache(JobReader& r, JobSpec* job) {
   TC_RETURN_IF_ERROR(r.GetSize("cache.host_budget", true, &c.host_budget));
   TC_RETURN_IF_ERROR(r.GetSize("cache.nvme_budget", true, &c.nvme_budget));
   TC_RETURN_IF_ERROR(r.GetString("cache.nvme_path", &c.nvme_path));
+  TC_RETURN_IF_ERROR(r.GetBool("cache.prefetch", &c.prefetch));
   return Status::Ok();
 }
 

@@ -62,6 +62,7 @@ struct CacheSpec {
   std::optional<uint64_t> host_budget;
   std::optional<uint64_t> nvme_budget;
   std::string nvme_path = "/tmp/tencache-nvme";
+  bool prefetch = true;  // false: the plan still steers eviction, fetches wait for use
 };
 
 struct JobSpec {

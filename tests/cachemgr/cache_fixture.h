@@ -19,10 +19,12 @@ inline std::vector<TensorSpec> UniformSpecs(int n, uint64_t bytes, Tier home = T
   return specs;
 }
 
+// `device`: the device store (nullptr: a fresh simulated one), e.g. a GatedTierStore.
 inline std::unique_ptr<TensorCache> MakeCache(const TempDir& dir, TensorCacheOptions options,
-                                              std::vector<TensorSpec> specs, FileEnv* env = nullptr) {
+                                              std::vector<TensorSpec> specs, FileEnv* env = nullptr,
+                                              std::unique_ptr<TierStore> device = nullptr) {
   TierSet tiers;
-  tiers.device = std::move(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  tiers.device = device ? std::move(device) : std::move(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
   HostTierOptions ho;
   ho.pin = false;  // keep tests independent of RLIMIT_MEMLOCK
   tiers.host = std::make_unique<HostTier>(ho);

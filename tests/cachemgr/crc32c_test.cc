@@ -19,6 +19,27 @@ TEST(Crc32cTest, KnownVectors) {
   EXPECT_EQ(Crc32c(0, ones.data(), ones.size()), 0x62A8AB43u);
 }
 
+// RFC 3720 B.4 vectors through both implementations.
+TEST(Crc32cTest, Rfc3720VectorsBothImplementations) {
+  uint8_t inc[32], dec[32];
+  for (int i = 0; i < 32; ++i) {
+    inc[i] = static_cast<uint8_t>(i);
+    dec[i] = static_cast<uint8_t>(31 - i);
+  }
+  EXPECT_EQ(Crc32c(0, inc, 32), 0x46DD794Eu);
+  EXPECT_EQ(Crc32cPortable(0, inc, 32), 0x46DD794Eu);
+  EXPECT_EQ(Crc32c(0, dec, 32), 0x113FDB5Cu);
+  EXPECT_EQ(Crc32cPortable(0, dec, 32), 0x113FDB5Cu);
+}
+
+TEST(Crc32cTest, UsesTheCrc32InstructionWhereTheCpuHasIt) {
+#if defined(__x86_64__)
+  EXPECT_STREQ(Crc32cImplementation(), __builtin_cpu_supports("sse4.2") ? "sse4.2" : "table");
+#else
+  EXPECT_STREQ(Crc32cImplementation(), "table");
+#endif
+}
+
 TEST(Crc32cTest, FastPathMatchesTableForManyLengths) {
   std::vector<uint8_t> data(3 * 8192 * 2 + 777);
   testing::FillPattern(data.data(), data.size(), 7);

@@ -210,5 +210,27 @@ TEST_F(NvmeTierTest, SlowIoTimesOutWithNamesThenCompletes) {
   EXPECT_TRUE(testing::CheckPattern(buf.get(), kBlock, 6));
 }
 
+TEST_F(NvmeTierTest, DirectIoRefusedFallsBackToBufferedWithOneWarning) {
+  FaultRule refuse{FaultKind::kDirectIoRefused};
+  faulty_.AddFault(refuse);
+  ::testing::internal::CaptureStderr();
+  auto t = OpenTier(&faulty_);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(faulty_.faults_injected(), 1u);
+  EXPECT_NE(err.find("O_DIRECT"), std::string::npos) << err;
+  EXPECT_EQ(err.find("warning"), err.rfind("warning")) << "more than one warning: " << err;
+  EXPECT_NE(t->Describe().find("buffered fallback"), std::string::npos) << t->Describe();
+  auto buf = WritePattern(t.get(), kBlock, 3 * kBlock, 12);
+  auto in = testing::MakeAligned(3 * kBlock);
+  ASSERT_TRUE(t->Read(kBlock, in.get(), 3 * kBlock, "w0", kWait).ok());
+  EXPECT_TRUE(testing::CheckPattern(in.get(), 3 * kBlock, 12));
+}
+
+TEST_F(NvmeTierTest, DirectIoDescribesNoFallback) {
+  auto t = OpenTier(PosixFileEnv());
+  EXPECT_EQ(t->Describe().find("buffered"), std::string::npos) << t->Describe();
+}
+
 }  // namespace
 }  // namespace tencache

@@ -1,5 +1,8 @@
 // Many threads acquiring, writing, releasing and prefetching over a cache much
-// smaller than its tensors; run under ThreadSanitizer in CI.
+// smaller than its tensors; run under ThreadSanitizer in CI. Then one test per
+// handle/mover interleaving, forced deterministically: a single mover thread
+// runs jobs in order, so waiting on a later prefetch proves an earlier job was
+// processed, and a GatedTierStore holds a mover in the middle of a copy.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -7,6 +10,7 @@
 #include <thread>
 
 #include "cache_fixture.h"
+#include "gated_tier.h"
 
 namespace tencache {
 namespace {
@@ -63,6 +67,136 @@ TEST(TensorCacheConcurrencyTest, ThreadsAcquireReleasePrefetchWithoutLosingData)
   CacheMetrics m = cache->EndStep();
   EXPECT_GT(m.bytes_nvme_to_host, 0u);
   EXPECT_GT(m.tier(Tier::kDevice).hits + m.tier(Tier::kDevice).misses, 0u);
+}
+
+// ---- deterministic interleavings of handles and movers ----
+
+constexpr milliseconds kShort(50);  // for acquires that must time out
+
+TensorCacheOptions OneMover(uint64_t device_slots, uint64_t host_slots) {
+  TensorCacheOptions o;
+  o.device_budget = device_slots * kBytes;
+  o.host_budget = host_slots * kBytes;
+  o.mover_threads = 1;
+  return o;
+}
+
+void WriteTensor(TensorCache* c, TensorId id, uint32_t seed, Tier tier) {
+  auto h = c->Acquire(id, tier, AccessMode::kWrite, kWait);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  testing::FillPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+}
+
+bool ReadMatches(TensorCache* c, TensorId id, uint32_t seed, Tier tier) {
+  auto h = c->Acquire(id, tier, AccessMode::kRead, kWait);
+  EXPECT_TRUE(h.ok()) << h.status().ToString();
+  return h.ok() && testing::CheckPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+}
+
+// With one mover, jobs run in order: once a prefetch queued after `earlier`
+// jobs has completed, those jobs have been processed (done or parked).
+void DrainMover(TensorCache* c, TensorId unused_id) {
+  ASSERT_TRUE(c->Prefetch(unused_id, Tier::kHost).Wait(kWait).ok());
+}
+
+// The TSan race: a prefetch must not copy a host copy while a handle writes it.
+TEST(TensorCacheInterleavingTest, MoveOfCopyPinnedForWriteWaitsForReleaseAndCarriesNewBytes) {
+  testing::TempDir dir;
+  auto c = testing::MakeCache(dir, OneMover(2, 3), testing::UniformSpecs(3, kBytes));
+  ASSERT_NE(c, nullptr);
+  auto w = c->Acquire(0, Tier::kHost, AccessMode::kWrite, kWait);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  testing::FillPattern(static_cast<uint8_t*>(w->data()), kBytes / 2, 1);  // half-written
+  PrefetchHandle to_device = c->Prefetch(0, Tier::kDevice);
+  PrefetchHandle to_nvme = c->Prefetch(0, Tier::kNvme);
+  DrainMover(c.get(), 2);
+  EXPECT_FALSE(to_device.ready());
+  EXPECT_FALSE(to_nvme.ready());
+  EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
+  EXPECT_FALSE(c->IsResident(0, Tier::kNvme));
+  // A reader of another tier waits for the writer too instead of seeing half-written bytes.
+  EXPECT_EQ(c->Acquire(0, Tier::kDevice, AccessMode::kRead, kShort).status().code(), StatusCode::kTimeout);
+  testing::FillPattern(static_cast<uint8_t*>(w->data()), kBytes, 2);
+  ASSERT_TRUE(c->Release(&*w).ok());
+  ASSERT_TRUE(to_device.Wait(kWait).ok());
+  ASSERT_TRUE(to_nvme.Wait(kWait).ok());
+  EXPECT_TRUE(c->IsResident(0, Tier::kNvme));
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 2, Tier::kDevice));
+}
+
+// A mover must not write into a stale copy that a reader still holds.
+TEST(TensorCacheInterleavingTest, MoveIntoSlotPinnedByReaderWaitsForRelease) {
+  testing::TempDir dir;
+  auto c = testing::MakeCache(dir, OneMover(2, 3), testing::UniformSpecs(3, kBytes));
+  ASSERT_NE(c, nullptr);
+  WriteTensor(c.get(), 0, 1, Tier::kHost);
+  auto reader = c->Acquire(0, Tier::kHost, AccessMode::kRead, kWait);
+  ASSERT_TRUE(reader.ok());
+  WriteTensor(c.get(), 0, 2, Tier::kDevice);  // the reader's host copy is now stale
+  ASSERT_FALSE(c->IsResident(0, Tier::kHost));
+  PrefetchHandle back = c->Prefetch(0, Tier::kHost);  // device -> host: into the reader's slot
+  DrainMover(c.get(), 2);
+  EXPECT_FALSE(back.ready());
+  EXPECT_TRUE(testing::CheckPattern(static_cast<uint8_t*>(reader->data()), kBytes, 1));
+  ASSERT_TRUE(c->Release(&*reader).ok());
+  ASSERT_TRUE(back.Wait(kWait).ok());
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 2, Tier::kHost));
+}
+
+// Eviction must not write a dirty device copy back into a host slot a reader holds.
+TEST(TensorCacheInterleavingTest, EvictionSkipsVictimWhoseWriteBackSlotIsPinned) {
+  testing::TempDir dir;
+  auto c = testing::MakeCache(dir, OneMover(1, 3), testing::UniformSpecs(3, kBytes));
+  ASSERT_NE(c, nullptr);
+  WriteTensor(c.get(), 0, 1, Tier::kHost);
+  auto reader = c->Acquire(0, Tier::kHost, AccessMode::kRead, kWait);
+  ASSERT_TRUE(reader.ok());
+  WriteTensor(c.get(), 0, 2, Tier::kDevice);  // only valid copy: the device's one slot
+  ASSERT_TRUE(c->Acquire(1, Tier::kDevice, AccessMode::kRead, kWait).ok());  // needs that slot
+  EXPECT_TRUE(testing::CheckPattern(static_cast<uint8_t*>(reader->data()), kBytes, 1));
+  EXPECT_TRUE(c->IsResident(0, Tier::kDevice));
+  EXPECT_EQ(c->Snapshot().allocations_after_setup, 1u);  // grew instead of overwriting
+  ASSERT_TRUE(c->Release(&*reader).ok());
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 2, Tier::kHost));
+}
+
+// Acquiring for write waits for a move that is reading the copy.
+TEST(TensorCacheInterleavingTest, WriteAcquireWaitsForMoveInFlight) {
+  testing::TempDir dir;
+  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  testing::GatedTierStore* gate = gated.get();
+  auto c = testing::MakeCache(dir, OneMover(2, 3), testing::UniformSpecs(3, kBytes), nullptr, std::move(gated));
+  ASSERT_NE(c, nullptr);
+  WriteTensor(c.get(), 0, 1, Tier::kHost);
+  gate->Close();
+  PrefetchHandle p = c->Prefetch(0, Tier::kDevice);
+  ASSERT_TRUE(gate->WaitEntered(1, kWait));  // the mover is copying host -> device
+  EXPECT_EQ(c->Acquire(0, Tier::kHost, AccessMode::kWrite, kShort).status().code(), StatusCode::kTimeout);
+  EXPECT_EQ(c->Acquire(0, Tier::kDevice, AccessMode::kWrite, kShort).status().code(), StatusCode::kTimeout);
+  gate->Open();
+  ASSERT_TRUE(p.Wait(kWait).ok());
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 1, Tier::kDevice));
+  WriteTensor(c.get(), 0, 3, Tier::kHost);
+  EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 3, Tier::kDevice));
+}
+
+// Acquiring for read a copy that a mover is still filling waits for the copy.
+TEST(TensorCacheInterleavingTest, ReadAcquireOfCopyBeingFilledWaits) {
+  testing::TempDir dir;
+  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  testing::GatedTierStore* gate = gated.get();
+  auto c = testing::MakeCache(dir, OneMover(2, 3), testing::UniformSpecs(3, kBytes), nullptr, std::move(gated));
+  ASSERT_NE(c, nullptr);
+  WriteTensor(c.get(), 0, 4, Tier::kHost);
+  gate->Close();
+  PrefetchHandle p = c->Prefetch(0, Tier::kDevice);
+  ASSERT_TRUE(gate->WaitEntered(1, kWait));
+  EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
+  EXPECT_EQ(c->Acquire(0, Tier::kDevice, AccessMode::kRead, kShort).status().code(), StatusCode::kTimeout);
+  gate->Open();
+  ASSERT_TRUE(p.Wait(kWait).ok());
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 4, Tier::kDevice));
 }
 
 }  // namespace

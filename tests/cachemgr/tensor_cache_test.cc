@@ -243,4 +243,41 @@ TEST_F(TensorCacheTest, HomeTierPlacementAndMixedSizes) {
 }
 
 }  // namespace
+TEST_F(TensorCacheTest, HostOnlyTensorsStayOutOfTheDevicePool) {
+  // Two device-eligible tensors of kBytes and two host-only ones four times larger:
+  // a device budget of two small slots is enough because the large class is not
+  // carved there.
+  std::vector<TensorSpec> specs = {{0, "w", kBytes, ElementType::kFloat32, Tier::kNvme, true},
+                                   {1, "w2", kBytes, ElementType::kFloat32, Tier::kNvme, true},
+                                   {2, "adam_m", 4 * kBytes, ElementType::kFloat32, Tier::kNvme, false},
+                                   {3, "adam_v", 4 * kBytes, ElementType::kFloat32, Tier::kNvme, false}};
+  TensorCacheOptions o;
+  o.device_budget = 2 * kBytes;
+  o.host_budget = 8 * kBytes + 2 * kBytes;
+  o.min_host_slots_per_class = 2;  // both moments pinned at once
+  auto c = MakeCache(dir_, o, specs);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->pool(Tier::kDevice).reserved_bytes(), 2 * kBytes);
+  Status s = c->Acquire(2, Tier::kDevice, AccessMode::kRead, kWait).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("adam_m"), std::string::npos) << s.message();
+  EXPECT_EQ(c->Prefetch(3, Tier::kDevice).Wait(kWait).code(), StatusCode::kInvalidArgument);
+  auto m = c->Acquire(2, Tier::kHost, AccessMode::kWrite, kWait);
+  auto v = c->Acquire(3, Tier::kHost, AccessMode::kWrite, kWait);
+  ASSERT_TRUE(m.ok() && v.ok());
+  EXPECT_EQ(c->Snapshot().allocations_after_setup, 0u);  // two slots were carved for the class
+  specs[2].home = Tier::kDevice;  // contradicts device = false
+  TierSet tiers;
+  tiers.device = std::move(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  HostTierOptions ho;
+  ho.pin = false;
+  tiers.host = std::make_unique<HostTier>(ho);
+  NvmeTierOptions no;
+  no.dir = dir_.path() + "/home-check";
+  tiers.nvme = std::move(NvmeTier::Open(no).value());
+  Status bad = TensorCache::Create(o, specs, std::move(tiers)).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("adam_m"), std::string::npos) << bad.message();
+}
+
 }  // namespace tencache

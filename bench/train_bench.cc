@@ -1,0 +1,140 @@
+// tencache-bench train: offloaded training against in-memory training, side by
+// side in one process. A GPT whose states are several times the device budget
+// trains a few steps under each policy — none (every shard in ordinary memory:
+// the reference), tencache (profiled plan: prefetch + next-use eviction),
+// no-prefetch (the plan's eviction, fetches on demand) and lru (no plan) — in
+// two regimes: compute-bound (a large micro-batch per byte moved) and
+// I/O-bound (a small one). Reports the median steady-state step time of each
+// and its ratio to the reference.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_flags.h"
+#include "bench/benchmarks.h"
+#include "common/byte_size.h"
+#include "worker/trainer.h"
+
+namespace tencache::bench {
+namespace {
+
+struct Variant {
+  const char* name;
+  const char* policy;
+  bool prefetch;
+};
+const Variant kVariants[] = {
+    {"none", "none", true}, {"tencache", "tencache", true}, {"no-prefetch", "tencache", false}, {"lru", "lru", true}};
+
+struct Regime {
+  const char* name;
+  int micro_batch;
+  int seq_len;
+};
+const Regime kRegimes[] = {{"compute-bound", 8, 128}, {"io-bound", 1, 32}};
+
+struct Outcome {
+  std::string variant;
+  double step_s = 0;  // median over steady-state steps
+  double hit_rate = 0, stall_s = 0, bytes_moved = 0, allocations = 0;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+StatusOr<Outcome> RunVariant(const Variant& v, const Regime& r, const BenchFlags& f, int steps,
+                             std::shared_ptr<const TokenCorpus> corpus) {
+  const std::string nvme = f.Get("nvme-dir") + "/" + v.name;
+  std::filesystem::create_directories(nvme);
+  std::vector<std::string> sets = {
+      "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
+      "cache.device_budget=" + f.Get("device-budget"), "cache.host_budget=" + f.Get("host-budget"),
+      "cache.nvme_path=" + nvme,                      "train.micro_batch=" + std::to_string(r.micro_batch),
+      "train.global_batch=" + std::to_string(r.micro_batch), "model.seq_len=" + std::to_string(r.seq_len)};
+  const std::string job_text =
+      "name: bench\nmodel: {layers: 4, hidden: 256, heads: 4, ffn_hidden: 1024, seq_len: 128, vocab: 256}\n"
+      "train: {data: " + corpus->path() + ", lr: 1.0e-3, seed: 1}\n";
+  TC_ASSIGN_OR_RETURN(JobSpec job, ParseJobText(job_text, "train-bench", sets));
+  auto comm = MakeSoloCommunicator();
+  TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Trainer::Create(job, comm.get(), corpus, [](const std::string&) {}));
+  Outcome o;
+  o.variant = v.name;
+  std::vector<double> times;
+  for (int s = 0; s < steps; ++s) {
+    TC_ASSIGN_OR_RETURN(StepMetrics m, t->Step());
+    if (s < 2) continue;  // step 0 profiles, step 1 refills what the profile step left
+    times.push_back(m.step_time_s);
+    const double n = steps - 2;
+    o.hit_rate += m.device_hit_rate / n;
+    o.stall_s += m.stall_s / n;
+    o.bytes_moved += (m.bytes_h2d + m.bytes_d2h + m.bytes_nvme_read + m.bytes_nvme_write) / n;
+    o.allocations += m.allocations_after_warmup;
+  }
+  o.step_s = Median(times);
+  t.reset();
+  std::filesystem::remove_all(nvme);
+  return o;
+}
+
+}  // namespace
+
+Status RunTrainBench(const std::vector<std::string>& args) {
+  BenchFlags f("train");
+  f.Value("steps", "N (>= 3; the first two are warm-up)", "8");
+  f.Value("device-budget", "SIZE", "4MiB");
+  f.Value("host-budget", "SIZE", "24MiB");
+  f.Value("nvme-dir", "DIR", "/tmp/tencache-train-bench");
+  f.Value("data", "FILE", "/usr/share/common-licenses/GPL-3");
+  f.Switch("json");
+  TC_RETURN_IF_ERROR(f.Parse(args));
+  TC_ASSIGN_OR_RETURN(uint64_t steps, f.Count("steps", 100000));
+  if (steps < 3) return Status::InvalidArgument("--steps: expected N >= 3 (two warm-up steps), got " + f.Get("steps"));
+  TC_RETURN_IF_ERROR(f.Bytes("device-budget").status());
+  TC_RETURN_IF_ERROR(f.Bytes("host-budget").status());
+  TC_ASSIGN_OR_RETURN(std::shared_ptr<TokenCorpus> corpus, TokenCorpus::Open(f.Get("data")));
+
+  nlohmann::ordered_json out;
+  out["model"] = "gpt 4 x 256 (3.3M parameters, 53 MB of fp32 states with AdamW)";
+  out["device_budget"] = f.Get("device-budget");
+  out["host_budget"] = f.Get("host-budget");
+  out["regimes"] = nlohmann::ordered_json::array();
+  for (const Regime& r : kRegimes) {
+    std::vector<Outcome> results;
+    for (const Variant& v : kVariants) {
+      TC_ASSIGN_OR_RETURN(Outcome o, RunVariant(v, r, f, int(steps), corpus));
+      results.push_back(o);
+    }
+    const double reference = results[0].step_s;
+    nlohmann::ordered_json reg;
+    reg["regime"] = r.name;
+    reg["micro_batch"] = r.micro_batch;
+    reg["seq_len"] = r.seq_len;
+    reg["results"] = nlohmann::ordered_json::array();
+    if (!f.On("json")) {
+      std::printf("\n%s (micro_batch %d, seq_len %d): reference step %.3f s\n", r.name, r.micro_batch, r.seq_len,
+                  reference);
+      std::printf("  %-12s %9s %8s %9s %9s %12s %7s\n", "POLICY", "STEP s", "x NONE", "DEV HIT", "STALL s", "MOVED/STEP",
+                  "ALLOCS");
+    }
+    for (const Outcome& o : results) {
+      reg["results"].push_back({{"policy", o.variant}, {"step_time_s", o.step_s}, {"ratio_to_none", o.step_s / reference},
+                                {"device_hit_rate", o.hit_rate}, {"stall_s", o.stall_s},
+                                {"bytes_moved_per_step", o.bytes_moved}, {"allocations_after_warmup", o.allocations}});
+      if (!f.On("json")) {
+        std::printf("  %-12s %9.3f %8.2f %9.3f %9.4f %12s %7.0f\n", o.variant.c_str(), o.step_s, o.step_s / reference,
+                    o.hit_rate, o.stall_s, FormatBytes(o.bytes_moved).c_str(), o.allocations);
+      }
+    }
+    out["regimes"].push_back(reg);
+  }
+  if (f.On("json")) std::printf("%s\n", out.dump(2).c_str());
+  return Status::Ok();
+}
+
+}  // namespace tencache::bench

@@ -1,0 +1,174 @@
+// The worker's correctness: a cached run equals the in-memory reference bit for
+// bit, equals a plain libtorch model with torch::optim::AdamW, and gives the
+// same losses on 1, 2 and 4 ranks (ranks as threads here; over MPI in
+// worker_mpi_test).
+#include "worker/trainer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "reference_gpt.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char kCorpus[] = "/usr/share/common-licenses/GPL-3";  // on every Debian machine
+
+std::string NvmeDir(const std::string& tag) {
+  return (fs::temp_directory_path() / ("tencache_trainer_test_" + std::to_string(::getpid()) + "_" + tag)).string();
+}
+
+// A small GPT (2 layers, width 64) that trains in well under a second a step.
+JobSpec SmallJob(const std::string& policy, const std::string& tag, std::vector<std::string> extra = {}) {
+  std::vector<std::string> sets = {"cache.policy=" + policy, "cache.nvme_path=" + NvmeDir(tag)};
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  std::string text = std::string("name: t\nmodel: {preset: tiny, layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, seq_len: 32}\n") +
+                     "train: {data: " + kCorpus + ", micro_batch: 2, global_batch: 8, lr: 3.0e-3, seed: 5}\n";
+  StatusOr<JobSpec> job = ParseJobText(text, "test.yaml", sets);
+  EXPECT_TRUE(job.ok()) << job.status().ToString();
+  return *job;
+}
+
+std::shared_ptr<const TokenCorpus> Corpus() {
+  static std::shared_ptr<const TokenCorpus> corpus = *TokenCorpus::Open(kCorpus);
+  return corpus;
+}
+
+std::vector<StepMetrics> Train(const JobSpec& job, Communicator* comm, int steps) {
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, comm, Corpus(), [](const std::string&) {});
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  std::vector<StepMetrics> out;
+  if (!t.ok()) return out;
+  for (int s = 0; s < steps; ++s) {
+    StatusOr<StepMetrics> m = (*t)->Step();
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) break;
+    out.push_back(*m);
+  }
+  return out;
+}
+
+std::vector<StepMetrics> TrainOnRanks(const JobSpec& job, int ranks, int steps) {
+  auto comms = MakeThreadCommunicators(ranks, 120000);
+  std::vector<std::vector<StepMetrics>> per_rank(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] { per_rank[r] = Train(job, comms[r].get(), steps); });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 1; r < ranks; ++r) EXPECT_EQ(per_rank[r].size(), per_rank[0].size());
+  return per_rank[0];
+}
+
+TEST(Trainer, CachedRunEqualsTheInMemoryReferenceBitwise) {
+  // 1.96 MB of states (0.49 MB of parameters) against a 320 KiB device and
+  // 1.5 MiB host budget: shards live on NVMe and move every step.
+  auto solo1 = MakeSoloCommunicator(), solo2 = MakeSoloCommunicator();
+  std::vector<StepMetrics> reference = Train(SmallJob("none", "ref"), solo1.get(), 20);
+  std::vector<StepMetrics> cached =
+      Train(SmallJob("tencache", "cached", {"cache.device_budget=320KiB", "cache.host_budget=1536KiB"}), solo2.get(), 20);
+  ASSERT_EQ(reference.size(), 20u);
+  ASSERT_EQ(cached.size(), 20u);
+  double nvme_read = 0;
+  for (int s = 0; s < 20; ++s) {
+    EXPECT_EQ(cached[s].loss, reference[s].loss) << "step " << s;  // bitwise
+    nvme_read += cached[s].bytes_nvme_read;
+    EXPECT_LE(cached[s].device_used_bytes, 320.0 * 1024);
+    EXPECT_LE(cached[s].host_used_bytes, 1536.0 * 1024);
+    if (s > 0) {
+      EXPECT_EQ(cached[s].allocations_after_warmup, 0) << "step " << s;
+    }
+  }
+  EXPECT_GT(nvme_read, 0);  // the NVMe tier was really used
+  fs::remove_all(NvmeDir("cached"));
+}
+
+TEST(Trainer, EqualsPlainLibtorchWithTorchAdamW) {
+  JobSpec job = SmallJob("none", "plain");
+  auto solo = MakeSoloCommunicator();
+  std::vector<StepMetrics> ours = Train(job, solo.get(), 20);
+  ASSERT_EQ(ours.size(), 20u);
+
+  torch::manual_seed(0);
+  GptModel model(job.model);
+  ReferenceGpt ref(job.model);
+  for (int b = 0; b < model.num_blocks(); ++b) {
+    std::vector<float> flat(model.layout(b).numel);
+    model.InitBlock(b, job.train.seed, flat.data());
+    ref->LoadBlock(b, flat);
+  }
+  torch::optim::AdamW opt(ref->parameters(), torch::optim::AdamWOptions(job.train.lr).weight_decay(0.0));
+  BatchSampler sampler(Corpus(), job.model.seq_len, job.train.global_batch, job.train.seed);
+  const int G = job.train.global_batch, T = job.model.seq_len;
+  for (int s = 0; s < 20; ++s) {
+    torch::Tensor seqs = torch::empty({G, T + 1}, torch::kLong);
+    for (int j = 0; j < G; ++j) sampler.Sequence(s, j, seqs[j].data_ptr<int64_t>());
+    opt.zero_grad();
+    torch::Tensor loss = ref->forward(seqs.narrow(1, 0, T), seqs.narrow(1, 1, T));
+    loss.backward();
+    opt.step();
+    const double want = loss.item<double>();
+    EXPECT_LT(std::fabs(ours[s].loss - want) / want, 1e-4) << "step " << s << ": " << ours[s].loss << " vs " << want;
+  }
+}
+
+TEST(Trainer, TwoAndFourRanksMatchOneRank) {
+  auto solo = MakeSoloCommunicator();
+  std::vector<StepMetrics> one = Train(SmallJob("none", "r1"), solo.get(), 20);
+  for (int ranks : {2, 4}) {
+    const std::string tag = "r" + std::to_string(ranks);
+    std::vector<StepMetrics> many = TrainOnRanks(
+        SmallJob("tencache", tag, {"cache.device_budget=320KiB", "cache.host_budget=1536KiB"}), ranks, 20);
+    ASSERT_EQ(many.size(), 20u) << ranks;
+    for (int s = 0; s < 20; ++s) {
+      EXPECT_LT(std::fabs(many[s].loss - one[s].loss) / one[s].loss, 1e-4) << ranks << " ranks, step " << s;
+      EXPECT_LE(many[s].device_used_bytes, 320.0 * 1024) << ranks << " ranks, step " << s;  // max over ranks
+      EXPECT_LE(many[s].host_used_bytes, 1536.0 * 1024) << ranks << " ranks, step " << s;
+    }
+    for (int r = 0; r < ranks; ++r) fs::remove_all(NvmeDir(tag));
+  }
+}
+
+TEST(Trainer, BadBatchAndPolicyAreErrorsNamingTheKey) {
+  auto comms = MakeThreadCommunicators(3, 1000);
+  Status s = Trainer::Create(SmallJob("none", "bad"), comms[0].get(), Corpus(), [](const std::string&) {}).status();
+  EXPECT_EQ(ExitCodeFor(s), 2);
+  EXPECT_NE(s.message().find("train.global_batch"), std::string::npos) << s.message();
+  auto solo = MakeSoloCommunicator();
+  s = Trainer::Create(SmallJob("zero-infinity", "bad"), solo.get(), Corpus(), [](const std::string&) {}).status();
+  EXPECT_NE(s.message().find("cache.policy"), std::string::npos) << s.message();
+  s = Trainer::Create(SmallJob("none", "bad", {"model.vocab=64"}), solo.get(), Corpus(), [](const std::string&) {})
+          .status();
+  EXPECT_NE(s.message().find("model.vocab"), std::string::npos) << s.message();
+}
+
+TEST(Trainer, TinyModelLearnsTheCorpus) {
+  StatusOr<JobSpec> job = LoadJobFile(std::string(TENCACHE_SOURCE_DIR) + "/configs/examples/quickstart.yaml",
+                                      {"cache.nvme_path=" + NvmeDir("quick")});
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  auto solo = MakeSoloCommunicator();
+  std::unique_ptr<Trainer> trainer = Trainer::Create(*job, solo.get(), Corpus(), [](const std::string&) {}).value();
+  std::vector<double> losses;
+  for (int s = 0; s < 200; ++s) losses.push_back((*trainer->Step()).loss);
+  double first = 0, last = 0;
+  for (int i = 0; i < 10; ++i) {
+    first += losses[i] / 10;
+    last += losses[190 + i] / 10;
+  }
+  EXPECT_GT(losses[0], 5.0);     // starts near ln(256) = 5.55
+  EXPECT_LT(last, 3.0);          // and learns more than the byte frequencies (about 3.1 nats)
+  EXPECT_LT(last, first - 1.5);
+  StatusOr<std::string> text = trainer->Sample("The ", 40);
+  ASSERT_TRUE(text.ok());
+  std::printf("after 200 steps, loss %.3f -> %.3f; sample: \"The %s\"\n", first, last, text->c_str());
+  fs::remove_all(NvmeDir("quick"));
+}
+
+}  // namespace
+}  // namespace tencache

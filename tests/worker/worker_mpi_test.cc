@@ -1,0 +1,102 @@
+// tencache-worker under mpirun, as users run it: 1, 2 and 4 ranks (more ranks
+// than cores, hence --oversubscribe) give the same losses within 1e-4, every
+// rank stays within its budgets, and rank 0 writes one JSON line per step with
+// the documented fields. Bad input stops every rank with exit code 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int code = -1;
+  std::string out;
+};
+
+RunResult Shell(const std::string& cmd) {
+  RunResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class WorkerMpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tencache_mpi_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "job.yaml")
+        << "name: mpi\n"
+           "model: {preset: tiny, layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, seq_len: 32}\n"
+           "train: {data: /usr/share/common-licenses/GPL-3, micro_batch: 1, global_batch: 8, lr: 3.0e-3, seed: 9}\n"
+           "cache: {policy: tencache, device_budget: 320KiB, host_budget: 2MiB, nvme_path: "
+        << (dir_ / "nvme").string() << "}\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RunResult Launch(int ranks, const std::string& extra) {
+    return Shell("mpirun --allow-run-as-root --oversubscribe -n " + std::to_string(ranks) + " " +
+                 TENCACHE_WORKER_BIN + " --job " + (dir_ / "job.yaml").string() + " --sample 0 " + extra);
+  }
+
+  std::vector<nlohmann::json> Metrics(int ranks, int steps) {
+    const std::string file = (dir_ / ("metrics" + std::to_string(ranks) + ".jsonl")).string();
+    RunResult r = Launch(ranks, "--steps " + std::to_string(steps) + " --metrics " + file);
+    EXPECT_EQ(r.code, 0) << r.out;
+    std::vector<nlohmann::json> lines;
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+  }
+  fs::path dir_;
+};
+
+TEST_F(WorkerMpi, TwoAndFourRanksMatchOneRank) {
+  std::vector<nlohmann::json> one = Metrics(1, 20);
+  ASSERT_EQ(one.size(), 20u);
+  for (const char* key : {"step", "loss", "step_time_s", "tokens_per_s", "device_hit_rate", "bytes_h2d", "bytes_d2h",
+                          "bytes_nvme_read", "bytes_nvme_write", "stall_s", "allocations_after_warmup",
+                          "device_used_bytes", "device_reserved_bytes", "host_used_bytes", "host_reserved_bytes",
+                          "nvme_used_bytes"}) {
+    EXPECT_TRUE(one[0].contains(key)) << key;
+  }
+  for (int ranks : {2, 4}) {
+    std::vector<nlohmann::json> many = Metrics(ranks, 20);
+    ASSERT_EQ(many.size(), 20u) << ranks;
+    for (int s = 0; s < 20; ++s) {
+      const double a = one[s]["loss"], b = many[s]["loss"];
+      EXPECT_LT(std::fabs(a - b) / a, 1e-4) << ranks << " ranks, step " << s << ": " << b << " vs " << a;
+      EXPECT_LE(many[s]["device_used_bytes"].get<double>(), 320.0 * 1024) << ranks << " ranks, step " << s;
+      EXPECT_LE(many[s]["host_used_bytes"].get<double>(), 2.0 * 1024 * 1024) << ranks << " ranks, step " << s;
+    }
+  }
+}
+
+TEST_F(WorkerMpi, BadInputStopsEveryRankWithExitCode2) {
+  RunResult r = Launch(2, "--steps 1 --set train.micro_batch=0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("train.micro_batch"), std::string::npos) << r.out;
+  r = Launch(1, "--steps 1 --set train.micro_batch=0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = Launch(1, "--stpes 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown argument '--stpes'"), std::string::npos) << r.out;
+}
+
+}  // namespace

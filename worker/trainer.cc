@@ -1,0 +1,462 @@
+#include "worker/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace tencache {
+namespace {
+
+// Next use of a cache tensor in the order the profiled step acquired them,
+// repeating every step: what the cache evicts by.
+class AcquireOrderOracle : public NextUseOracle {
+ public:
+  explicit AcquireOrderOracle(const std::vector<TensorId>& order) : length_(order.size()) {
+    for (size_t i = 0; i < order.size(); ++i) positions_[order[i]].push_back(i);
+  }
+  AccessIndex NextUse(TensorId id, AccessIndex now) const override {
+    auto it = positions_.find(id);
+    if (it == positions_.end() || length_ == 0) return kNeverUsed;
+    const std::vector<AccessIndex>& p = it->second;
+    const AccessIndex step = now / length_, within = now % length_;
+    auto next = std::upper_bound(p.begin(), p.end(), within);
+    if (next != p.end()) return step * length_ + *next;
+    return (step + 1) * length_ + p.front();
+  }
+
+ private:
+  const AccessIndex length_;
+  std::map<TensorId, std::vector<AccessIndex>> positions_;
+};
+
+TraceHeader HeaderFor(const JobSpec& job, int ranks) {
+  TraceHeader h;
+  h.model = job.model.name;
+  h.dtype = "fp32";
+  h.ranks = ranks;
+  h.micro_batch = job.train.micro_batch;
+  h.seq_len = job.model.seq_len;
+  return h;
+}
+
+}  // namespace
+
+struct Trainer::Gathered {
+  torch::Tensor flat;  // the whole block, padded
+  ShardRef pin;        // held while `flat` aliases the shard itself (one rank)
+  double start_s = 0;
+};
+
+std::string StepMetrics::ToJson() const {
+  nlohmann::ordered_json j;
+  j["step"] = step;
+  j["loss"] = loss;
+  j["step_time_s"] = step_time_s;
+  j["tokens_per_s"] = tokens_per_s;
+  j["device_hit_rate"] = device_hit_rate;
+  j["bytes_h2d"] = bytes_h2d;
+  j["bytes_d2h"] = bytes_d2h;
+  j["bytes_nvme_read"] = bytes_nvme_read;
+  j["bytes_nvme_write"] = bytes_nvme_write;
+  j["stall_s"] = stall_s;
+  j["allocations_after_warmup"] = allocations_after_warmup;
+  j["device_used_bytes"] = device_used_bytes;
+  j["device_reserved_bytes"] = device_reserved_bytes;
+  j["host_used_bytes"] = host_used_bytes;
+  j["host_reserved_bytes"] = host_reserved_bytes;
+  j["nvme_used_bytes"] = nvme_used_bytes;
+  j["prefetches"] = prefetches;
+  return j.dump();
+}
+
+Trainer::Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log)
+    : job_(job),
+      comm_(comm),
+      corpus_(std::move(corpus)),
+      log_(std::move(log)),
+      model_(job.model),
+      sampler_(corpus_, job.model.seq_len, job.train.global_batch, job.train.seed),
+      profiler_(HeaderFor(job, comm->size()), log_) {}
+
+Trainer::~Trainer() {
+  if (store_ != nullptr && store_->cache() != nullptr) store_->cache()->SetNextUseOracle(nullptr);
+}
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communicator* comm,
+                                                   std::shared_ptr<const TokenCorpus> corpus, LogSink log) {
+  TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
+  if (corpus->max_token() >= job.model.vocab) {
+    return Status::InvalidArgument(job.Where("model.vocab") + ": the data '" + corpus->path() + "' holds token " +
+                                   std::to_string(corpus->max_token()) + ", beyond the vocabulary of " +
+                                   std::to_string(job.model.vocab));
+  }
+  if (corpus->size() < uint64_t(job.model.seq_len) + 1) {
+    return Status::InvalidArgument(job.Where("train.data") + ": '" + corpus->path() + "' holds " +
+                                   std::to_string(corpus->size()) + " tokens, fewer than one sequence of " +
+                                   std::to_string(job.model.seq_len + 1));
+  }
+  std::unique_ptr<Trainer> t(new Trainer(job, comm, std::move(corpus), std::move(log)));
+  TC_RETURN_IF_ERROR(t->Init());
+  return t;
+}
+
+Status Trainer::Init() {
+  ranks_ = comm_->size();
+  const int per_pass = job_.train.micro_batch * ranks_;
+  if (job_.train.global_batch % per_pass != 0) {
+    return Status::InvalidArgument(job_.Where("train.global_batch") + ": expected a multiple of ranks (" +
+                                   std::to_string(ranks_) + ") x train.micro_batch (" +
+                                   std::to_string(job_.train.micro_batch) + "), got " +
+                                   std::to_string(job_.train.global_batch));
+  }
+  accum_ = job_.train.global_batch / per_pass;
+  size_t largest = 0;
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    const size_t n = size_t(model_.layout(b).numel);
+    shard_.push_back((n + ranks_ - 1) / ranks_);
+    padded_.push_back(shard_.back() * ranks_);
+    largest = std::max(largest, padded_.back());
+  }
+  if (ranks_ > 1) {
+    gathered_.assign(2, std::vector<float>(largest, 0.0f));
+    scatter_.assign(largest / ranks_ + 1, 0.0f);
+  }
+  adamw_.lr = job_.train.lr;
+  adamw_.weight_decay = job_.train.weight_decay;
+  threads_ = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, ranks_));
+  grad_written_.assign(model_.num_blocks(), false);
+  checkpoints_.resize(model_.num_blocks());
+
+  const CachePolicy policy = job_.cache.policy;
+  if (policy == CachePolicy::kZeroInfinity || policy == CachePolicy::kTenCacheWindow) {
+    return Status::InvalidArgument(job_.Where("cache.policy") + ": '" + CachePolicyName(policy) +
+                                   "' is modelled by tencache-sim only; the worker runs tencache, lru and none");
+  }
+  if (policy == CachePolicy::kNone) {
+    store_ = MakeMemoryShardStore(shard_);
+  } else {
+    uint64_t state_bytes = 0;
+    for (size_t s : shard_) state_bytes += s * sizeof(float) * kShardKinds;
+    CachedStoreOptions o;
+    // auto: room for every shard, so nothing needs to leave the tier.
+    o.device_budget = job_.cache.device_budget.value_or(state_bytes);
+    o.host_budget = job_.cache.host_budget.value_or(state_bytes);
+    o.nvme_dir = job_.cache.nvme_path;
+    o.rank = comm_->rank();
+    TC_ASSIGN_OR_RETURN(store_, MakeCachedShardStore(shard_, o));
+  }
+  TC_RETURN_IF_ERROR(InitShards());
+  if (store_->cache() != nullptr) allocations_at_warmup_ = store_->cache()->Snapshot().allocations_after_setup;
+  store_->EndStep();  // initialisation traffic is not a training step
+  return Status::Ok();
+}
+
+// Every rank generates each whole block from the seed and keeps its shard.
+Status Trainer::InitShards() {
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    std::vector<float> block(padded_[b], 0.0f);
+    model_.InitBlock(b, job_.train.seed, block.data());
+    TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, ShardKind::kParam, Tier::kHost, AccessMode::kWrite));
+    std::memcpy(p.data(), block.data() + comm_->rank() * shard_[b], shard_[b] * sizeof(float));
+  }
+  return Status::Ok();
+}
+
+double Trainer::Now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string Trainer::Describe() const {
+  std::ostringstream out;
+  out << "model " << job_.model.name << " (" << job_.model.ParamCount() << " parameters, fp32 on CPU: mixed "
+      << "precision needs a GPU), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
+      << job_.train.micro_batch << " x " << accum_ << " accumulation steps, policy "
+      << CachePolicyName(job_.cache.policy) << "; store: " << store_->Describe();
+  return out.str();
+}
+
+StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
+  IssuePlannedFetches();
+  Gathered g;
+  g.start_s = Now();
+  if (step_ == 0 && !sampling_) acquire_order_.push_back(ShardTensorId(block, ShardKind::kParam));
+  TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(block, ShardKind::kParam, Tier::kDevice, AccessMode::kRead));
+  const int64_t n = int64_t(padded_[block]);
+  if (ranks_ == 1) {  // the shard is the block: compute on it in place
+    g.flat = torch::from_blob(p.data(), {n}, torch::kFloat32);
+    g.pin = std::move(p);
+    return g;
+  }
+  const double t0 = Now();
+  TC_RETURN_IF_ERROR(comm_->AllGather(p.data(), gathered_[slot].data(), shard_[block] * sizeof(float)));
+  if (!sampling_) {
+    profiler_.RecordCollective({CollectiveKind::kAllGather, block, uint64_t(n) * sizeof(float) * (ranks_ - 1) / ranks_,
+                                t0 - step_start_, Now() - step_start_});
+  }
+  g.flat = torch::from_blob(gathered_[slot].data(), {n}, torch::kFloat32);
+  return g;
+}
+
+void Trainer::EndAccess(int block, Phase phase, double start_s) {
+  if (sampling_) return;
+  AccessRecord a;
+  a.id = TensorId(block);
+  a.name = "block" + std::to_string(block) + ".param";
+  a.phase = phase;
+  a.block = block;
+  a.bytes = shard_[block] * sizeof(float);
+  a.start_s = start_s - step_start_;
+  a.end_s = Now() - step_start_;
+  profiler_.RecordAccess(a);
+}
+
+Status Trainer::AccumulateGrad(int block, const torch::Tensor& dflat) {
+  torch::Tensor d = dflat.contiguous();
+  const float* src = d.data_ptr<float>();
+  const size_t n = shard_[block];
+  if (ranks_ > 1) {
+    const double t0 = Now();
+    TC_RETURN_IF_ERROR(comm_->ReduceScatterSum(src, scatter_.data(), n));
+    profiler_.RecordCollective({CollectiveKind::kReduceScatter, block, n * sizeof(float) * (ranks_ - 1),
+                                t0 - step_start_, Now() - step_start_});
+    src = scatter_.data();
+  }
+  if (step_ == 0) acquire_order_.push_back(ShardTensorId(block, ShardKind::kGrad));
+  TC_ASSIGN_OR_RETURN(ShardRef g, store_->Acquire(block, ShardKind::kGrad, Tier::kHost, AccessMode::kWrite));
+  float* dst = g.data();
+  if (!grad_written_[block]) {
+    std::memcpy(dst, src, n * sizeof(float));
+    grad_written_[block] = true;
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+  }
+  return Status::Ok();
+}
+
+// One micro-batch: forward keeping only block inputs, then backward block by
+// block with recompute. Returns the micro-batch's mean loss.
+StatusOr<double> Trainer::MicroStep(int micro) {
+  const int mb = job_.train.micro_batch, T = job_.model.seq_len, last = job_.model.layers + 1;
+  torch::Tensor seqs = torch::empty({mb, T + 1}, torch::kLong);
+  const int first = comm_->rank() * (job_.train.global_batch / ranks_) + micro * mb;
+  for (int i = 0; i < mb; ++i) sampler_.Sequence(step_, first + i, seqs[i].data_ptr<int64_t>());
+  torch::Tensor tokens = seqs.narrow(1, 0, T), targets = seqs.narrow(1, 1, T);
+
+  torch::Tensor x;
+  {
+    torch::NoGradGuard no_grad;
+    TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kForward));
+    x = model_.Embed(e.flat, tokens);
+    EndAccess(0, Phase::kForward, e.start_s);
+    for (int b = 1; b < last; ++b) {
+      checkpoints_[b] = x;
+      TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
+      x = model_.Layer(b, g.flat, x);
+      EndAccess(b, Phase::kForward, g.start_s);
+    }
+  }
+  // The head computes the loss once, with autograd on, and starts the backward.
+  const double scale = 1.0 / (double(accum_) * ranks_);
+  TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
+  EndAccess(last, Phase::kBackward, head.start_s);
+  TC_ASSIGN_OR_RETURN(Gathered embed, Gather(0, 1, Phase::kBackward));
+  torch::Tensor x_in = x.detach().requires_grad_(true);
+  torch::Tensor flat_last = head.flat.detach().requires_grad_(true);
+  torch::Tensor flat0 = embed.flat.detach().requires_grad_(true);
+  torch::Tensor loss = model_.HeadLoss(flat_last, flat0, x_in, targets);
+  auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last, flat0});
+  EndAccess(0, Phase::kBackward, embed.start_s);
+  head = Gathered();
+  embed = Gathered();
+  TC_RETURN_IF_ERROR(AccumulateGrad(last, grads[1]));
+  TC_RETURN_IF_ERROR(AccumulateGrad(0, grads[2]));
+  torch::Tensor dx = grads[0];
+
+  for (int b = last - 1; b >= 1; --b) {
+    TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kBackward));
+    torch::Tensor flat = g.flat.detach().requires_grad_(true);
+    torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
+    auto layer_grads = torch::autograd::grad({model_.Layer(b, flat, in)}, {in, flat}, {dx});
+    EndAccess(b, Phase::kBackward, g.start_s);
+    g = Gathered();
+    checkpoints_[b] = torch::Tensor();
+    TC_RETURN_IF_ERROR(AccumulateGrad(b, layer_grads[1]));
+    dx = layer_grads[0];
+  }
+  TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kBackward));
+  torch::Tensor flat_e = e.flat.detach().requires_grad_(true);
+  auto embed_grads = torch::autograd::grad({model_.Embed(flat_e, tokens)}, {flat_e}, {dx});
+  EndAccess(0, Phase::kBackward, e.start_s);
+  e = Gathered();
+  TC_RETURN_IF_ERROR(AccumulateGrad(0, embed_grads[0]));
+  return loss.item<double>();
+}
+
+// AdamW on this rank's shards, block by block. Shards the plan keeps on the
+// device are refreshed there right after their update.
+Status Trainer::OptimizerStep() {
+  const bool planned = plan_ != nullptr && job_.cache.prefetch;
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    const double start = Now();
+    if (planned && b + 1 < model_.num_blocks()) {
+      for (int k = 0; k < kShardKinds; ++k) store_->Prefetch(b + 1, ShardKind(k), Tier::kHost);
+    }
+    const bool on_device = store_->cache() != nullptr &&
+                           store_->cache()->IsResident(ShardTensorId(b, ShardKind::kParam), Tier::kDevice);
+    if (step_ == 0) {
+      for (int k = 0; k < kShardKinds; ++k) acquire_order_.push_back(ShardTensorId(b, ShardKind(k)));
+    }
+    {
+      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, ShardKind::kParam, Tier::kHost, AccessMode::kWrite));
+      TC_ASSIGN_OR_RETURN(ShardRef g, store_->Acquire(b, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
+      TC_ASSIGN_OR_RETURN(ShardRef m, store_->Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
+      TC_ASSIGN_OR_RETURN(ShardRef v, store_->Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
+      AdamWStep(adamw_, step_ + 1, shard_[b], p.data(), g.data(), m.data(), v.data(), threads_);
+    }
+    if (planned && on_device) store_->Prefetch(b, ShardKind::kParam, Tier::kDevice);
+    if (!sampling_) {
+      AccessRecord a;
+      a.id = TensorId(b);
+      a.name = "block" + std::to_string(b) + ".param";
+      a.phase = Phase::kOptimizer;
+      a.block = b;
+      a.bytes = shard_[b] * sizeof(float);
+      a.start_s = start - step_start_;
+      a.end_s = Now() - step_start_;
+      profiler_.RecordAccess(a);
+    }
+  }
+  return Status::Ok();
+}
+
+void Trainer::IssuePlannedFetches() {
+  if (plan_ == nullptr || !job_.cache.prefetch || sampling_ || !profiler_.following()) return;
+  for (const PlannedFetch* f : plan_->FetchesBefore(profiler_.position())) {
+    store_->Prefetch(int(f->tensor), ShardKind::kParam, Tier::kDevice);
+    ++prefetches_;
+  }
+}
+
+Status Trainer::BuildPlan() {
+  TierBudgets budgets;
+  uint64_t state_bytes = 0;
+  for (size_t s : shard_) state_bytes += s * sizeof(float) * kShardKinds;
+  budgets.device = job_.cache.device_budget.value_or(state_bytes);
+  budgets.host = job_.cache.host_budget.value_or(state_bytes);
+  LinkSpeeds links;  // defaults of the scheduler; calibration from measured steps is future work
+  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(profiler_.profile(), links, budgets);
+  if (!plan.ok()) return plan.status().WithContext("building the prefetch plan from the profiled step");
+  plan_ = std::make_unique<PrefetchPlan>(std::move(plan).value());
+  oracle_ = std::make_unique<AcquireOrderOracle>(acquire_order_);
+  store_->cache()->SetNextUseOracle(oracle_.get());
+  std::ostringstream line;
+  line << "plan: " << plan_->fetches().size() << " fetches per step over " << plan_->sequence().size()
+       << " device accesses, predicted device hit rate " << plan_->device_hit_rate() << ", predicted stall "
+       << plan_->predicted_stall_s() << " s";
+  log_(line.str());
+  return Status::Ok();
+}
+
+StatusOr<StepMetrics> Trainer::Step() {
+  step_start_ = Now();
+  std::fill(grad_written_.begin(), grad_written_.end(), false);
+  double loss_sum = 0;
+  for (int micro = 0; micro < accum_; ++micro) {
+    TC_ASSIGN_OR_RETURN(double loss, MicroStep(micro));
+    loss_sum += loss;
+  }
+  TC_RETURN_IF_ERROR(OptimizerStep());
+  const double seconds = Now() - step_start_;
+  const CacheMetrics cache = store_->EndStep();
+  const int version = profiler_.profile_version();
+  TC_RETURN_IF_ERROR(profiler_.EndStep());
+  const bool cached_plan = job_.cache.policy == CachePolicy::kTencache && store_->cache() != nullptr;
+  if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan());
+  if (step_ == 0 && store_->cache() != nullptr) {
+    allocations_at_warmup_ = cache.allocations_after_setup;
+  }
+  TC_ASSIGN_OR_RETURN(StepMetrics m, Collect(loss_sum, seconds, cache));
+  ++step_;
+  return m;
+}
+
+StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const CacheMetrics& c) {
+  const TierMetrics& dev = c.tier(Tier::kDevice);
+  double sums[] = {loss_sum,
+                   double(c.bytes_host_to_device),
+                   double(c.bytes_device_to_host),
+                   double(c.bytes_nvme_to_host),
+                   double(c.bytes_host_to_nvme),
+                   c.stall_seconds,
+                   double(c.allocations_after_setup - std::min(c.allocations_after_setup, allocations_at_warmup_)),
+                   double(dev.hits),
+                   double(dev.misses),
+                   seconds};
+  TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
+  double mine[5] = {double(dev.peak_used_bytes), double(dev.reserved_bytes),
+                    double(c.tier(Tier::kHost).peak_used_bytes), double(c.tier(Tier::kHost).reserved_bytes),
+                    double(c.tier(Tier::kNvme).used_bytes)};
+  std::vector<double> all(5 * ranks_);
+  TC_RETURN_IF_ERROR(comm_->AllGather(mine, all.data(), sizeof mine));
+  double peak[5] = {0, 0, 0, 0, 0};
+  for (int r = 0; r < ranks_; ++r) {
+    for (int i = 0; i < 5; ++i) peak[i] = std::max(peak[i], all[r * 5 + i]);
+  }
+  StepMetrics m;
+  m.step = step_;
+  m.loss = sums[0] / (double(accum_) * ranks_);
+  m.step_time_s = sums[9] / ranks_;
+  m.tokens_per_s = double(job_.train.global_batch) * job_.model.seq_len / m.step_time_s;
+  m.bytes_h2d = sums[1];
+  m.bytes_d2h = sums[2];
+  m.bytes_nvme_read = sums[3];
+  m.bytes_nvme_write = sums[4];
+  m.stall_s = sums[5];
+  m.allocations_after_warmup = step_ == 0 ? 0 : sums[6];
+  m.device_hit_rate = sums[7] + sums[8] > 0 ? sums[7] / (sums[7] + sums[8]) : 1.0;
+  m.device_used_bytes = peak[0];
+  m.device_reserved_bytes = peak[1];
+  m.host_used_bytes = peak[2];
+  m.host_reserved_bytes = peak[3];
+  m.nvme_used_bytes = peak[4];
+  m.prefetches = prefetches_;
+  prefetches_ = 0;
+  return m;
+}
+
+StatusOr<std::string> Trainer::Sample(const std::string& prompt, int tokens) {
+  sampling_ = true;
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(job_.train.seed);
+  std::vector<int64_t> ctx(prompt.begin(), prompt.end());
+  std::string out;
+  const int last = job_.model.layers + 1;
+  for (int i = 0; i < tokens; ++i) {
+    const int64_t n = std::min<int64_t>(int64_t(ctx.size()), job_.model.seq_len);
+    torch::Tensor in = torch::from_blob(ctx.data() + ctx.size() - n, {1, n}, torch::kLong).clone();
+    TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kForward));
+    torch::Tensor x = model_.Embed(e.flat, in);
+    for (int b = 1; b < last; ++b) {
+      TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
+      x = model_.Layer(b, g.flat, x);
+    }
+    e = Gathered();  // its working buffer was reused by the layers: gather it again
+    TC_ASSIGN_OR_RETURN(e, Gather(0, 0, Phase::kForward));
+    TC_ASSIGN_OR_RETURN(Gathered h, Gather(last, 1, Phase::kForward));
+    // Temperature 0.8 sampling, seeded: greedy decoding of a small model repeats itself.
+    torch::Tensor probs = torch::softmax(model_.HeadLogits(h.flat, e.flat, x) / 0.8, -1);
+    const int64_t next = torch::multinomial(probs, 1).item<int64_t>();
+    ctx.push_back(next);
+    out.push_back(char(next));
+  }
+  store_->EndStep();
+  sampling_ = false;
+  return out;
+}
+
+}  // namespace tencache

@@ -1,0 +1,113 @@
+// Trainer: one rank of ZeRO-3 training of a GptModel, every shard served by a
+// ShardStore (the tiered tensor cache, or ordinary memory for the reference).
+//
+// A step runs `accum` micro-batches, then AdamW. For each block the forward
+// all-gathers the parameter shards into a working buffer (one rank: computes
+// on the shard in place, no copy) and keeps only the block's input; the
+// backward gathers the block again, recomputes its forward with autograd on,
+// and reduce-scatters the block's gradient into this rank's gradient shard. So
+// no block keeps parameters between its forward and backward, and the order of
+// shard accesses is the same every step: step 0 is profiled (scheduler
+// Profiler), and from step 1 on the PrefetchPlan built from it issues fetches
+// ahead of use and tells the cache which shard is needed furthest away.
+// Single-threaded: the training thread owns the Trainer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "scheduler/plan.h"
+#include "scheduler/profiler.h"
+#include "worker/adamw.h"
+#include "worker/communicator.h"
+#include "worker/gpt_model.h"
+#include "worker/shard_store.h"
+#include "worker/token_corpus.h"
+
+namespace tencache {
+
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0;           // mean over the global batch
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double device_hit_rate = 0;
+  double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // summed over ranks
+  double stall_s = 0;        // summed over ranks
+  double allocations_after_warmup = 0;  // summed over ranks
+  double device_used_bytes = 0, device_reserved_bytes = 0;  // max over ranks
+  double host_used_bytes = 0, host_reserved_bytes = 0;      // max over ranks
+  double nvme_used_bytes = 0;                                // max over ranks
+  int prefetches = 0;        // this rank's planned fetches issued
+  std::string ToJson() const;
+};
+
+class Trainer {
+ public:
+  using LogSink = std::function<void(const std::string&)>;
+  // Validates that the job can run here (model supported, batch divisible by
+  // ranks x micro_batch, policy available), initialises every shard from the seed.
+  static StatusOr<std::unique_ptr<Trainer>> Create(const JobSpec& job, Communicator* comm,
+                                                   std::shared_ptr<const TokenCorpus> corpus, LogSink log);
+  ~Trainer();
+
+  // Runs the next optimizer step. Collective: every rank calls it.
+  StatusOr<StepMetrics> Step();
+  // Continues `prompt` by `tokens` bytes (byte-level vocabulary), sampling at
+  // temperature 0.8 from the seed. Collective: every rank calls it.
+  StatusOr<std::string> Sample(const std::string& prompt, int tokens);
+
+  std::string Describe() const;
+  int accum_steps() const { return accum_; }
+  const Profiler& profiler() const { return profiler_; }
+
+ private:
+  struct Gathered;
+  Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log);
+  Status Init();
+  Status InitShards();
+  StatusOr<Gathered> Gather(int block, int slot, Phase phase);
+  void EndAccess(int block, Phase phase, double start_s);
+  Status AccumulateGrad(int block, const torch::Tensor& dflat);
+  StatusOr<double> MicroStep(int micro);
+  Status OptimizerStep();
+  void IssuePlannedFetches();
+  Status BuildPlan();
+  StatusOr<StepMetrics> Collect(double loss_sum, double seconds, const CacheMetrics& cache);
+  double Now() const;
+
+  // Constant after Create.
+  const JobSpec job_;
+  Communicator* const comm_;
+  const std::shared_ptr<const TokenCorpus> corpus_;
+  const LogSink log_;
+  GptModel model_;
+  int ranks_ = 1;
+  int accum_ = 1;
+  std::vector<size_t> shard_;   // floats per shard, per block
+  std::vector<size_t> padded_;  // shard * ranks
+  AdamWConfig adamw_;
+  int threads_ = 1;
+
+  std::unique_ptr<ShardStore> store_;
+  BatchSampler sampler_;
+  std::vector<std::vector<float>> gathered_;  // two working buffers (ranks > 1)
+  std::vector<float> scatter_;               // reduce-scatter output
+  std::vector<bool> grad_written_;           // per block, this step
+  std::vector<torch::Tensor> checkpoints_;   // each layer's input
+  Profiler profiler_;
+  std::unique_ptr<PrefetchPlan> plan_;
+  std::unique_ptr<NextUseOracle> oracle_;
+  std::vector<TensorId> acquire_order_;      // cache ids acquired in the profiled step
+  int64_t step_ = 0;
+  bool sampling_ = false;  // Sample() runs unprofiled
+  double step_start_ = 0;
+  uint64_t allocations_at_warmup_ = 0;
+  int prefetches_ = 0;
+};
+
+}  // namespace tencache
