@@ -14,12 +14,7 @@ namespace {
 constexpr int kMaxRetries = 16;  // per chunk, for -EAGAIN/-EINTR and short transfers
 constexpr std::chrono::milliseconds kReapWait(50);
 
-void Complete(const std::shared_ptr<IoTicket::State>& state, Status status) {
-  std::lock_guard<std::mutex> lock(state->mu);
-  state->done = true;
-  state->status = std::move(status);
-  state->cv.notify_all();
-}
+
 
 bool Aligned(uint64_t v) { return v % kDirectIoAlignment == 0; }
 
@@ -34,7 +29,7 @@ struct NvmeTier::Request {
   uint64_t next = 0;         // bytes already cut into chunks
   uint32_t outstanding = 0;  // chunks cut and not yet finished
   Status status;             // the first error
-  std::shared_ptr<IoTicket::State> ticket;
+  std::shared_ptr<Completion> ticket;
   std::vector<std::pair<void*, uint64_t>> buffers;  // kRegister
 };
 
@@ -49,17 +44,12 @@ struct NvmeTier::Chunk {
 };
 
 bool IoTicket::ready() const {
-  if (!state_) return true;
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
+  return !state_ || state_->done();
 }
 
 Status IoTicket::Wait(std::chrono::milliseconds timeout) const {
   if (!state_) return Status::FailedPrecondition("waiting on an empty IoTicket");
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
-    return Status::Timeout("I/O did not complete within " + std::to_string(timeout.count()) + " ms");
-  return state_->status;
+  return state_->Wait(timeout, "I/O");
 }
 
 NvmeTier::NvmeTier(NvmeTierOptions options)
@@ -147,19 +137,19 @@ Status NvmeTier::CheckRange(uint64_t offset, const void* buf, uint64_t len,
 
 IoTicket NvmeTier::Enqueue(std::unique_ptr<Request> request) {
   IoTicket ticket;
-  ticket.state_ = std::make_shared<IoTicket::State>();
+  ticket.state_ = std::make_shared<Completion>();
   request->ticket = ticket.state_;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!file_ || stop_) {
-      Complete(ticket.state_, Status::FailedPrecondition(
+      ticket.state_->Set(Status::FailedPrecondition(
                                   "tensor " + request->what + ": file " + path_ + " is not open"));
       return ticket;
     }
     if (request->kind != Kind::kRegister) {
       Status st = CheckRange(request->offset, request->buf, request->len, request->what);
       if (!st.ok()) {
-        Complete(ticket.state_, st);
+        ticket.state_->Set(st);
         return ticket;
       }
     }
@@ -379,7 +369,7 @@ void NvmeTier::RingLoop() {
         continue;
       }
       if (!r->status.ok() && r->kind == Kind::kRead) std::memset(r->buf, 0, r->len);
-      Complete(r->ticket, r->status);
+      r->ticket->Set(r->status);
       it = active.erase(it);
     }
     if (stopping && active.empty() && retry_.empty() && file_->in_flight() == 0) return;

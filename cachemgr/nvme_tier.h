@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "cachemgr/completion.h"
 #include "cachemgr/file_env.h"
 #include "cachemgr/tier.h"
 
@@ -52,17 +53,9 @@ class IoTicket {
   // Waits for completion up to `timeout`; Timeout if it has not completed.
   Status Wait(std::chrono::milliseconds timeout) const;
 
-  // Completion state shared with the producer; not for callers.
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Status status;
-  };
-
  private:
   friend class NvmeTier;
-  std::shared_ptr<State> state_;
+  std::shared_ptr<Completion> state_;
 };
 
 class NvmeTier final : public TierStore {

@@ -14,21 +14,6 @@ constexpr int kNvme = 2;
 
 int Index(Tier t) { return static_cast<int>(t); }
 
-void CompleteState(const std::shared_ptr<PrefetchHandle::State>& s, Status status) {
-  {
-    std::lock_guard<std::mutex> lock(s->mu);
-    s->done = true;
-    s->status = std::move(status);
-  }
-  s->cv.notify_all();
-}
-
-std::shared_ptr<PrefetchHandle::State> DoneState(Status status) {
-  auto s = std::make_shared<PrefetchHandle::State>();
-  s->done = true;
-  s->status = std::move(status);
-  return s;
-}
 
 }  // namespace
 
@@ -56,7 +41,7 @@ struct TensorCache::Entry {
   uint32_t write_pins[2] = {0, 0};  // of which kWrite: that copy is being modified
   bool busy = false;           // a mover is copying to or from it
   uint64_t last_use = 0;
-  std::shared_ptr<PrefetchHandle::State> pending[kNumTiers];
+  std::shared_ptr<Completion> pending[kNumTiers];
   std::vector<Job> deferred;   // moves parked until a handle on this tensor is released
 };
 
@@ -81,17 +66,12 @@ TensorHandle::~TensorHandle() {
 }
 
 bool PrefetchHandle::ready() const {
-  if (!state_) return false;
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
+  return state_ && state_->done();
 }
 
 Status PrefetchHandle::Wait(std::chrono::milliseconds timeout) const {
   if (!state_) return Status::FailedPrecondition("waiting on an empty PrefetchHandle");
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
-    return Status::Timeout("prefetch did not complete within " + std::to_string(timeout.count()) + " ms");
-  return state_->status;
+  return state_->Wait(timeout, "prefetch");
 }
 
 // ---- setup ----
@@ -185,7 +165,7 @@ TensorCache::~TensorCache() {
   for (std::thread& t : movers_) t.join();
   std::lock_guard<std::mutex> lock(mu_);
   for (Entry& e : entries_)  // parked behind handles the caller never released
-    for (Job& job : e.deferred) CompleteState(job.state, Status::Unavailable("tensor cache is shutting down"));
+    for (Job& job : e.deferred) job.state->Set(Status::Unavailable("tensor cache is shutting down"));
 }
 
 TierStore* TensorCache::store(Tier t) const {
@@ -226,7 +206,7 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
   auto account_stall = [&] {
     if (missed) metrics_.stall_seconds += std::chrono::duration<double>(Clock::now() - start).count();
   };
-  std::shared_ptr<PrefetchHandle::State> move;  // the move this call waits on
+  std::shared_ptr<Completion> move;  // the move this call waits on
   for (;;) {
     if (e.valid[t] && !e.busy) {
       if (!missed) ++metrics_.tiers[t].hits;
@@ -238,13 +218,8 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
       ++metrics_.tiers[t].misses;
     }
     if (move) {
-      bool done;
-      Status moved;
-      {
-        std::lock_guard<std::mutex> slock(move->mu);
-        done = move->done;
-        moved = move->status;
-      }
+      bool done = false;
+      const Status moved = move->Peek(&done);
       if (done && !moved.ok()) {
         account_stall();
         return moved;
@@ -313,18 +288,18 @@ PrefetchHandle TensorCache::Prefetch(TensorId id, Tier tier) {
   PrefetchHandle h;
   std::lock_guard<std::mutex> lock(mu_);
   if (id >= entries_.size()) {
-    h.state_ = DoneState(Status::NotFound("prefetch of tensor id " + std::to_string(id) + ": not registered"));
+    h.state_ = Completion::Done(Status::NotFound("prefetch of tensor id " + std::to_string(id) + ": not registered"));
     return h;
   }
   Entry& e = entries_[id];
   if (tier == Tier::kDevice && !e.spec.device) {
-    h.state_ = DoneState(Status::InvalidArgument("prefetch of tensor '" + e.spec.name +
+    h.state_ = Completion::Done(Status::InvalidArgument("prefetch of tensor '" + e.spec.name +
                                                  "' to the device tier: registered as host and NVMe only"));
     return h;
   }
   const bool there = tier == Tier::kNvme ? (e.valid[kNvme] || !e.initialised) : e.valid[Index(tier)];
   if (there) {
-    h.state_ = DoneState(Status::Ok());
+    h.state_ = Completion::Done(Status::Ok());
     return h;
   }
   ++metrics_.prefetches;
@@ -332,9 +307,9 @@ PrefetchHandle TensorCache::Prefetch(TensorId id, Tier tier) {
   return h;
 }
 
-std::shared_ptr<PrefetchHandle::State> TensorCache::StartMoveLocked(TensorId id, Tier tier, bool urgent) {
+std::shared_ptr<Completion> TensorCache::StartMoveLocked(TensorId id, Tier tier, bool urgent) {
   Entry& e = entries_[id];
-  std::shared_ptr<PrefetchHandle::State>& pending = e.pending[Index(tier)];
+  std::shared_ptr<Completion>& pending = e.pending[Index(tier)];
   if (pending) {
     if (urgent) {  // promote a queued prefetch ahead of the others
       for (auto it = jobs_.begin(); it != jobs_.end(); ++it)
@@ -347,8 +322,8 @@ std::shared_ptr<PrefetchHandle::State> TensorCache::StartMoveLocked(TensorId id,
     }
     return pending;
   }
-  if (stop_) return DoneState(Status::Unavailable("tensor cache is shutting down"));
-  pending = std::make_shared<PrefetchHandle::State>();
+  if (stop_) return Completion::Done(Status::Unavailable("tensor cache is shutting down"));
+  pending = std::make_shared<Completion>();
   Job job{id, tier, pending};
   if (urgent) jobs_.push_front(job);
   else jobs_.push_back(job);
@@ -372,7 +347,7 @@ void TensorCache::MoverLoop() {
       continue;
     }
     if (e.pending[Index(job.target)] == job.state) e.pending[Index(job.target)].reset();
-    CompleteState(job.state, st);
+    job.state->Set(st);
     cv_.notify_all();
   }
 }

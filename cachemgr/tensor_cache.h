@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "cachemgr/completion.h"
 #include "cachemgr/metrics.h"
 #include "cachemgr/nvme_tier.h"
 #include "cachemgr/size_class_pool.h"
@@ -135,17 +136,9 @@ class PrefetchHandle {
   // Waits up to `timeout`: OK once the tensor is in the tier, the move's error, or Timeout.
   Status Wait(std::chrono::milliseconds timeout) const;
 
-  // Completion state shared with the producer; not for callers.
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Status status;
-  };
-
  private:
   friend class TensorCache;
-  std::shared_ptr<State> state_;
+  std::shared_ptr<Completion> state_;
 };
 
 class TensorCache {
@@ -189,7 +182,7 @@ class TensorCache {
   TensorCache(const TensorCacheOptions& options, TierSet tiers);
   Status Setup(std::vector<TensorSpec> specs);
   void MoverLoop();
-  std::shared_ptr<PrefetchHandle::State> StartMoveLocked(TensorId id, Tier tier, bool urgent);
+  std::shared_ptr<Completion> StartMoveLocked(TensorId id, Tier tier, bool urgent);
   Status RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool* deferred);
   static void NextStep(const Entry& e, Tier target, Tier* from, Tier* to);
   static bool CopyBlocked(const Entry& e, Tier from, Tier to);
@@ -220,7 +213,7 @@ class TensorCache {
   struct Job {
     TensorId id;
     Tier target;
-    std::shared_ptr<PrefetchHandle::State> state;
+    std::shared_ptr<Completion> state;
   };
   std::deque<Job> jobs_;                // guarded by mu_
   bool stop_ = false;                   // guarded by mu_

@@ -1,0 +1,38 @@
+// Completion: the outcome of one asynchronous operation (an NVMe request, a
+// move between tiers), set once by the thread that performs it and read by any
+// number of waiters, each with its own timeout. IoTicket and PrefetchHandle are
+// thin handles on one. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+
+namespace tencache {
+
+class Completion {
+ public:
+  // An already completed operation.
+  static std::shared_ptr<Completion> Done(Status status);
+
+  // REQUIRES: called once.
+  void Set(Status status);
+  bool done() const;
+  // The status if done (`*done` true), else OK with `*done` false.
+  Status Peek(bool* done) const;
+  // Waits up to `timeout`: the operation's status, or Timeout ("<what> did not
+  // complete within N ms").
+  Status Wait(std::chrono::milliseconds timeout, const std::string& what) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;  // guarded by mu_
+  Status status_;      // guarded by mu_
+};
+
+}  // namespace tencache
