@@ -25,6 +25,10 @@ std::string CacheMetrics::ToJson() const {
   j["bytes_host_to_device"] = bytes_host_to_device;
   j["bytes_device_to_host"] = bytes_device_to_host;
   j["bytes_host_to_nvme"] = bytes_host_to_nvme;
+  j["seconds_nvme_to_host"] = seconds_nvme_to_host;
+  j["seconds_host_to_device"] = seconds_host_to_device;
+  j["seconds_device_to_host"] = seconds_device_to_host;
+  j["seconds_host_to_nvme"] = seconds_host_to_nvme;
   j["stall_seconds"] = stall_seconds;
   j["prefetches"] = prefetches;
   j["allocations_after_setup"] = allocations_after_setup;

@@ -28,6 +28,12 @@ struct CacheMetrics {
   uint64_t bytes_host_to_device = 0;
   uint64_t bytes_device_to_host = 0;
   uint64_t bytes_host_to_nvme = 0;
+  // Seconds copies spent on each link, summed over copies (two movers may copy
+  // at once, so bytes / seconds is the throughput of one copy, not the link's).
+  double seconds_nvme_to_host = 0;
+  double seconds_host_to_device = 0;
+  double seconds_device_to_host = 0;
+  double seconds_host_to_nvme = 0;
   double stall_seconds = 0;           // summed over acquiring threads
   uint64_t prefetches = 0;            // prefetch calls that started a move
   uint64_t allocations_after_setup = 0;  // cumulative since the pools were carved

@@ -41,6 +41,7 @@ struct TensorCache::Entry {
   uint32_t write_pins[2] = {0, 0};  // of which kWrite: that copy is being modified
   bool busy = false;           // a mover is copying to or from it
   uint64_t last_use = 0;
+  uint64_t arrivals[kNumTiers] = {0, 0, 0};  // completed copies into each tier
   std::shared_ptr<Completion> pending[kNumTiers];
   std::vector<Job> deferred;   // moves parked until a handle on this tensor is released
 };
@@ -307,6 +308,20 @@ PrefetchHandle TensorCache::Prefetch(TensorId id, Tier tier) {
   return h;
 }
 
+Status TensorCache::Discard(TensorId id, Tier tier) {
+  if (tier == Tier::kNvme) return Status::InvalidArgument("discard from the nvme tier: expected device or host");
+  std::unique_lock<std::mutex> lock(mu_);
+  if (id >= entries_.size()) return Status::NotFound("discard of tensor id " + std::to_string(id) + ": not registered");
+  Entry& e = entries_[id];
+  const int t = Index(tier);
+  if (e.slot[t] < 0 || !e.valid[t]) return Status::Ok();
+  if (e.pins[t] > 0 || e.busy) {
+    return Status::FailedPrecondition("tensor '" + e.spec.name + "': pinned or being copied, kept in the " +
+                                      TierName(tier) + " tier");
+  }
+  return Evict(&lock, &e, tier);
+}
+
 std::shared_ptr<Completion> TensorCache::StartMoveLocked(TensorId id, Tier tier, bool urgent) {
   Entry& e = entries_[id];
   std::shared_ptr<Completion>& pending = e.pending[Index(tier)];
@@ -433,27 +448,36 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
   const std::string& name = e->spec.name;
   const std::chrono::milliseconds timeout = options_.io_timeout;
   lock->unlock();
+  const Clock::time_point copy_start = Clock::now();
   Status st;
   uint64_t* link = nullptr;
+  double* link_seconds = nullptr;
   if (zeros) {
     std::memset(host, 0, e->slot_bytes);
   } else if (from == Tier::kNvme) {
     st = tiers_.nvme->Read(e->nvme_offset, host, e->slot_bytes, name, timeout);
     link = &metrics_.bytes_nvme_to_host;
+    link_seconds = &metrics_.seconds_nvme_to_host;
   } else if (to == Tier::kNvme) {
     st = tiers_.nvme->Write(e->nvme_offset, host, e->slot_bytes, name, timeout);
     link = &metrics_.bytes_host_to_nvme;
+    link_seconds = &metrics_.seconds_host_to_nvme;
   } else if (to == Tier::kDevice) {
     st = tiers_.device->Write(dev_off, host, e->spec.bytes, name, timeout);
     link = &metrics_.bytes_host_to_device;
+    link_seconds = &metrics_.seconds_host_to_device;
   } else {
     st = tiers_.device->Read(dev_off, host, e->spec.bytes, name, timeout);
     link = &metrics_.bytes_device_to_host;
+    link_seconds = &metrics_.seconds_device_to_host;
   }
+  const double copy_seconds = std::chrono::duration<double>(Clock::now() - copy_start).count();
   lock->lock();
   if (st.ok()) {
     e->valid[t] = true;
+    ++e->arrivals[t];
     if (link != nullptr) *link += e->spec.bytes;
+    if (link_seconds != nullptr) *link_seconds += copy_seconds;
     return st;
   }
   (void)f;
@@ -571,6 +595,11 @@ size_t TensorCache::size() const { return entries_.size(); }
 bool TensorCache::IsResident(TensorId id, Tier tier) const {
   std::lock_guard<std::mutex> lock(mu_);
   return id < entries_.size() && entries_[id].valid[Index(tier)];
+}
+
+uint64_t TensorCache::Arrivals(TensorId id, Tier tier) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_[id].arrivals[Index(tier)];
 }
 
 CacheMetrics TensorCache::MetricsLocked() const {

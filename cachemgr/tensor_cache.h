@@ -160,6 +160,11 @@ class TensorCache {
   Status Release(TensorHandle* handle);
   // Starts moving `id` into `tier` (kNvme: write its newest copy back to NVMe).
   PrefetchHandle Prefetch(TensorId id, Tier tier);
+  // Evicts `id` from `tier` (kDevice or kHost) now, as a plan that chose its
+  // victims does: the copy is written back one tier down first (on the calling
+  // thread) when it is the only valid one. Ok when it is not there;
+  // FailedPrecondition when a handle pins it or a mover is copying it.
+  Status Discard(TensorId id, Tier tier);
 
   // Sets the plan's next-use oracle (nullptr: LRU). REQUIRES: it outlives the cache.
   void SetNextUseOracle(const NextUseOracle* oracle);
@@ -172,6 +177,10 @@ class TensorCache {
   const TensorSpec& spec(TensorId id) const;
   size_t size() const;  // number of registered tensors
   bool IsResident(TensorId id, Tier tier) const;
+  // Copies of `id` completed into `tier` since the cache was created (a zero
+  // fill of a never-written tensor counts for the host). Unchanged between two
+  // acquires of a tier means the tensor stayed there in between. REQUIRES: id < size().
+  uint64_t Arrivals(TensorId id, Tier tier) const;
   std::string Describe() const;  // the tiers and planner, for logs and reports
   const SizeClassPool& pool(Tier tier) const { return *pools_[static_cast<int>(tier)]; }
 

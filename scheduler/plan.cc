@@ -23,6 +23,8 @@ namespace {
 
 uint64_t ElementBytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
 
+}  // namespace
+
 // Gradients leave the device tensor by tensor through a double buffer; one
 // larger than half the buffer is copied out in chunks, so the reserve is capped
 // at an eighth of the device budget.
@@ -34,7 +36,17 @@ uint64_t GradReserve(const Trace& trace, uint64_t device_budget) {
   return std::min(2 * largest, device_budget / 8);
 }
 
-}  // namespace
+// budget - GradReserve(budget) grows by 0 or 1 per byte of budget, so the
+// smallest budget reaching `capacity` reaches it exactly.
+uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity) {
+  uint64_t lo = capacity, hi = capacity + capacity / 7 + GradReserve(trace, UINT64_MAX / 2) + 8;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (mid - GradReserve(trace, mid) >= capacity) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
 
 StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
                                  const TierBudgets& budgets) {

@@ -51,6 +51,13 @@ struct TierLayout {
   uint64_t host_used = 0;
   uint64_t nvme_used = 0;
 };
+// The gradient staging reserve taken off a device budget: min(2 x the largest
+// gradient (bwd access) of the trace, budget / 8).
+uint64_t GradReserve(const Trace& trace, uint64_t device_budget);
+// The smallest device budget whose capacity for parameters (budget minus
+// GradReserve) is exactly `capacity`: what to pass the simulator for a cache
+// whose device tier holds `capacity` bytes of parameters and stages no gradients.
+uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity);
 // Host keeps, in this order: every gradient shard, a staging reserve of two of
 // the largest tensors, parameter homes in forward order, optimizer states; the
 // rest goes to NVMe. ResourceExhausted when a budget cannot hold its share.

@@ -30,7 +30,7 @@ class MemoryShardStore : public ShardStore {
   StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier, AccessMode) override {
     return ShardRef(arena_.data() + offsets_[ShardTensorId(block, kind)], counts_[block]);
   }
-  void Prefetch(int, ShardKind, Tier) override {}
+  PrefetchHandle Prefetch(int, ShardKind, Tier) override { return {}; }
   CacheMetrics EndStep() override {
     CacheMetrics m;
     m.step = step_++;
@@ -58,7 +58,9 @@ class CachedShardStore : public ShardStore {
     float* data = static_cast<float*>(h.data());
     return ShardRef(data, counts_[block], std::move(h));
   }
-  void Prefetch(int block, ShardKind kind, Tier tier) override { cache_->Prefetch(ShardTensorId(block, kind), tier); }
+  PrefetchHandle Prefetch(int block, ShardKind kind, Tier tier) override {
+    return cache_->Prefetch(ShardTensorId(block, kind), tier);
+  }
   CacheMetrics EndStep() override { return cache_->EndStep(); }
   TensorCache* cache() override { return cache_.get(); }
 

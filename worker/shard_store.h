@@ -49,8 +49,9 @@ class ShardStore {
   virtual std::string Describe() const = 0;
   // `tier`: where the caller reads or writes it (kDevice or kHost).
   virtual StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) = 0;
-  // Starts moving a shard toward `tier` (no-op for the memory store).
-  virtual void Prefetch(int block, ShardKind kind, Tier tier) = 0;
+  // Starts moving a shard toward `tier`; the handle completes when it is there
+  // (the memory store does nothing and returns an empty handle).
+  virtual PrefetchHandle Prefetch(int block, ShardKind kind, Tier tier) = 0;
   // The step's cache metrics (the memory store reports its one allocation as
   // host bytes reserved and used, and no traffic).
   virtual CacheMetrics EndStep() = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iomanip>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -59,6 +60,7 @@ std::string StepMetrics::ToJson() const {
   j["step_time_s"] = step_time_s;
   j["tokens_per_s"] = tokens_per_s;
   j["device_hit_rate"] = device_hit_rate;
+  j["device_acquire_hit_rate"] = device_acquire_hit_rate;
   j["bytes_h2d"] = bytes_h2d;
   j["bytes_d2h"] = bytes_d2h;
   j["bytes_nvme_read"] = bytes_nvme_read;
@@ -131,6 +133,9 @@ Status Trainer::Init() {
   threads_ = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, ranks_));
   grad_written_.assign(model_.num_blocks(), false);
   checkpoints_.resize(model_.num_blocks());
+  arrivals_seen_.assign(model_.num_blocks(), -1);
+  refresh_.assign(model_.num_blocks(), PrefetchHandle());
+  refreshed_.assign(model_.num_blocks(), false);
 
   const CachePolicy policy = job_.cache.policy;
   if (policy == CachePolicy::kZeroInfinity || policy == CachePolicy::kTenCacheWindow) {
@@ -186,6 +191,7 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   g.start_s = Now();
   if (step_ == 0 && !sampling_) acquire_order_.push_back(ShardTensorId(block, ShardKind::kParam));
   TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(block, ShardKind::kParam, Tier::kDevice, AccessMode::kRead));
+  NoteDeviceAccess(block);
   const int64_t n = int64_t(padded_[block]);
   if (ranks_ == 1) {  // the shard is the block: compute on it in place
     g.flat = torch::from_blob(p.data(), {n}, torch::kFloat32);
@@ -318,7 +324,11 @@ Status Trainer::OptimizerStep() {
       TC_ASSIGN_OR_RETURN(ShardRef v, store_->Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
       AdamWStep(adamw_, step_ + 1, shard_[b], p.data(), g.data(), m.data(), v.data(), threads_);
     }
-    if (planned && on_device) store_->Prefetch(b, ShardKind::kParam, Tier::kDevice);
+    const TensorId param = ShardTensorId(b, ShardKind::kParam);
+    if (planned && on_device && !store_->cache()->IsResident(param, Tier::kDevice)) {
+      refresh_[b] = store_->Prefetch(b, ShardKind::kParam, Tier::kDevice);
+      refreshed_[b] = true;
+    }
     if (!sampling_) {
       AccessRecord a;
       a.id = TensorId(b);
@@ -334,22 +344,80 @@ Status Trainer::OptimizerStep() {
   return Status::Ok();
 }
 
+// tencache-sim's hit: the shard stayed on the device since its previous
+// access. The cache counts the copies that arrived on the device; between two
+// accesses none may have, except the optimizer's refresh of a shard that was
+// on the device at its update (the simulator's update in place), when that
+// refresh is what brought it. Sampling accesses move the baseline but are not
+// counted.
+void Trainer::NoteDeviceAccess(int block) {
+  TensorCache* cache = store_->cache();
+  if (cache == nullptr) return;
+  const int64_t arrivals = int64_t(cache->Arrivals(ShardTensorId(block, ShardKind::kParam), Tier::kDevice));
+  int64_t expected = arrivals_seen_[block];
+  if (refreshed_[block]) {
+    // The shard is on the device now, so a refresh that copied it has completed.
+    if (refresh_[block].Wait(std::chrono::milliseconds(120000)).ok()) ++expected;
+    refresh_[block] = PrefetchHandle();
+    refreshed_[block] = false;
+  }
+  if (!sampling_) {
+    ++sim_accesses_;
+    if (arrivals_seen_[block] >= 0 && arrivals == expected) ++sim_hits_;
+  }
+  arrivals_seen_[block] = arrivals;
+}
+
 void Trainer::IssuePlannedFetches() {
   if (plan_ == nullptr || !job_.cache.prefetch || sampling_ || !profiler_.following()) return;
   for (const PlannedFetch* f : plan_->FetchesBefore(profiler_.position())) {
+    // The plan's victims leave first, so the device holds what the plan (and
+    // tencache-sim) assumes. A victim still pinned stays; the cache then picks
+    // one by next use when the fetch needs the room.
+    for (TensorId victim : f->evict) {
+      (void)store_->cache()->Discard(ShardTensorId(int(victim), ShardKind::kParam), Tier::kDevice);
+    }
     store_->Prefetch(int(f->tensor), ShardKind::kParam, Tier::kDevice);
     ++prefetches_;
   }
 }
 
-Status Trainer::BuildPlan() {
-  TierBudgets budgets;
+// Bytes over copy seconds of each link in the profiled step: the speed one
+// copy gets, which is what the plan's FIFO lanes model. A link the step did not
+// use keeps its previous (at first the scheduler's default) speed.
+void Trainer::CalibrateLinks(const CacheMetrics& c) {
+  auto measure = [this](const char* name, uint64_t bytes, double seconds, double* bps) {
+    if (bytes == 0 || !(seconds > 0)) return;
+    *bps = double(bytes) / seconds;
+    if (std::find(measured_links_.begin(), measured_links_.end(), name) == measured_links_.end()) {
+      measured_links_.push_back(name);
+    }
+  };
+  measure("h2d", c.bytes_host_to_device, c.seconds_host_to_device, &links_.h2d_bps);
+  measure("d2h", c.bytes_device_to_host, c.seconds_device_to_host, &links_.d2h_bps);
+  measure("nvme_read", c.bytes_nvme_to_host, c.seconds_nvme_to_host, &links_.nvme_read_bps);
+  measure("nvme_write", c.bytes_host_to_nvme, c.seconds_host_to_nvme, &links_.nvme_write_bps);
+  uint64_t bytes = 0;
+  double seconds = 0;
+  for (const TraceEvent& e : profiler_.profile().events) {
+    if (e.kind != EventKind::kCollective) continue;
+    bytes += e.bytes;
+    seconds += e.duration_s();  // includes waiting for the slowest rank
+  }
+  measure("net", bytes, seconds, &links_.collective_bps);
+}
+
+Status Trainer::BuildPlan(const CacheMetrics& profiled) {
+  CalibrateLinks(profiled);
   uint64_t state_bytes = 0;
   for (size_t s : shard_) state_bytes += s * sizeof(float) * kShardKinds;
-  budgets.device = job_.cache.device_budget.value_or(state_bytes);
-  budgets.host = job_.cache.host_budget.value_or(state_bytes);
-  LinkSpeeds links;  // defaults of the scheduler; calibration from measured steps is future work
-  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(profiler_.profile(), links, budgets);
+  // Gradients go from the reduce-scatter straight to the host here, so the
+  // whole device pool caches parameters: give the plan (and tencache-sim) the
+  // budget whose capacity after the simulator's gradient reserve is that pool.
+  sim_budgets_.device =
+      DeviceBudgetForCapacity(profiler_.profile(), store_->cache()->pool(Tier::kDevice).reserved_bytes());
+  sim_budgets_.host = job_.cache.host_budget.value_or(state_bytes);
+  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(profiler_.profile(), links_, sim_budgets_);
   if (!plan.ok()) return plan.status().WithContext("building the prefetch plan from the profiled step");
   plan_ = std::make_unique<PrefetchPlan>(std::move(plan).value());
   oracle_ = std::make_unique<AcquireOrderOracle>(acquire_order_);
@@ -357,9 +425,30 @@ Status Trainer::BuildPlan() {
   std::ostringstream line;
   line << "plan: " << plan_->fetches().size() << " fetches per step over " << plan_->sequence().size()
        << " device accesses, predicted device hit rate " << plan_->device_hit_rate() << ", predicted stall "
-       << plan_->predicted_stall_s() << " s";
+       << plan_->predicted_stall_s() << " s; device capacity " << plan_->layout().device_capacity
+       << " bytes; links GB/s: h2d " << links_.h2d_bps / 1e9 << ", d2h " << links_.d2h_bps / 1e9 << ", nvme read "
+       << links_.nvme_read_bps / 1e9 << ", nvme write " << links_.nvme_write_bps / 1e9 << ", net "
+       << links_.collective_bps / 1e9 << " (measured:";
+  for (const std::string& name : measured_links_) line << " " << name;
+  line << "; the rest scheduler defaults)";
   log_(line.str());
   return Status::Ok();
+}
+
+Status Trainer::WriteTrace(const std::string& path) const {
+  if (!profiler_.has_profile()) {
+    return Status::FailedPrecondition("writing the trace to '" + path + "': no step has been profiled yet");
+  }
+  return WriteTraceFile(profiler_.profile(), path);
+}
+
+std::string Trainer::SimFlags() const {
+  std::ostringstream out;
+  out << std::setprecision(9) << "--device-budget " << sim_budgets_.device << "B --host-budget " << sim_budgets_.host << "B --h2d-gbps "
+      << links_.h2d_bps / 1e9 << " --d2h-gbps " << links_.d2h_bps / 1e9 << " --nvme-read-gbps "
+      << links_.nvme_read_bps / 1e9 << " --nvme-write-gbps " << links_.nvme_write_bps / 1e9 << " --net-gbps "
+      << links_.collective_bps / 1e9;
+  return out.str();
 }
 
 StatusOr<StepMetrics> Trainer::Step() {
@@ -376,7 +465,7 @@ StatusOr<StepMetrics> Trainer::Step() {
   const int version = profiler_.profile_version();
   TC_RETURN_IF_ERROR(profiler_.EndStep());
   const bool cached_plan = job_.cache.policy == CachePolicy::kTencache && store_->cache() != nullptr;
-  if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan());
+  if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan(cache));
   if (step_ == 0 && store_->cache() != nullptr) {
     allocations_at_warmup_ = cache.allocations_after_setup;
   }
@@ -396,7 +485,10 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
                    double(c.allocations_after_setup - std::min(c.allocations_after_setup, allocations_at_warmup_)),
                    double(dev.hits),
                    double(dev.misses),
-                   seconds};
+                   seconds,
+                   double(sim_hits_),
+                   double(sim_accesses_)};
+  sim_hits_ = sim_accesses_ = 0;
   TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
   double mine[5] = {double(dev.peak_used_bytes), double(dev.reserved_bytes),
                     double(c.tier(Tier::kHost).peak_used_bytes), double(c.tier(Tier::kHost).reserved_bytes),
@@ -418,7 +510,8 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.bytes_nvme_write = sums[4];
   m.stall_s = sums[5];
   m.allocations_after_warmup = step_ == 0 ? 0 : sums[6];
-  m.device_hit_rate = sums[7] + sums[8] > 0 ? sums[7] / (sums[7] + sums[8]) : 1.0;
+  m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;
+  m.device_acquire_hit_rate = sums[7] + sums[8] > 0 ? sums[7] / (sums[7] + sums[8]) : 1.0;
   m.device_used_bytes = peak[0];
   m.device_reserved_bytes = peak[1];
   m.host_used_bytes = peak[2];

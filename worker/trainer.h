@@ -35,7 +35,12 @@ struct StepMetrics {
   double loss = 0;           // mean over the global batch
   double step_time_s = 0;
   double tokens_per_s = 0;
+  // tencache-sim's definition: parameter-shard device accesses (fwd/bwd) whose
+  // shard stayed on the device since its previous access, all ranks.
   double device_hit_rate = 0;
+  // The cache's: device acquires that found the shard there (a prefetch that
+  // arrived in time counts), all ranks.
+  double device_acquire_hit_rate = 0;
   double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // summed over ranks
   double stall_s = 0;        // summed over ranks
   double allocations_after_warmup = 0;  // summed over ranks
@@ -65,6 +70,20 @@ class Trainer {
   int accum_steps() const { return accum_; }
   const Profiler& profiler() const { return profiler_; }
 
+  // Writes the current profile (the profiled step's trace, docs/trace-format.md).
+  // FailedPrecondition before the first step ends.
+  Status WriteTrace(const std::string& path) const;
+  // What tencache-sim must be given to replay the trace as this rank's cache
+  // runs it: the device budget whose capacity (budget minus the gradient reserve
+  // the simulator assumes, which this worker keeps off the device) equals the
+  // device pool's slots, and the host budget. Valid once a step is profiled.
+  const TierBudgets& sim_budgets() const { return sim_budgets_; }
+  // Link speeds the plan was built with: each one measured from the cache's
+  // copies in the profiled step, the scheduler's default where a link was idle.
+  const LinkSpeeds& link_speeds() const { return links_; }
+  // The tencache-sim flags that replay this rank's trace: budgets and link speeds.
+  std::string SimFlags() const;
+
  private:
   struct Gathered;
   Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log);
@@ -76,7 +95,9 @@ class Trainer {
   StatusOr<double> MicroStep(int micro);
   Status OptimizerStep();
   void IssuePlannedFetches();
-  Status BuildPlan();
+  void NoteDeviceAccess(int block);
+  void CalibrateLinks(const CacheMetrics& profiled);
+  Status BuildPlan(const CacheMetrics& profiled);
   StatusOr<StepMetrics> Collect(double loss_sum, double seconds, const CacheMetrics& cache);
   double Now() const;
 
@@ -108,6 +129,14 @@ class Trainer {
   double step_start_ = 0;
   uint64_t allocations_at_warmup_ = 0;
   int prefetches_ = 0;
+  // Device hits as tencache-sim counts them (NoteDeviceAccess).
+  std::vector<int64_t> arrivals_seen_;        // per block: device arrivals at its last access, -1: none
+  std::vector<PrefetchHandle> refresh_;       // per block: the optimizer's refresh since then
+  std::vector<bool> refreshed_;
+  uint64_t sim_hits_ = 0, sim_accesses_ = 0;  // this step
+  LinkSpeeds links_;
+  std::vector<std::string> measured_links_;   // names of the links measured (the rest are defaults)
+  TierBudgets sim_budgets_;
 };
 
 }  // namespace tencache

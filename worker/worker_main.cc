@@ -21,13 +21,16 @@ namespace {
 
 const char kUsage[] =
     "usage: tencache-worker --job JOB.yaml [--set KEY=VALUE]... [--steps N] [--metrics FILE] [--sample N]\n"
-    "  run under mpirun; one process per rank\n";
+    "                       [--trace FILE]\n"
+    "  run under mpirun; one process per rank\n"
+    "  --trace FILE  rank 0 writes its profiled step's trace for tencache-sim --trace FILE\n";
 
 struct Args {
   std::string job;
   std::vector<std::string> overrides;
   int steps = -1;
   std::string metrics;
+  std::string trace;
   int sample = 48;
 };
 
@@ -60,10 +63,12 @@ Status ParseArgs(int argc, char** argv, Args* a) {
       TC_RETURN_IF_ERROR(count(&a->steps));
     } else if (arg == "--metrics") {
       TC_RETURN_IF_ERROR(value(&a->metrics));
+    } else if (arg == "--trace") {
+      TC_RETURN_IF_ERROR(value(&a->trace));
     } else if (arg == "--sample") {
       TC_RETURN_IF_ERROR(count(&a->sample));
     } else {
-      return Status::InvalidArgument("unknown argument '" + arg + "'; expected --job, --set, --steps, --metrics or --sample");
+      return Status::InvalidArgument("unknown argument '" + arg + "'; expected --job, --set, --steps, --metrics, --trace or --sample");
     }
   }
   if (a->job.empty()) return Status::InvalidArgument("--job: expected a JOB.yaml path");
@@ -98,6 +103,12 @@ Status Run(int argc, char** argv, int rank) {
                   static_cast<long long>(m.step), m.loss, m.step_time_s, m.tokens_per_s, m.device_hit_rate, m.stall_s);
     log(line);
     if (metrics.is_open()) metrics << m.ToJson() << "\n" << std::flush;
+  }
+  if (rank == 0 && !args.trace.empty()) {
+    Status wrote = trainer->WriteTrace(args.trace);
+    if (!wrote.ok()) return wrote.WithContext("--trace");
+    log("trace: wrote " + args.trace + "; replay: tencache-sim --trace " + args.trace + " " + trainer->SimFlags() +
+        " --policy tencache (device_hit_rate compares with steps >= 2)");
   }
   if (args.sample > 0) {
     TC_ASSIGN_OR_RETURN(std::string text, trainer->Sample("The ", args.sample));

@@ -242,6 +242,55 @@ TEST_F(TensorCacheTest, HomeTierPlacementAndMixedSizes) {
   EXPECT_EQ(c->EndStep().step, 1u);
 }
 
+TEST_F(TensorCacheTest, ArrivalsCountCopiesIntoEachTier) {
+  auto c = MakeCache(dir_, Budgets(1, 3), UniformSpecs(2, kBytes));
+  EXPECT_EQ(c->Arrivals(0, Tier::kDevice), 0u);
+  WriteTensor(c.get(), 0, 7, Tier::kHost);  // zero fill into the host
+  const uint64_t host0 = c->Arrivals(0, Tier::kHost);
+  EXPECT_EQ(host0, 1u);
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 7));
+  EXPECT_EQ(c->Arrivals(0, Tier::kDevice), 1u);
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 7));  // a hit: nothing arrived
+  EXPECT_EQ(c->Arrivals(0, Tier::kDevice), 1u);
+  EXPECT_TRUE(c->Prefetch(0, Tier::kDevice).Wait(kWait).ok());  // already there: no copy
+  EXPECT_EQ(c->Arrivals(0, Tier::kDevice), 1u);
+  {
+    auto h1 = c->Acquire(1, Tier::kDevice, AccessMode::kRead, kWait);  // one device slot: evicts 0
+    ASSERT_TRUE(h1.ok()) << h1.status().ToString();
+  }
+  EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 7));
+  EXPECT_EQ(c->Arrivals(0, Tier::kDevice), 2u);
+  WriteTensor(c.get(), 0, 8, Tier::kHost);  // drops the device copy; a prefetch refreshes it
+  EXPECT_TRUE(c->Prefetch(0, Tier::kDevice).Wait(kWait).ok());
+  EXPECT_EQ(c->Arrivals(0, Tier::kDevice), 3u);
+  EXPECT_EQ(c->Arrivals(0, Tier::kHost), host0);  // the host copy never left
+  CacheMetrics m = c->EndStep();
+  EXPECT_GT(m.seconds_host_to_device, 0.0);
+  EXPECT_EQ(m.bytes_host_to_device, 4 * kBytes);
+  EXPECT_EQ(m.seconds_nvme_to_host, 0.0);  // a zero fill is not an NVMe read
+}
+
+TEST_F(TensorCacheTest, DiscardEvictsNowAndWritesBackTheOnlyCopy) {
+  auto c = MakeCache(dir_, Budgets(2, 2), UniformSpecs(2, kBytes));
+  WriteTensor(c.get(), 0, 11);  // dirty on the device: the only valid copy
+  EXPECT_TRUE(c->Discard(1, Tier::kDevice).ok());  // not there: nothing to do
+  {
+    auto h = c->Acquire(0, Tier::kDevice, AccessMode::kRead, kWait);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(c->Discard(0, Tier::kDevice).code(), StatusCode::kFailedPrecondition);  // pinned
+  }
+  ASSERT_TRUE(c->Discard(0, Tier::kDevice).ok());
+  EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
+  EXPECT_TRUE(c->IsResident(0, Tier::kHost));  // written back
+  CacheMetrics m = c->EndStep();
+  EXPECT_EQ(m.bytes_device_to_host, kBytes);
+  EXPECT_EQ(m.tier(Tier::kDevice).evictions, 1u);
+  EXPECT_EQ(c->Discard(0, Tier::kNvme).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 11, Tier::kHost));
+}
+
+
 }  // namespace
 TEST_F(TensorCacheTest, HostOnlyTensorsStayOutOfTheDevicePool) {
   // Two device-eligible tensors of kBytes and two host-only ones four times larger:

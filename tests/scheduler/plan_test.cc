@@ -132,5 +132,19 @@ TEST(PlanTest, LayoutSpillsToNvmeAndChecksBudgets) {
   EXPECT_EQ(LayoutTiers(trace, seq, b).status().code(), StatusCode::kResourceExhausted);
 }
 
+TEST(PlanTest, DeviceBudgetForCapacityInvertsTheGradientReserve) {
+  const Trace trace = Synth("gpt2");
+  const AccessSequence seq = *AccessSequence::FromTrace(trace);
+  TierBudgets b;
+  b.host = 1ull << 40;
+  // Small capacities (reserve = budget / 8) and large ones (reserve = 2 x largest gradient).
+  for (uint64_t cap : {uint64_t(1) << 20, uint64_t(7777777), uint64_t(123456789), uint64_t(5) << 30}) {
+    b.device = DeviceBudgetForCapacity(trace, cap);
+    EXPECT_EQ(b.device - GradReserve(trace, b.device), cap) << cap;
+    EXPECT_LT(b.device - 1 - GradReserve(trace, b.device - 1), cap) << cap;
+    EXPECT_EQ(LayoutTiers(trace, seq, b)->device_capacity, cap) << cap;
+  }
+}
+
 }  // namespace
 }  // namespace tencache

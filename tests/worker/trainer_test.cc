@@ -11,6 +11,10 @@
 #include <filesystem>
 #include <thread>
 
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
 #include "reference_gpt.h"
 
 namespace tencache {
@@ -33,6 +37,17 @@ JobSpec SmallJob(const std::string& policy, const std::string& tag, std::vector<
   StatusOr<JobSpec> job = ParseJobText(text, "test.yaml", sets);
   EXPECT_TRUE(job.ok()) << job.status().ToString();
   return *job;
+}
+
+// Runs a command; its exit status and standard output.
+std::pair<int, std::string> RunCommand(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, out};
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
 std::shared_ptr<const TokenCorpus> Corpus() {
@@ -133,6 +148,50 @@ TEST(Trainer, TwoAndFourRanksMatchOneRank) {
     }
     for (int r = 0; r < ranks; ++r) fs::remove_all(NvmeDir(tag));
   }
+}
+
+// The device hit rate the worker measures (tencache-sim's definition) agrees
+// with what tencache-sim predicts from the trace the worker wrote, replayed
+// through the command line with the budgets and link speeds the worker reports.
+TEST(Trainer, MeasuredDeviceHitRateMatchesTheSimulatorWithinOnePoint) {
+  // 0.49 MB of parameters; the 320 KiB device holds the embedding, the final
+  // norm and one of the two layers.
+  auto solo = MakeSoloCommunicator();
+  std::vector<std::string> log;
+  std::unique_ptr<Trainer> t =
+      Trainer::Create(SmallJob("tencache", "sim", {"cache.device_budget=320KiB", "cache.host_budget=1536KiB"}),
+                      solo.get(), Corpus(), [&](const std::string& line) { log.push_back(line); })
+          .value();
+  const int kWarmup = 2, kCounted = 6;  // tencache-sim's warm-up: the profiled step and one more
+  double measured = 0, acquire = 0;
+  for (int s = 0; s < kWarmup + kCounted; ++s) {
+    StatusOr<StepMetrics> m = t->Step();
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    if (s < kWarmup) continue;
+    measured += m->device_hit_rate / kCounted;
+    acquire += m->device_acquire_hit_rate / kCounted;
+  }
+  const std::string trace = NvmeDir("sim") + "/step.trace";
+  ASSERT_TRUE(t->WriteTrace(trace).ok());
+  ASSERT_TRUE(ReadTraceFile(trace).ok());
+  const std::string cmd = std::string(TENCACHE_SIM_BIN) + " --trace " + trace + " " + t->SimFlags() +
+                          " --policy tencache --json --steps " + std::to_string(kCounted);
+  auto [rc, out] = RunCommand(cmd);
+  ASSERT_EQ(rc, 0) << cmd << "\n" << out;
+  const double predicted = nlohmann::json::parse(out)["results"][0]["device_hit_rate"].get<double>();
+  std::printf("device hit rate: measured %.4f (acquire hits %.4f), tencache-sim %.4f; sim flags: %s\n", measured,
+              acquire, predicted, t->SimFlags().c_str());
+  EXPECT_GT(predicted, 0.2);  // a partial fit: some shards stay, some move every step
+  EXPECT_LT(predicted, 0.9);
+  EXPECT_NEAR(measured, predicted, 0.01);
+  // The plan line names the link speeds it used.
+  bool plan_logged = false;
+  for (const std::string& line : log) plan_logged |= line.find("links GB/s: h2d") != std::string::npos;
+  EXPECT_TRUE(plan_logged);
+  EXPECT_GT(t->link_speeds().h2d_bps, 0);
+  EXPECT_NE(t->link_speeds().h2d_bps, LinkSpeeds().h2d_bps);  // measured, not the default
+  t.reset();
+  fs::remove_all(NvmeDir("sim"));
 }
 
 TEST(Trainer, BadBatchAndPolicyAreErrorsNamingTheKey) {
