@@ -2,9 +2,7 @@
 // messages: 0 and a table or JSON for good input, 2 and one clear message for
 // each kind of bad input.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,25 +10,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_runner.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using tencache::testing::CommandResult;
 
-Result RunLaunch(const std::string& args) {
-  std::string cmd = std::string(TENCACHE_LAUNCH_BIN) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// tencache-launch with `args`, stderr merged into the output.
+CommandResult RunLaunch(const std::string& args) {
+  return tencache::testing::RunCommand(std::string(TENCACHE_LAUNCH_BIN) + " " + args + " 2>&1");
 }
 
 std::string Example(const std::string& name) {
@@ -48,7 +38,7 @@ class BadJob : public ::testing::Test {
   void Expect(const std::string& text, std::initializer_list<const char*> needles, const std::string& extra = "") {
     std::string path = (dir_ / "job.yaml").string();
     std::ofstream(path) << text;
-    Result r = RunLaunch("plan " + path + " " + extra);
+    CommandResult r = RunLaunch("plan " + path + " " + extra);
     EXPECT_EQ(r.code, 2) << r.out;
     for (const char* n : needles) EXPECT_NE(r.out.find(n), std::string::npos) << "'" << n << "' not in: " << r.out;
   }
@@ -59,21 +49,21 @@ const char kGood[] = "model: {preset: tiny}\ntrain: {tokens_per_epoch: 1000000, 
 
 TEST(LaunchCli, EveryExamplePlans) {
   for (const char* name : {"quickstart", "llama-2-7b", "opt-13b", "llama-2-70b"}) {
-    Result r = RunLaunch("plan " + Example(name));
+    CommandResult r = RunLaunch("plan " + Example(name));
     EXPECT_EQ(r.code, 0) << name << ": " << r.out;
     EXPECT_NE(r.out.find("Chosen:"), std::string::npos) << name << ": " << r.out;
   }
 }
 
 TEST(LaunchCli, LlamaSeventyBUsesSeveralNodes) {
-  Result r = RunLaunch("plan " + Example("llama-2-70b") + " --json");
+  CommandResult r = RunLaunch("plan " + Example("llama-2-70b") + " --json");
   ASSERT_EQ(r.code, 0) << r.out;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["chosen_nodes"].get<int>(), 1);
 }
 
 TEST(LaunchCli, JsonOutputParsesAndOverridesApply) {
-  Result r = RunLaunch("plan " + Example("quickstart") + " --json --set cluster.instance_types=[g5.xlarge]");
+  CommandResult r = RunLaunch("plan " + Example("quickstart") + " --json --set cluster.instance_types=[g5.xlarge]");
   ASSERT_EQ(r.code, 0) << r.out;
   nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["candidates"].size(), 1u);
@@ -83,7 +73,7 @@ TEST(LaunchCli, JsonOutputParsesAndOverridesApply) {
 }
 
 TEST_F(BadJob, MissingFile) {
-  Result r = RunLaunch("plan /nonexistent/job.yaml");
+  CommandResult r = RunLaunch("plan /nonexistent/job.yaml");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("/nonexistent/job.yaml: job file not found"), std::string::npos) << r.out;
 }
@@ -117,7 +107,7 @@ TEST_F(BadJob, HeadsNotDividingHidden) {
 }
 
 TEST_F(BadJob, BadFlagsAndCommands) {
-  Result r = RunLaunch("plan " + Example("quickstart") + " --jsn");
+  CommandResult r = RunLaunch("plan " + Example("quickstart") + " --jsn");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("unknown flag '--jsn'"), std::string::npos) << r.out;
   r = RunLaunch("plna " + Example("quickstart"));

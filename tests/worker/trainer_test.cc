@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <thread>
 
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
+#include "command_runner.h"
 #include "reference_gpt.h"
 
 namespace tencache {
@@ -37,17 +37,6 @@ JobSpec SmallJob(const std::string& policy, const std::string& tag, std::vector<
   StatusOr<JobSpec> job = ParseJobText(text, "test.yaml", sets);
   EXPECT_TRUE(job.ok()) << job.status().ToString();
   return *job;
-}
-
-// Runs a command; its exit status and standard output.
-std::pair<int, std::string> RunCommand(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return {-1, out};
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
 std::shared_ptr<const TokenCorpus> Corpus() {
@@ -176,9 +165,9 @@ TEST(Trainer, MeasuredDeviceHitRateMatchesTheSimulatorWithinOnePoint) {
   ASSERT_TRUE(ReadTraceFile(trace).ok());
   const std::string cmd = std::string(TENCACHE_SIM_BIN) + " --trace " + trace + " " + t->SimFlags() +
                           " --policy tencache --json --steps " + std::to_string(kCounted);
-  auto [rc, out] = RunCommand(cmd);
-  ASSERT_EQ(rc, 0) << cmd << "\n" << out;
-  const double predicted = nlohmann::json::parse(out)["results"][0]["device_hit_rate"].get<double>();
+  const testing::CommandResult sim = testing::RunCommand(cmd);
+  ASSERT_EQ(sim.code, 0) << cmd << "\n" << sim.out;
+  const double predicted = nlohmann::json::parse(sim.out)["results"][0]["device_hit_rate"].get<double>();
   std::printf("device hit rate: measured %.4f (acquire hits %.4f), tencache-sim %.4f; sim flags: %s\n", measured,
               acquire, predicted, t->SimFlags().c_str());
   EXPECT_GT(predicted, 0.2);  // a partial fit: some shards stay, some move every step

@@ -3,10 +3,8 @@
 // rank stays within its budgets, and rank 0 writes one JSON line per step with
 // the documented fields. Bad input stops every rank with exit code 2.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,25 +14,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_runner.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int code = -1;
-  std::string out;
-};
-
-RunResult Shell(const std::string& cmd) {
-  RunResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using tencache::testing::CommandResult;
 
 class WorkerMpi : public ::testing::Test {
  protected:
@@ -50,14 +36,14 @@ class WorkerMpi : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  RunResult Launch(int ranks, const std::string& extra) {
-    return Shell("mpirun --allow-run-as-root --oversubscribe -n " + std::to_string(ranks) + " " +
-                 TENCACHE_WORKER_BIN + " --job " + (dir_ / "job.yaml").string() + " --sample 0 " + extra);
+  CommandResult Launch(int ranks, const std::string& extra) {
+    return tencache::testing::RunCommand("mpirun --allow-run-as-root --oversubscribe -n " + std::to_string(ranks) + " " +
+                 TENCACHE_WORKER_BIN + " --job " + (dir_ / "job.yaml").string() + " --sample 0 " + extra + " 2>&1");
   }
 
   std::vector<nlohmann::json> Metrics(int ranks, int steps) {
     const std::string file = (dir_ / ("metrics" + std::to_string(ranks) + ".jsonl")).string();
-    RunResult r = Launch(ranks, "--steps " + std::to_string(steps) + " --metrics " + file);
+    CommandResult r = Launch(ranks, "--steps " + std::to_string(steps) + " --metrics " + file);
     EXPECT_EQ(r.code, 0) << r.out;
     std::vector<nlohmann::json> lines;
     std::ifstream in(file);
@@ -89,7 +75,7 @@ TEST_F(WorkerMpi, TwoAndFourRanksMatchOneRank) {
 }
 
 TEST_F(WorkerMpi, BadInputStopsEveryRankWithExitCode2) {
-  RunResult r = Launch(2, "--steps 1 --set train.micro_batch=0");
+  CommandResult r = Launch(2, "--steps 1 --set train.micro_batch=0");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("train.micro_batch"), std::string::npos) << r.out;
   r = Launch(1, "--steps 1 --set train.micro_batch=0");
