@@ -20,7 +20,7 @@ const Subcommand kSubcommands[] = {
     {"cache", "a synthetic multi-step trace through device, host and NVMe tiers",
      tencache::bench::RunCacheBench},
 #ifdef TENCACHE_BENCH_TRAIN
-    {"train", "step time of offloaded training (tencache, no-prefetch, lru) against in-memory training",
+    {"train", "step time of offloaded training (tencache, no-prefetch, zero-infinity, lru) against in-memory training",
      tencache::bench::RunTrainBench},
 #endif
 };

@@ -4,10 +4,10 @@
 
 namespace tencache {
 
-std::unique_ptr<CachePolicy> MakeTencachePolicy();  // policy_tencache.cc
-std::unique_ptr<CachePolicy> MakeWindowPolicy();    // policy_window.cc
-std::unique_ptr<CachePolicy> MakeLruPolicy();
-std::unique_ptr<CachePolicy> MakeBeladyPolicy();
+std::unique_ptr<SimPolicy> MakeTencachePolicy();  // policy_tencache.cc
+std::unique_ptr<SimPolicy> MakeWindowPolicy();    // policy_window.cc
+std::unique_ptr<SimPolicy> MakeLruPolicy();
+std::unique_ptr<SimPolicy> MakeBeladyPolicy();
 
 void KeyedResidents::Set(TensorId id, uint64_t key) {
   if (in_[id]) set_.erase({key_[id], id});
@@ -39,7 +39,7 @@ void EvictUntilFits(TensorId id, bool largest, KeyedResidents& keyed, SimContext
 
 namespace {
 
-class LruPolicy : public CachePolicy {
+class LruPolicy : public SimPolicy {
  public:
   const char* name() const override { return "lru"; }
   void MakeRoom(TensorId id, AccessIndex g, SimContext& s) override {
@@ -61,7 +61,7 @@ class LruPolicy : public CachePolicy {
 
 // Belady: the resident tensor used furthest in the future leaves first. Keys
 // are next uses, refreshed whenever the tensor is accessed.
-class BeladyPolicy : public CachePolicy {
+class BeladyPolicy : public SimPolicy {
  public:
   const char* name() const override { return "belady"; }
   void MakeRoom(TensorId id, AccessIndex g, SimContext& s) override {
@@ -83,14 +83,14 @@ class BeladyPolicy : public CachePolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeLruPolicy() { return std::make_unique<LruPolicy>(); }
-std::unique_ptr<CachePolicy> MakeBeladyPolicy() { return std::make_unique<BeladyPolicy>(); }
+std::unique_ptr<SimPolicy> MakeLruPolicy() { return std::make_unique<LruPolicy>(); }
+std::unique_ptr<SimPolicy> MakeBeladyPolicy() { return std::make_unique<BeladyPolicy>(); }
 
 std::vector<std::string> PolicyNames() {
   return {"tencache", "zero-infinity", "10cache-window", "lru", "belady"};
 }
 
-StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view name) {
+StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name) {
   if (name == "tencache") return MakeTencachePolicy();
   if (name == "zero-infinity") return MakeZeroInfinityPolicy(ZeroInfinityKnobs{});
   if (name == "10cache-window") return MakeWindowPolicy();

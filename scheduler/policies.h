@@ -1,4 +1,4 @@
-// The cache policies the simulator compares, all driven through CachePolicy:
+// The cache policies the simulator compares, all driven through SimPolicy:
 //   tencache       the plan: Belady residency, fetches issued as early as the
 //                  space allows, never ahead of an all-gather on a shared lane
 //   belady         offline optimal for hits: evict furthest next use, fetch on demand
@@ -31,8 +31,8 @@ struct ZeroInfinityKnobs {
 
 std::vector<std::string> PolicyNames();
 // NotFound naming the policy and the known ones.
-StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view name);
-std::unique_ptr<CachePolicy> MakeZeroInfinityPolicy(const ZeroInfinityKnobs& knobs);
+StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name);
+std::unique_ptr<SimPolicy> MakeZeroInfinityPolicy(const ZeroInfinityKnobs& knobs);
 
 // Resident tensors ordered by a key (next use, last use, ...). O(log n) updates.
 class KeyedResidents {

@@ -15,7 +15,7 @@ namespace tencache {
 
 namespace {
 
-class TencachePolicy : public CachePolicy {
+class TencachePolicy : public SimPolicy {
  public:
   const char* name() const override { return "tencache"; }
 
@@ -76,6 +76,6 @@ class TencachePolicy : public CachePolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeTencachePolicy() { return std::make_unique<TencachePolicy>(); }
+std::unique_ptr<SimPolicy> MakeTencachePolicy() { return std::make_unique<TencachePolicy>(); }
 
 }  // namespace tencache

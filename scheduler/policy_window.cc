@@ -13,7 +13,7 @@ namespace tencache {
 
 namespace {
 
-class WindowPolicy : public CachePolicy {
+class WindowPolicy : public SimPolicy {
  public:
   const char* name() const override { return "10cache-window"; }
 
@@ -106,6 +106,6 @@ class WindowPolicy : public CachePolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeWindowPolicy() { return std::make_unique<WindowPolicy>(); }
+std::unique_ptr<SimPolicy> MakeWindowPolicy() { return std::make_unique<WindowPolicy>(); }
 
 }  // namespace tencache

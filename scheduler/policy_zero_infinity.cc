@@ -15,7 +15,7 @@ namespace tencache {
 
 namespace {
 
-class ZeroInfinityPolicy : public CachePolicy {
+class ZeroInfinityPolicy : public SimPolicy {
  public:
   explicit ZeroInfinityPolicy(const ZeroInfinityKnobs& knobs) : knobs_(knobs) {}
   const char* name() const override { return "zero-infinity"; }
@@ -86,7 +86,7 @@ class ZeroInfinityPolicy : public CachePolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeZeroInfinityPolicy(const ZeroInfinityKnobs& knobs) {
+std::unique_ptr<SimPolicy> MakeZeroInfinityPolicy(const ZeroInfinityKnobs& knobs) {
   return std::make_unique<ZeroInfinityPolicy>(knobs);
 }
 

@@ -91,7 +91,7 @@ const std::map<std::string, Setter>& ValueFlags() {
          std::stringstream in(v);
          for (std::string p; std::getline(in, p, ',');) {
            if (p == "all") { o.policies = PolicyNames(); continue; }
-           StatusOr<std::unique_ptr<CachePolicy>> made = MakePolicy(p);
+           StatusOr<std::unique_ptr<SimPolicy>> made = MakePolicy(p);
            if (!made.ok()) return made.status().WithContext("--policy");
            o.policies.push_back(p);
          }
@@ -231,7 +231,7 @@ StatusOr<std::string> RunSim(const SimCliOptions& o) {
   }
   std::vector<PolicyResult> results;
   for (const std::string& name : o.policies) {
-    TC_ASSIGN_OR_RETURN(std::unique_ptr<CachePolicy> policy, MakePolicy(name));
+    TC_ASSIGN_OR_RETURN(std::unique_ptr<SimPolicy> policy, MakePolicy(name));
     results.push_back(sim->Run(*policy));
   }
   return o.json ? FormatResultsJson(results) : FormatResultsTable(results);

@@ -105,7 +105,7 @@ double CacheSimulator::Stream(TensorId id, SimContext& s) const {
   return s.h2d_.Reserve(ready, double(b) / s.h2d_.bps);
 }
 
-void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, CachePolicy& policy,
+void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy,
                                SimContext& s) const {
   auto wait_until = [&](double t) {
     if (t <= s.now_) return;
@@ -183,7 +183,7 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, SimContext& s) const {
   }
 }
 
-PolicyResult CacheSimulator::Run(CachePolicy& policy) const {
+PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
   SimContext s(*this);
   const int total = config_.warmup_steps + config_.steps;
   AccessIndex g = 0;

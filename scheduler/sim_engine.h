@@ -105,9 +105,9 @@ class SimContext {
   uint64_t hits_ = 0, host_served_ = 0;
 };
 
-class CachePolicy {
+class SimPolicy {
  public:
-  virtual ~CachePolicy() = default;
+  virtual ~SimPolicy() = default;
   virtual const char* name() const = 0;
   virtual void BeginStep(SimContext& s) {}
   // Before access g is resolved: issue prefetches.
@@ -123,7 +123,7 @@ class CachePolicy {
 class CacheSimulator {
  public:
   static StatusOr<CacheSimulator> Create(const Trace& trace, const SimConfig& config);
-  PolicyResult Run(CachePolicy& policy) const;
+  PolicyResult Run(SimPolicy& policy) const;
 
   const AccessSequence& sequence() const { return seq_; }
   const TierLayout& layout() const { return layout_; }
@@ -132,7 +132,7 @@ class CacheSimulator {
 
  private:
   friend class SimContext;
-  void RunAccess(const TraceEvent& e, AccessIndex g, CachePolicy& policy, SimContext& s) const;
+  void RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy, SimContext& s) const;
   void RunCollective(const TraceEvent& e, SimContext& s) const;
   void RunOptimizer(const TraceEvent& e, SimContext& s) const;
   double Stream(TensorId id, SimContext& s) const;

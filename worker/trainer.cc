@@ -138,9 +138,10 @@ Status Trainer::Init() {
   refreshed_.assign(model_.num_blocks(), false);
 
   const CachePolicy policy = job_.cache.policy;
-  if (policy == CachePolicy::kZeroInfinity || policy == CachePolicy::kTenCacheWindow) {
+  if (policy == CachePolicy::kTenCacheWindow) {
     return Status::InvalidArgument(job_.Where("cache.policy") + ": '" + CachePolicyName(policy) +
-                                   "' is modelled by tencache-sim only; the worker runs tencache, lru and none");
+                                   "' is modelled by tencache-sim only; the worker runs tencache, "
+                                   "zero-infinity, lru and none");
   }
   if (policy == CachePolicy::kNone) {
     store_ = MakeMemoryShardStore(shard_);
@@ -187,6 +188,7 @@ std::string Trainer::Describe() const {
 
 StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   IssuePlannedFetches();
+  if (zero_infinity_ != nullptr && !sampling_) zero_infinity_->BeforeAccess(profiler_.position(), store_.get());
   Gathered g;
   g.start_s = Now();
   if (step_ == 0 && !sampling_) acquire_order_.push_back(ShardTensorId(block, ShardKind::kParam));
@@ -219,6 +221,9 @@ void Trainer::EndAccess(int block, Phase phase, double start_s) {
   a.start_s = start_s - step_start_;
   a.end_s = Now() - step_start_;
   profiler_.RecordAccess(a);
+  if (zero_infinity_ != nullptr && phase != Phase::kOptimizer) {
+    zero_infinity_->AfterAccess(profiler_.position() - 1, store_.get());
+  }
 }
 
 Status Trainer::AccumulateGrad(int block, const torch::Tensor& dflat) {
@@ -453,6 +458,7 @@ std::string Trainer::SimFlags() const {
 
 StatusOr<StepMetrics> Trainer::Step() {
   step_start_ = Now();
+  if (zero_infinity_ != nullptr) zero_infinity_->BeginStep(step_);
   std::fill(grad_written_.begin(), grad_written_.end(), false);
   double loss_sum = 0;
   for (int micro = 0; micro < accum_; ++micro) {
@@ -464,6 +470,13 @@ StatusOr<StepMetrics> Trainer::Step() {
   const CacheMetrics cache = store_->EndStep();
   const int version = profiler_.profile_version();
   TC_RETURN_IF_ERROR(profiler_.EndStep());
+  if (job_.cache.policy == CachePolicy::kZeroInfinity && zero_infinity_ == nullptr) {
+    std::vector<int> order;  // the profiled device accesses: the coordinator's trace
+    for (const TraceEvent& e : profiler_.profile().events) {
+      if (e.is_device_access()) order.push_back(e.block);
+    }
+    zero_infinity_ = std::make_unique<ZeroInfinityPrefetcher>(order, shard_);
+  }
   const bool cached_plan = job_.cache.policy == CachePolicy::kTencache && store_->cache() != nullptr;
   if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan(cache));
   if (step_ == 0 && store_->cache() != nullptr) {
@@ -517,7 +530,8 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.host_used_bytes = peak[2];
   m.host_reserved_bytes = peak[3];
   m.nvme_used_bytes = peak[4];
-  m.prefetches = prefetches_;
+  m.prefetches = prefetches_ + (zero_infinity_ ? zero_infinity_->fetches_issued() - zi_fetches_reported_ : 0);
+  if (zero_infinity_) zi_fetches_reported_ = zero_infinity_->fetches_issued();
   prefetches_ = 0;
   return m;
 }

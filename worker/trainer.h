@@ -27,6 +27,7 @@
 #include "worker/gpt_model.h"
 #include "worker/shard_store.h"
 #include "worker/token_corpus.h"
+#include "worker/zero_infinity_prefetcher.h"
 
 namespace tencache {
 
@@ -122,6 +123,8 @@ class Trainer {
   std::vector<torch::Tensor> checkpoints_;   // each layer's input
   Profiler profiler_;
   std::unique_ptr<PrefetchPlan> plan_;
+  std::unique_ptr<ZeroInfinityPrefetcher> zero_infinity_;  // cache.policy zero-infinity, from step 1
+  int zi_fetches_reported_ = 0;
   std::unique_ptr<NextUseOracle> oracle_;
   std::vector<TensorId> acquire_order_;      // cache ids acquired in the profiled step
   int64_t step_ = 0;

@@ -16,7 +16,7 @@ uint64_t ParamBytes(const Trace& t) {
 }
 
 // Prefetches the next access's tensor and drops each tensor after use.
-class PrefetchNextPolicy : public CachePolicy {
+class PrefetchNextPolicy : public SimPolicy {
  public:
   const char* name() const override { return "prefetch-next"; }
   void MakeRoom(TensorId id, AccessIndex g, SimContext& s) override {}
