@@ -123,6 +123,7 @@ Status Trainer::Init() {
     shard_.push_back((n + ranks_ - 1) / ranks_);
     padded_.push_back(shard_.back() * ranks_);
     largest = std::max(largest, padded_.back());
+    state_bytes_ += shard_.back() * sizeof(float) * kShardKinds;
   }
   if (ranks_ > 1) {
     gathered_.assign(2, std::vector<float>(largest, 0.0f));
@@ -146,12 +147,10 @@ Status Trainer::Init() {
   if (policy == CachePolicy::kNone) {
     store_ = MakeMemoryShardStore(shard_);
   } else {
-    uint64_t state_bytes = 0;
-    for (size_t s : shard_) state_bytes += s * sizeof(float) * kShardKinds;
     CachedStoreOptions o;
     // auto: room for every shard, so nothing needs to leave the tier.
-    o.device_budget = job_.cache.device_budget.value_or(state_bytes);
-    o.host_budget = job_.cache.host_budget.value_or(state_bytes);
+    o.device_budget = job_.cache.device_budget.value_or(state_bytes_);
+    o.host_budget = job_.cache.host_budget.value_or(state_bytes_);
     o.nvme_dir = job_.cache.nvme_path;
     o.rank = comm_->rank();
     TC_ASSIGN_OR_RETURN(store_, MakeCachedShardStore(shard_, o));
@@ -191,8 +190,7 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   if (zero_infinity_ != nullptr && !sampling_) zero_infinity_->BeforeAccess(profiler_.position(), store_.get());
   Gathered g;
   g.start_s = Now();
-  if (step_ == 0 && !sampling_) acquire_order_.push_back(ShardTensorId(block, ShardKind::kParam));
-  TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(block, ShardKind::kParam, Tier::kDevice, AccessMode::kRead));
+  TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kDevice, AccessMode::kRead));
   NoteDeviceAccess(block);
   const int64_t n = int64_t(padded_[block]);
   if (ranks_ == 1) {  // the shard is the block: compute on it in place
@@ -208,6 +206,11 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   }
   g.flat = torch::from_blob(gathered_[slot].data(), {n}, torch::kFloat32);
   return g;
+}
+
+StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) {
+  if (step_ == 0 && !sampling_) acquire_order_.push_back(ShardTensorId(block, kind));
+  return store_->Acquire(block, kind, tier, mode);
 }
 
 void Trainer::EndAccess(int block, Phase phase, double start_s) {
@@ -237,8 +240,7 @@ Status Trainer::AccumulateGrad(int block, const torch::Tensor& dflat) {
                                 t0 - step_start_, Now() - step_start_});
     src = scatter_.data();
   }
-  if (step_ == 0) acquire_order_.push_back(ShardTensorId(block, ShardKind::kGrad));
-  TC_ASSIGN_OR_RETURN(ShardRef g, store_->Acquire(block, ShardKind::kGrad, Tier::kHost, AccessMode::kWrite));
+  TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost, AccessMode::kWrite));
   float* dst = g.data();
   if (!grad_written_[block]) {
     std::memcpy(dst, src, n * sizeof(float));
@@ -319,14 +321,11 @@ Status Trainer::OptimizerStep() {
     const double start = Now();
     const bool on_device = store_->cache() != nullptr &&
                            store_->cache()->IsResident(ShardTensorId(b, ShardKind::kParam), Tier::kDevice);
-    if (step_ == 0) {
-      for (int k = 0; k < kShardKinds; ++k) acquire_order_.push_back(ShardTensorId(b, ShardKind(k)));
-    }
     {
-      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, ShardKind::kParam, Tier::kHost, AccessMode::kWrite));
-      TC_ASSIGN_OR_RETURN(ShardRef g, store_->Acquire(b, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
-      TC_ASSIGN_OR_RETURN(ShardRef m, store_->Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
-      TC_ASSIGN_OR_RETURN(ShardRef v, store_->Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
+      TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, ShardKind::kParam, Tier::kHost, AccessMode::kWrite));
+      TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(b, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
+      TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
+      TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
       AdamWStep(adamw_, step_ + 1, shard_[b], p.data(), g.data(), m.data(), v.data(), threads_);
     }
     const TensorId param = ShardTensorId(b, ShardKind::kParam);
@@ -334,17 +333,7 @@ Status Trainer::OptimizerStep() {
       refresh_[b] = store_->Prefetch(b, ShardKind::kParam, Tier::kDevice);
       refreshed_[b] = true;
     }
-    if (!sampling_) {
-      AccessRecord a;
-      a.id = TensorId(b);
-      a.name = "block" + std::to_string(b) + ".param";
-      a.phase = Phase::kOptimizer;
-      a.block = b;
-      a.bytes = shard_[b] * sizeof(float);
-      a.start_s = start - step_start_;
-      a.end_s = Now() - step_start_;
-      profiler_.RecordAccess(a);
-    }
+    EndAccess(b, Phase::kOptimizer, start);
   }
   return Status::Ok();
 }
@@ -414,14 +403,12 @@ void Trainer::CalibrateLinks(const CacheMetrics& c) {
 
 Status Trainer::BuildPlan(const CacheMetrics& profiled) {
   CalibrateLinks(profiled);
-  uint64_t state_bytes = 0;
-  for (size_t s : shard_) state_bytes += s * sizeof(float) * kShardKinds;
   // Gradients go from the reduce-scatter straight to the host here, so the
   // whole device pool caches parameters: give the plan (and tencache-sim) the
   // budget whose capacity after the simulator's gradient reserve is that pool.
   sim_budgets_.device =
       DeviceBudgetForCapacity(profiler_.profile(), store_->cache()->pool(Tier::kDevice).reserved_bytes());
-  sim_budgets_.host = job_.cache.host_budget.value_or(state_bytes);
+  sim_budgets_.host = job_.cache.host_budget.value_or(state_bytes_);
   StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(profiler_.profile(), links_, sim_budgets_);
   if (!plan.ok()) return plan.status().WithContext("building the prefetch plan from the profiled step");
   plan_ = std::make_unique<PrefetchPlan>(std::move(plan).value());

@@ -91,6 +91,8 @@ class Trainer {
   Status Init();
   Status InitShards();
   StatusOr<Gathered> Gather(int block, int slot, Phase phase);
+  // Every training acquire goes through here; the profiled step records its order.
+  StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode);
   void EndAccess(int block, Phase phase, double start_s);
   Status AccumulateGrad(int block, const torch::Tensor& dflat);
   StatusOr<double> MicroStep(int micro);
@@ -112,6 +114,7 @@ class Trainer {
   int accum_ = 1;
   std::vector<size_t> shard_;   // floats per shard, per block
   std::vector<size_t> padded_;  // shard * ranks
+  uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget
   AdamWConfig adamw_;
   int threads_ = 1;
 
