@@ -109,12 +109,18 @@ Status RunTrainBench(const std::vector<std::string>& args) {
   f.Value("host-budget", "SIZE", "24MiB");
   f.Value("nvme-dir", "DIR", "/tmp/tencache-train-bench");
   f.Value("data", "FILE", "/usr/share/common-licenses/GPL-3");
+  f.Value("regime", "all|compute-bound|io-bound", "all");
   f.Switch("json");
   TC_RETURN_IF_ERROR(f.Parse(args));
   TC_ASSIGN_OR_RETURN(uint64_t steps, f.Count("steps", 100000));
   if (steps < 3) return Status::InvalidArgument("--steps: expected N >= 3 (two warm-up steps), got " + f.Get("steps"));
   TC_RETURN_IF_ERROR(f.Bytes("device-budget").status());
   TC_RETURN_IF_ERROR(f.Bytes("host-budget").status());
+  const std::string regime = f.Get("regime");
+  if (regime != "all" && std::none_of(std::begin(kRegimes), std::end(kRegimes),
+                                      [&](const Regime& r) { return regime == r.name; })) {
+    return Status::InvalidArgument("--regime: expected all, compute-bound or io-bound, got '" + regime + "'");
+  }
   TC_ASSIGN_OR_RETURN(std::shared_ptr<TokenCorpus> corpus, TokenCorpus::Open(f.Get("data")));
 
   nlohmann::ordered_json out;
@@ -123,6 +129,7 @@ Status RunTrainBench(const std::vector<std::string>& args) {
   out["host_budget"] = f.Get("host-budget");
   out["regimes"] = nlohmann::ordered_json::array();
   for (const Regime& r : kRegimes) {
+    if (regime != "all" && regime != r.name) continue;
     TC_ASSIGN_OR_RETURN(std::vector<Outcome> results, RunRegime(r, f, int(steps), corpus));
     const double reference = results[0].step_s;
     nlohmann::ordered_json reg;

@@ -31,6 +31,7 @@ std::string CacheMetrics::ToJson() const {
   j["seconds_host_to_nvme"] = seconds_host_to_nvme;
   j["stall_seconds"] = stall_seconds;
   j["prefetches"] = prefetches;
+  j["prefetches_declined"] = prefetches_declined;
   j["allocations_after_setup"] = allocations_after_setup;
   j["quarantined_slots"] = quarantined_slots;
   j["host_utilization"] = host_utilization();

@@ -145,7 +145,7 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
     if (pools_[h]->free_slots(e.cls[h]) == 0 || (h == kDev && pools_[kHost]->free_slots(e.cls[kHost]) == 0))
       continue;
     bool deferred = false;  // no handles exist yet, so nothing can park the move
-    TC_RETURN_IF_ERROR(RunMove(&lock, e.spec.id, e.spec.home, &deferred));
+    TC_RETURN_IF_ERROR(RunMove(&lock, e.spec.id, e.spec.home, /*urgent=*/true, &deferred));
     if (deferred) return Status::Internal("tensor '" + e.spec.name + "': placement blocked by a handle during setup");
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -214,6 +214,24 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
       account_stall();
       return PinLocked(&e, tier, mode);
     }
+    if (mode == AccessMode::kOverwrite && !e.busy && e.pins[t] == 0) {
+      // Every byte will be written: a slot, not the old bytes. (A stale copy a
+      // reader still pins is waited out like a move into it would be.)
+      if (e.slot[t] < 0) {
+        e.busy = true;  // no mover touches it while TakeSlot may unlock
+        StatusOr<uint64_t> slot = TakeSlot(&lock, tier, e.cls[t], id, /*urgent=*/true);
+        e.busy = false;
+        cv_.notify_all();
+        if (!slot.ok()) return slot.status().WithContext("tensor '" + e.spec.name + "'");
+        e.slot[t] = static_cast<int64_t>(*slot);
+        AddUsed(tier, static_cast<int64_t>(e.spec.bytes));
+      }
+      e.valid[t] = true;
+      ++e.arrivals[t];
+      if (!missed) ++metrics_.tiers[t].hits;  // nothing had to arrive
+      account_stall();
+      return PinLocked(&e, tier, mode);
+    }
     if (!missed) {
       missed = true;
       ++metrics_.tiers[t].misses;
@@ -239,7 +257,7 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
 TensorHandle TensorCache::PinLocked(Entry* e, Tier tier, AccessMode mode) {
   const int t = Index(tier);
   ++e->pins[t];
-  if (mode == AccessMode::kWrite) {
+  if (mode != AccessMode::kRead) {
     ++e->write_pins[t];
     e->initialised = true;
     e->valid[kNvme] = false;
@@ -276,7 +294,7 @@ void TensorCache::ReleaseLocked(TensorId id, Tier tier, AccessMode mode) {
   Entry& e = entries_[id];
   const int t = Index(tier);
   --e.pins[t];
-  if (mode == AccessMode::kWrite) --e.write_pins[t];
+  if (mode != AccessMode::kRead) --e.write_pins[t];
   if (e.pins[t] == 0 && !e.valid[t] && e.slot[t] >= 0 && !e.busy) DropCopy(&e, tier);  // stale copy
   if (e.deferred.empty()) return;
   // Parked moves re-check what blocked them; those still blocked park again.
@@ -322,24 +340,40 @@ Status TensorCache::Discard(TensorId id, Tier tier) {
   return Evict(&lock, &e, tier);
 }
 
+Status TensorCache::Invalidate(TensorId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id >= entries_.size()) return Status::NotFound("invalidate of tensor id " + std::to_string(id) + ": not registered");
+  Entry& e = entries_[id];
+  if (e.pins[kDev] > 0 || e.pins[kHost] > 0 || e.busy) {
+    return Status::FailedPrecondition("tensor '" + e.spec.name + "': pinned or being copied, its bytes kept");
+  }
+  for (int t : {kDev, kHost}) DropCopy(&e, Tier(t));
+  e.valid[kNvme] = false;
+  e.initialised = false;
+  return Status::Ok();
+}
+
 std::shared_ptr<Completion> TensorCache::StartMoveLocked(TensorId id, Tier tier, bool urgent) {
   Entry& e = entries_[id];
   std::shared_ptr<Completion>& pending = e.pending[Index(tier)];
   if (pending) {
-    if (urgent) {  // promote a queued prefetch ahead of the others
+    if (urgent) {  // promote a queued prefetch ahead of the others: someone waits on it now
       for (auto it = jobs_.begin(); it != jobs_.end(); ++it)
-        if (it->id == id && it->target == tier && it != jobs_.begin()) {
+        if (it->id == id && it->target == tier) {
           Job job = *it;
+          job.urgent = true;
           jobs_.erase(it);
           jobs_.push_front(job);
           break;
         }
+      for (Job& job : e.deferred)
+        if (job.target == tier) job.urgent = true;
     }
     return pending;
   }
   if (stop_) return Completion::Done(Status::Unavailable("tensor cache is shutting down"));
   pending = std::make_shared<Completion>();
-  Job job{id, tier, pending};
+  Job job{id, tier, pending, urgent};
   if (urgent) jobs_.push_front(job);
   else jobs_.push_back(job);
   cv_.notify_all();
@@ -355,7 +389,7 @@ void TensorCache::MoverLoop() {
     jobs_.pop_front();
     bool deferred = false;
     Status st = stop_ ? Status::Unavailable("tensor cache is shutting down")
-                      : RunMove(&lock, job.id, job.target, &deferred);
+                      : RunMove(&lock, job.id, job.target, job.urgent, &deferred);
     Entry& e = entries_[job.id];
     if (deferred) {  // still pending: ReleaseLocked requeues it
       e.deferred.push_back(std::move(job));
@@ -372,7 +406,8 @@ void TensorCache::MoverLoop() {
 // REQUIRES: *lock holds mu_ (released while copying, held again on return).
 // Sets *deferred, and returns Ok, when the next step is blocked by a handle
 // (see CopyBlocked); the caller parks the job and ReleaseLocked requeues it.
-Status TensorCache::RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool* deferred) {
+Status TensorCache::RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool urgent,
+                            bool* deferred) {
   Entry& e = entries_[id];
   const int t = Index(target);
   const Clock::time_point deadline = Clock::now() + 4 * options_.io_timeout;
@@ -391,7 +426,7 @@ Status TensorCache::RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tie
       *deferred = true;
       return Status::Ok();
     }
-    TC_RETURN_IF_ERROR(StepToward(lock, &e, from, to));
+    TC_RETURN_IF_ERROR(StepToward(lock, &e, from, to, urgent));
   }
 }
 
@@ -420,9 +455,9 @@ bool TensorCache::CopyBlocked(const Entry& e, Tier from, Tier to) {
 
 // Performs the copy `from` -> `to` of `e` with e->busy set, then drops copies
 // that went stale meanwhile.
-Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to) {
+Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent) {
   e->busy = true;
-  Status st = Copy(lock, e, from, to);
+  Status st = Copy(lock, e, from, to, urgent);
   e->busy = false;
   if (e->pins[kDev] == 0 && !e->valid[kDev] && e->slot[kDev] >= 0) DropCopy(e, Tier::kDevice);
   if (e->pins[kHost] == 0 && !e->valid[kHost] && e->slot[kHost] >= 0) DropCopy(e, Tier::kHost);
@@ -432,11 +467,11 @@ Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tie
 
 // Copies e's bytes between adjacent tiers (one end is always the host), taking a
 // slot at the destination first. REQUIRES: e->busy, lock held (released while copying).
-Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to) {
+Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent) {
   const int f = Index(from), t = Index(to);
   bool took_slot = false;
   if (to != Tier::kNvme && e->slot[t] < 0) {
-    StatusOr<uint64_t> slot = TakeSlot(lock, to, e->cls[t], e->spec.id);
+    StatusOr<uint64_t> slot = TakeSlot(lock, to, e->cls[t], e->spec.id, urgent);
     if (!slot.ok()) return slot.status().WithContext("tensor '" + e->spec.name + "'");
     e->slot[t] = static_cast<int64_t>(*slot);
     took_slot = true;
@@ -493,15 +528,26 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
   return st;
 }
 
-StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id) {
+StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id,
+                                          bool urgent) {
   SizeClassPool& pool = *pools_[Index(tier)];
   const Clock::time_point grace = Clock::now() + options_.slot_wait;
   for (;;) {
     if (std::optional<uint64_t> off = pool.Allocate(cls)) return *off;
-    Entry* victim = PickVictim(tier, cls, for_id);
+    // A prefetch may only evict what is needed after the tensor it brings.
+    AccessIndex mine = kNeverUsed;
+    const bool safe = !urgent && oracle_ != nullptr;
+    if (safe) mine = oracle_->NextUse(for_id, access_ == 0 ? 0 : access_ - 1);
+    bool sooner = false;
+    Entry* victim = PickVictim(tier, cls, for_id, safe ? &mine : nullptr, &sooner);
     if (victim != nullptr) {
       TC_RETURN_IF_ERROR(Evict(lock, victim, tier));
       continue;
+    }
+    if (sooner) {
+      ++metrics_.prefetches_declined;
+      return Status::ResourceExhausted(std::string(TierName(tier)) + " tier: prefetch declined, every slot of " +
+                                       FormatBytes(pool.slot_bytes(cls)) + " holds a tensor needed sooner");
     }
     // Slots held by tensors in flight free up soon; slots pinned by handles may not.
     if (HasBusyHolder(tier, cls, for_id) && Clock::now() < grace) {
@@ -526,7 +572,8 @@ bool TensorCache::HasBusyHolder(Tier tier, int cls, TensorId for_id) const {
   return false;
 }
 
-TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id) {
+TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after,
+                                            bool* sooner) {
   const int t = Index(tier);
   Entry* best = nullptr;
   AccessIndex best_next = 0;
@@ -536,6 +583,10 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id)
     if (id == for_id || c.slot[t] < 0 || !c.valid[t] || c.pins[t] > 0 || c.busy) continue;
     if (tier == Tier::kDevice && NeedsWriteBack(c, tier) && CopyBlocked(c, Tier::kDevice, Tier::kHost)) continue;
     const AccessIndex next = oracle_ != nullptr ? oracle_->NextUse(id, now) : 0;
+    if (after != nullptr && next <= *after) {
+      *sooner = true;
+      continue;
+    }
     const bool better = best == nullptr || next > best_next ||
                         (next == best_next && c.last_use < best->last_use);
     if (better) {
@@ -556,7 +607,7 @@ Status TensorCache::Evict(std::unique_lock<std::mutex>* lock, Entry* v, Tier tie
   const bool only_copy = NeedsWriteBack(*v, tier);
   v->busy = true;
   Status st;
-  if (only_copy) st = Copy(lock, v, tier, tier == Tier::kDevice ? Tier::kHost : Tier::kNvme);
+  if (only_copy) st = Copy(lock, v, tier, tier == Tier::kDevice ? Tier::kHost : Tier::kNvme, /*urgent=*/true);
   v->busy = false;
   cv_.notify_all();
   if (!st.ok()) return st.WithContext("writing back '" + v->spec.name + "' to make room");

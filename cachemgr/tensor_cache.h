@@ -14,7 +14,11 @@
 // evicted dirty copy is written back to the tier below before its slot is reused.
 // Eviction takes, within the needed size class, the unpinned resident tensor
 // whose next use (NextUseOracle) is furthest away, or the least recently used
-// when no oracle is set. Never-written tensors read as zeros.
+// when no oracle is set. A prefetch (a move nobody waits on yet) is Belady-safe:
+// with an oracle set it never evicts a tensor whose next use comes before the
+// prefetched tensor's; when every candidate is needed sooner it is declined
+// (its handle completes with ResourceExhausted, counted in prefetches_declined)
+// and the tensor comes on demand instead. Never-written tensors read as zeros.
 //
 // Errors from tiers (EIO, ENOSPC, short I/O, checksum mismatch, timeouts) reach
 // the caller of Acquire / PrefetchHandle::Wait as a Status naming the tensor and
@@ -75,7 +79,9 @@ struct TensorSpec {
   bool device = true;
 };
 
-enum class AccessMode : uint8_t { kRead, kWrite };
+// kOverwrite: a write of every byte (a gradient's first contribution in a
+// step): a slot is taken in the tier without fetching the old bytes.
+enum class AccessMode : uint8_t { kRead, kWrite, kOverwrite };
 
 struct TensorCacheOptions {
   uint64_t device_budget = 0;  // bytes of device memory for slots
@@ -165,6 +171,10 @@ class TensorCache {
   // thread) when it is the only valid one. Ok when it is not there;
   // FailedPrecondition when a handle pins it or a mover is copying it.
   Status Discard(TensorId id, Tier tier);
+  // The tensor's bytes are dead (a gradient its optimizer step has consumed):
+  // every copy is dropped without a write-back and it reads as zeros until it is
+  // written again. FailedPrecondition when a handle pins it or a mover copies it.
+  Status Invalidate(TensorId id);
 
   // Sets the plan's next-use oracle (nullptr: LRU). REQUIRES: it outlives the cache.
   void SetNextUseOracle(const NextUseOracle* oracle);
@@ -192,14 +202,18 @@ class TensorCache {
   Status Setup(std::vector<TensorSpec> specs);
   void MoverLoop();
   std::shared_ptr<Completion> StartMoveLocked(TensorId id, Tier tier, bool urgent);
-  Status RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool* deferred);
+  Status RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool urgent, bool* deferred);
   static void NextStep(const Entry& e, Tier target, Tier* from, Tier* to);
   static bool CopyBlocked(const Entry& e, Tier from, Tier to);
   static bool NeedsWriteBack(const Entry& v, Tier tier);
-  Status StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to);
-  Status Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to);
-  StatusOr<uint64_t> TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id);
-  Entry* PickVictim(Tier tier, int cls, TensorId for_id);
+  // `urgent`: someone waits for the copy (an Acquire); else it is a prefetch
+  // and TakeSlot applies the Belady-safe rule (see the header comment).
+  Status StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
+  Status Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
+  StatusOr<uint64_t> TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id, bool urgent);
+  // `after` (may be null): only tensors whose next use is later than *after
+  // qualify; `*sooner` is set when a candidate was passed over for that.
+  Entry* PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after, bool* sooner);
   bool HasBusyHolder(Tier tier, int cls, TensorId for_id) const;
   Status Evict(std::unique_lock<std::mutex>* lock, Entry* victim, Tier tier);
   void DropCopy(Entry* e, Tier tier);
@@ -223,6 +237,7 @@ class TensorCache {
     TensorId id;
     Tier target;
     std::shared_ptr<Completion> state;
+    bool urgent = false;  // an Acquire waits on it
   };
   std::deque<Job> jobs_;                // guarded by mu_
   bool stop_ = false;                   // guarded by mu_

@@ -214,11 +214,19 @@ StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds&
   p.hit_rate_ = n == 0 ? 0 : 1.0 - double(misses) / double(n);
   TimeFetches(p.seq_, links, &p.fetches_, &p.predicted_stall_s_);
   p.by_issue_.assign(n, {});
+  p.fetched_.assign(n, false);
   for (size_t i = 0; i < p.fetches_.size(); ++i) {
     const int64_t k = p.fetches_[i].issue_before;
     p.by_issue_[size_t(k >= 0 ? k : k + int64_t(n))].push_back(uint32_t(i));
+    p.fetched_[p.fetches_[i].use] = true;
   }
   return p;
+}
+
+bool PrefetchPlan::KeptUntilNextUse(TensorId id, AccessIndex k) const {
+  if (id >= seq_.num_tensors() || !seq_.used(id) || fetched_.empty()) return false;
+  const AccessIndex next = seq_.NextUse(id, k);
+  return next != kNeverUsed && !fetched_[next % fetched_.size()];
 }
 
 std::vector<const PlannedFetch*> PrefetchPlan::FetchesBefore(AccessIndex k) const {

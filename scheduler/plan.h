@@ -118,6 +118,11 @@ class PrefetchPlan : public NextUseOracle {
   std::vector<const PlannedFetch*> FetchesBefore(AccessIndex k) const;
   // kDevice when the tensor stays on the device the whole step; else its home.
   Tier ResidentTier(TensorId id) const { return resident_tier_[id]; }
+  // Whether the plan keeps `id` on the device until its first access after
+  // access k (k at or after its latest access): that access is a hit, no fetch.
+  // A worker whose optimizer update invalidates the device copy in between
+  // copies it back only then: otherwise the plan fetches it before its use.
+  bool KeptUntilNextUse(TensorId id, AccessIndex k) const;
   double device_hit_rate() const { return hit_rate_; }
   // Sum over fetches of max(0, arrival - need) on the nominal timeline.
   double predicted_stall_s() const { return predicted_stall_s_; }
@@ -127,6 +132,7 @@ class PrefetchPlan : public NextUseOracle {
   TierLayout layout_;
   std::vector<PlannedFetch> fetches_;
   std::vector<std::vector<uint32_t>> by_issue_;  // per access k: indices into fetches_
+  std::vector<bool> fetched_;                    // per access k: a planned fetch serves it
   std::vector<Tier> resident_tier_;
   double hit_rate_ = 0;
   double predicted_stall_s_ = 0;

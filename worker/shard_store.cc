@@ -31,6 +31,7 @@ class MemoryShardStore : public ShardStore {
     return ShardRef(arena_.data() + offsets_[ShardTensorId(block, kind)], counts_[block]);
   }
   PrefetchHandle Prefetch(int, ShardKind, Tier) override { return {}; }
+  void Invalidate(int, ShardKind) override {}
   CacheMetrics EndStep() override {
     CacheMetrics m;
     m.step = step_++;
@@ -60,6 +61,10 @@ class CachedShardStore : public ShardStore {
   }
   PrefetchHandle Prefetch(int block, ShardKind kind, Tier tier) override {
     return cache_->Prefetch(ShardTensorId(block, kind), tier);
+  }
+  void Invalidate(int block, ShardKind kind) override {
+    // Unpinned by now (the caller released it); a failure only means a write-back may happen.
+    (void)cache_->Invalidate(ShardTensorId(block, kind));
   }
   CacheMetrics EndStep() override { return cache_->EndStep(); }
   TensorCache* cache() override { return cache_.get(); }
@@ -101,11 +106,12 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const std::vector<siz
   options.device_budget = o.device_budget;
   options.host_budget = o.host_budget;
   // The trainer pins at most one parameter shard per size class on the device
-  // (the head's two blocks differ in size) and a block's four shards on the
-  // host (the optimizer). Budgets are hard: a prefetch that finds no free slot
-  // fails and the shard is fetched when it is acquired instead.
+  // (the head's two blocks differ in size) and three shards of a block on the
+  // host (an update: parameter and moments; a stored gradient is released
+  // before). Budgets are hard: a prefetch that finds no free slot fails and the
+  // shard is fetched when it is acquired instead.
   options.min_device_slots_per_class = 1;
-  options.min_host_slots_per_class = kShardKinds;
+  options.min_host_slots_per_class = 3;
   options.grow_when_pinned = false;
   TC_ASSIGN_OR_RETURN(std::unique_ptr<TensorCache> cache, TensorCache::Create(options, specs, std::move(tiers)));
   return std::unique_ptr<ShardStore>(std::make_unique<CachedShardStore>(std::move(cache), counts));

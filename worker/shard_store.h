@@ -52,6 +52,9 @@ class ShardStore {
   // Starts moving a shard toward `tier`; the handle completes when it is there
   // (the memory store does nothing and returns an empty handle).
   virtual PrefetchHandle Prefetch(int block, ShardKind kind, Tier tier) = 0;
+  // The shard's bytes are dead (a consumed gradient): the cache drops its copies
+  // without writing them back; the memory store keeps them (nothing to save).
+  virtual void Invalidate(int block, ShardKind kind) = 0;
   // The step's cache metrics (the memory store reports its one allocation as
   // host bytes reserved and used, and no traffic).
   virtual CacheMetrics EndStep() = 0;

@@ -61,6 +61,9 @@ std::string StepMetrics::ToJson() const {
   j["tokens_per_s"] = tokens_per_s;
   j["device_hit_rate"] = device_hit_rate;
   j["device_acquire_hit_rate"] = device_acquire_hit_rate;
+  j["host_acquire_hit_rate"] = host_acquire_hit_rate;
+  j["compute_dtype"] = compute_dtype;
+  j["job_dtype"] = job_dtype;
   j["bytes_h2d"] = bytes_h2d;
   j["bytes_d2h"] = bytes_d2h;
   j["bytes_nvme_read"] = bytes_nvme_read;
@@ -132,7 +135,9 @@ Status Trainer::Init() {
   adamw_.lr = job_.train.lr;
   adamw_.weight_decay = job_.train.weight_decay;
   threads_ = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, ranks_));
-  grad_written_.assign(model_.num_blocks(), false);
+  contributions_.assign(model_.num_blocks(), 0);
+  needed_.assign(model_.num_blocks(), accum_);
+  needed_[0] = 2 * accum_;  // the embedding is the head too
   checkpoints_.resize(model_.num_blocks());
   arrivals_seen_.assign(model_.num_blocks(), -1);
   refresh_.assign(model_.num_blocks(), PrefetchHandle());
@@ -178,8 +183,8 @@ double Trainer::Now() const {
 
 std::string Trainer::Describe() const {
   std::ostringstream out;
-  out << "model " << job_.model.name << " (" << job_.model.ParamCount() << " parameters, fp32 on CPU: mixed "
-      << "precision needs a GPU), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
+  out << "model " << job_.model.name << " (" << job_.model.ParamCount() << " parameters; computes in fp32 on CPU, "
+      << "the job's " << DTypeName(job_.dtype) << " mixed precision needs the GPU build), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
       << job_.train.micro_batch << " x " << accum_ << " accumulation steps, policy "
       << CachePolicyName(job_.cache.policy) << "; store: " << store_->Describe();
   return out.str();
@@ -229,9 +234,9 @@ void Trainer::EndAccess(int block, Phase phase, double start_s) {
   }
 }
 
-Status Trainer::AccumulateGrad(int block, const torch::Tensor& dflat) {
-  torch::Tensor d = dflat.contiguous();
-  const float* src = d.data_ptr<float>();
+Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
+  torch::Tensor d = dflat.contiguous();  // ours: the final contribution adds the stored part into it
+  float* src = d.data_ptr<float>();
   const size_t n = shard_[block];
   if (ranks_ > 1) {
     const double t0 = Now();
@@ -240,14 +245,51 @@ Status Trainer::AccumulateGrad(int block, const torch::Tensor& dflat) {
                                 t0 - step_start_, Now() - step_start_});
     src = scatter_.data();
   }
-  TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost, AccessMode::kWrite));
-  float* dst = g.data();
-  if (!grad_written_[block]) {
-    std::memcpy(dst, src, n * sizeof(float));
-    grad_written_[block] = true;
-  } else {
-    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+  const int k = contributions_[block]++;
+  const bool complete = k + 1 == needed_[block];
+  if (complete && k == 0) return UpdateBlock(block, src);  // in one piece: never stored
+  if (!complete) {
+    TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost,
+                                            k == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
+    float* dst = g.data();
+    if (k == 0) {
+      std::memcpy(dst, src, n * sizeof(float));
+    } else {
+      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+    }
+    return Status::Ok();
   }
+  {
+    TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
+    const float* stored = g.data();
+    for (size_t i = 0; i < n; ++i) src[i] = stored[i] + src[i];
+  }
+  store_->Invalidate(block, ShardKind::kGrad);  // consumed: never written back
+  return UpdateBlock(block, src);
+}
+
+// AdamW on the block's shards. A shard the plan keeps on the device until its
+// next use is copied back there right after its host update (the update
+// invalidated the device copy); otherwise the plan fetches it before its use.
+Status Trainer::UpdateBlock(int b, const float* grad) {
+  const double start = Now();
+  const TensorId param = ShardTensorId(b, ShardKind::kParam);
+  TensorCache* cache = store_->cache();
+  const bool planned = plan_ != nullptr && job_.cache.prefetch && !sampling_ && profiler_.following();
+  const bool on_device = cache != nullptr && cache->IsResident(param, Tier::kDevice);
+  {
+    TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, ShardKind::kParam, Tier::kHost, AccessMode::kWrite));
+    TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
+    TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
+    AdamWStep(adamw_, step_ + 1, shard_[b], p.data(), grad, m.data(), v.data(), threads_);
+  }
+  const AccessIndex k = profiler_.position();  // device accesses so far this step
+  if (planned && on_device && k > 0 && plan_->KeptUntilNextUse(TensorId(b), k - 1) &&
+      !cache->IsResident(param, Tier::kDevice)) {
+    refresh_[b] = store_->Prefetch(b, ShardKind::kParam, Tier::kDevice);
+    refreshed_[b] = true;
+  }
+  EndAccess(b, Phase::kOptimizer, start);
   return Status::Ok();
 }
 
@@ -285,9 +327,9 @@ StatusOr<double> Trainer::MicroStep(int micro) {
   auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last, flat0});
   EndAccess(0, Phase::kBackward, embed.start_s);
   head = Gathered();
-  embed = Gathered();
-  TC_RETURN_IF_ERROR(AccumulateGrad(last, grads[1]));
-  TC_RETURN_IF_ERROR(AccumulateGrad(0, grads[2]));
+  Release(&embed);
+  TC_RETURN_IF_ERROR(ReduceGrad(last, grads[1]));
+  TC_RETURN_IF_ERROR(ReduceGrad(0, grads[2]));
   torch::Tensor dx = grads[0];
 
   for (int b = last - 1; b >= 1; --b) {
@@ -296,46 +338,18 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
     auto layer_grads = torch::autograd::grad({model_.Layer(b, flat, in)}, {in, flat}, {dx});
     EndAccess(b, Phase::kBackward, g.start_s);
-    g = Gathered();
+    Release(&g);
     checkpoints_[b] = torch::Tensor();
-    TC_RETURN_IF_ERROR(AccumulateGrad(b, layer_grads[1]));
+    TC_RETURN_IF_ERROR(ReduceGrad(b, layer_grads[1]));
     dx = layer_grads[0];
   }
   TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kBackward));
   torch::Tensor flat_e = e.flat.detach().requires_grad_(true);
   auto embed_grads = torch::autograd::grad({model_.Embed(flat_e, tokens)}, {flat_e}, {dx});
   EndAccess(0, Phase::kBackward, e.start_s);
-  e = Gathered();
-  TC_RETURN_IF_ERROR(AccumulateGrad(0, embed_grads[0]));
+  Release(&e);
+  TC_RETURN_IF_ERROR(ReduceGrad(0, embed_grads[0]));
   return loss.item<double>();
-}
-
-// AdamW on this rank's shards, block by block. Shards the plan keeps on the
-// device are refreshed there right after their update. (Fetching the next
-// block's shards to the host ahead of its update was measured to evict shards
-// needed sooner: 31 MB more NVMe traffic a step on the train bench's I/O-bound
-// job, for no gain, so the optimizer's shards come on demand.)
-Status Trainer::OptimizerStep() {
-  const bool planned = plan_ != nullptr && job_.cache.prefetch;
-  for (int b = 0; b < model_.num_blocks(); ++b) {
-    const double start = Now();
-    const bool on_device = store_->cache() != nullptr &&
-                           store_->cache()->IsResident(ShardTensorId(b, ShardKind::kParam), Tier::kDevice);
-    {
-      TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, ShardKind::kParam, Tier::kHost, AccessMode::kWrite));
-      TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(b, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
-      TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
-      TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
-      AdamWStep(adamw_, step_ + 1, shard_[b], p.data(), g.data(), m.data(), v.data(), threads_);
-    }
-    const TensorId param = ShardTensorId(b, ShardKind::kParam);
-    if (planned && on_device && !store_->cache()->IsResident(param, Tier::kDevice)) {
-      refresh_[b] = store_->Prefetch(b, ShardKind::kParam, Tier::kDevice);
-      refreshed_[b] = true;
-    }
-    EndAccess(b, Phase::kOptimizer, start);
-  }
-  return Status::Ok();
 }
 
 // tencache-sim's hit: the shard stayed on the device since its previous
@@ -362,9 +376,20 @@ void Trainer::NoteDeviceAccess(int block) {
   arrivals_seen_[block] = arrivals;
 }
 
+// Unpins a gathered block and issues the fetches planned for the next access
+// now rather than at its Gather: a fetch that needed this block's slot then
+// overlaps the update that follows it.
+void Trainer::Release(Gathered* g) {
+  *g = Gathered();
+  IssuePlannedFetches();
+}
+
 void Trainer::IssuePlannedFetches() {
   if (plan_ == nullptr || !job_.cache.prefetch || sampling_ || !profiler_.following()) return;
-  for (const PlannedFetch* f : plan_->FetchesBefore(profiler_.position())) {
+  const AccessIndex k = profiler_.position();
+  if (int64_t(k) == issued_for_) return;  // once per access
+  issued_for_ = int64_t(k);
+  for (const PlannedFetch* f : plan_->FetchesBefore(k)) {
     // The plan's victims leave first, so the device holds what the plan (and
     // tencache-sim) assumes. A victim still pinned stays; the cache then picks
     // one by next use when the fetch needs the room.
@@ -373,6 +398,21 @@ void Trainer::IssuePlannedFetches() {
     }
     store_->Prefetch(int(f->tensor), ShardKind::kParam, Tier::kDevice);
     ++prefetches_;
+  }
+  // Then each update's states, needed later than the device fetches above.
+  // (Staging the next access's device fetch on the host as well was measured:
+  // 12 MiB more NVMe traffic a step on the train bench's I/O-bound job, no
+  // faster.)
+  if (k < state_fetches_.size()) {
+    for (int b : state_fetches_[k]) {
+      // Declined when the host holds only shards needed sooner (the cache's
+      // Belady-safe rule): the update then fetches them on demand.
+      for (ShardKind kind : {ShardKind::kParam, ShardKind::kAdamM, ShardKind::kAdamV}) {
+        store_->Prefetch(b, kind, Tier::kHost);
+      }
+      if (needed_[b] > 1) store_->Prefetch(b, ShardKind::kGrad, Tier::kHost);
+      ++prefetches_;
+    }
   }
 }
 
@@ -412,6 +452,7 @@ Status Trainer::BuildPlan(const CacheMetrics& profiled) {
   StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(profiler_.profile(), links_, sim_budgets_);
   if (!plan.ok()) return plan.status().WithContext("building the prefetch plan from the profiled step");
   plan_ = std::make_unique<PrefetchPlan>(std::move(plan).value());
+  PlanStateFetches();
   oracle_ = std::make_unique<AcquireOrderOracle>(acquire_order_);
   store_->cache()->SetNextUseOracle(oracle_.get());
   std::ostringstream line;
@@ -425,6 +466,31 @@ Status Trainer::BuildPlan(const CacheMetrics& profiled) {
   line << "; the rest scheduler defaults)";
   log_(line.str());
   return Status::Ok();
+}
+
+// Each update's shards (parameter, moments, a stored gradient) are fetched to
+// the host early enough to arrive before it: the issue point is the latest
+// access whose compute up to the update covers reading them from NVMe and
+// writing back as many bytes to make room, at the measured link speeds.
+void Trainer::PlanStateFetches() {
+  const AccessSequence& seq = plan_->sequence();
+  const size_t n = seq.size();
+  state_fetches_.assign(n, {});
+  size_t c = 0;  // device accesses before the event
+  for (const TraceEvent& e : profiler_.profile().events) {
+    if (e.is_device_access()) ++c;
+    if (e.kind != EventKind::kAccess || e.phase != Phase::kOptimizer || c == 0 || n == 0) continue;
+    const int b = e.block;
+    const double bytes = double(shard_[b]) * sizeof(float) * (needed_[b] > 1 ? 4 : 3);
+    const double lead = bytes / links_.nvme_read_bps + bytes / links_.nvme_write_bps;
+    size_t j = (c - 1) % n;  // the access the update follows: its compute overlaps the fetch
+    double ahead = seq.compute_s(j);
+    for (size_t back = 1; ahead < lead && back < n; ++back) {
+      j = (j + n - 1) % n;
+      ahead += seq.compute_s(j);
+    }
+    state_fetches_[j].push_back(b);
+  }
 }
 
 Status Trainer::WriteTrace(const std::string& path) const {
@@ -445,14 +511,21 @@ std::string Trainer::SimFlags() const {
 
 StatusOr<StepMetrics> Trainer::Step() {
   step_start_ = Now();
+  issued_for_ = -1;
   if (zero_infinity_ != nullptr) zero_infinity_->BeginStep(step_);
-  std::fill(grad_written_.begin(), grad_written_.end(), false);
+  std::fill(contributions_.begin(), contributions_.end(), 0);
   double loss_sum = 0;
   for (int micro = 0; micro < accum_; ++micro) {
     TC_ASSIGN_OR_RETURN(double loss, MicroStep(micro));
     loss_sum += loss;
   }
-  TC_RETURN_IF_ERROR(OptimizerStep());
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    if (contributions_[b] != needed_[b]) {
+      return Status::Internal("block " + std::to_string(b) + " received " + std::to_string(contributions_[b]) +
+                              " gradient contributions in step " + std::to_string(step_) + ", expected " +
+                              std::to_string(needed_[b]));
+    }
+  }
   const double seconds = Now() - step_start_;
   const CacheMetrics cache = store_->EndStep();
   const int version = profiler_.profile_version();
@@ -487,7 +560,9 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
                    double(dev.misses),
                    seconds,
                    double(sim_hits_),
-                   double(sim_accesses_)};
+                   double(sim_accesses_),
+                   double(c.tier(Tier::kHost).hits),
+                   double(c.tier(Tier::kHost).misses)};
   sim_hits_ = sim_accesses_ = 0;
   TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
   double mine[5] = {double(dev.peak_used_bytes), double(dev.reserved_bytes),
@@ -512,6 +587,8 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.allocations_after_warmup = step_ == 0 ? 0 : sums[6];
   m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;
   m.device_acquire_hit_rate = sums[7] + sums[8] > 0 ? sums[7] / (sums[7] + sums[8]) : 1.0;
+  m.host_acquire_hit_rate = sums[12] + sums[13] > 0 ? sums[12] / (sums[12] + sums[13]) : 1.0;
+  m.job_dtype = DTypeName(job_.dtype);
   m.device_used_bytes = peak[0];
   m.device_reserved_bytes = peak[1];
   m.host_used_bytes = peak[2];
@@ -554,3 +631,4 @@ StatusOr<std::string> Trainer::Sample(const std::string& prompt, int tokens) {
 }
 
 }  // namespace tencache
+

@@ -1,15 +1,19 @@
 // Trainer: one rank of ZeRO-3 training of a GptModel, every shard served by a
 // ShardStore (the tiered tensor cache, or ordinary memory for the reference).
 //
-// A step runs `accum` micro-batches, then AdamW. For each block the forward
-// all-gathers the parameter shards into a working buffer (one rank: computes
-// on the shard in place, no copy) and keeps only the block's input; the
-// backward gathers the block again, recomputes its forward with autograd on,
-// and reduce-scatters the block's gradient into this rank's gradient shard. So
-// no block keeps parameters between its forward and backward, and the order of
-// shard accesses is the same every step: step 0 is profiled (scheduler
-// Profiler), and from step 1 on the PrefetchPlan built from it issues fetches
-// ahead of use and tells the cache which shard is needed furthest away.
+// A step runs `accum` micro-batches. For each block the forward all-gathers
+// the parameter shards into a working buffer (one rank: computes on the shard
+// in place, no copy) and keeps only the block's input; the backward gathers the
+// block again, recomputes its forward with autograd on, and reduce-scatters the
+// block's gradient to this rank. In the last micro-batch a block's AdamW update
+// runs as soon as its gradient is complete (after its backward; the embedding,
+// tied to the head, after the last one), so the step has no separate optimizer
+// phase and a gradient that completes in one piece is never stored. No block
+// keeps parameters between its forward and backward, and the order of shard
+// accesses is the same every step: step 0 is profiled (scheduler Profiler), and
+// from step 1 on the PrefetchPlan built from it issues fetches ahead of use —
+// parameters to the device, each update's states to the host — and tells the
+// cache which shard is needed furthest away.
 // Single-threaded: the training thread owns the Trainer.
 #pragma once
 
@@ -42,6 +46,14 @@ struct StepMetrics {
   // The cache's: device acquires that found the shard there (a prefetch that
   // arrived in time counts), all ranks.
   double device_acquire_hit_rate = 0;
+  // The same for the host tier: the optimizer's and the gradients' acquires
+  // that found the shard in host memory (a state prefetch that arrived in time
+  // counts), all ranks.
+  double host_acquire_hit_rate = 0;
+  // What the model computes in: "fp32" on this CPU build (mixed precision
+  // needs the GPU build), and the dtype the job asked for.
+  std::string compute_dtype = "fp32";
+  std::string job_dtype;
   double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // summed over ranks
   double stall_s = 0;        // summed over ranks
   double allocations_after_warmup = 0;  // summed over ranks
@@ -70,6 +82,8 @@ class Trainer {
   std::string Describe() const;
   int accum_steps() const { return accum_; }
   const Profiler& profiler() const { return profiler_; }
+  // The shards' store (tests and tools inspect the cache through it).
+  ShardStore* store() const { return store_.get(); }
 
   // Writes the current profile (the profiled step's trace, docs/trace-format.md).
   // FailedPrecondition before the first step ends.
@@ -94,10 +108,16 @@ class Trainer {
   // Every training acquire goes through here; the profiled step records its order.
   StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode);
   void EndAccess(int block, Phase phase, double start_s);
-  Status AccumulateGrad(int block, const torch::Tensor& dflat);
+  // Reduces one contribution to the block's gradient to this rank; the last
+  // one of the step updates the block.
+  Status ReduceGrad(int block, const torch::Tensor& dflat);
+  // AdamW on the block's shards with its complete gradient (this rank's shard).
+  Status UpdateBlock(int block, const float* grad);
   StatusOr<double> MicroStep(int micro);
-  Status OptimizerStep();
   void IssuePlannedFetches();
+  void Release(Gathered* g);
+  // When each update's states must be fetched to the host (state_fetches_).
+  void PlanStateFetches();
   void NoteDeviceAccess(int block);
   void CalibrateLinks(const CacheMetrics& profiled);
   Status BuildPlan(const CacheMetrics& profiled);
@@ -122,10 +142,13 @@ class Trainer {
   BatchSampler sampler_;
   std::vector<std::vector<float>> gathered_;  // two working buffers (ranks > 1)
   std::vector<float> scatter_;               // reduce-scatter output
-  std::vector<bool> grad_written_;           // per block, this step
+  std::vector<int> contributions_;           // per block: gradient contributions so far this step
+  std::vector<int> needed_;                  // per block: contributions per step (the embedding has two)
   std::vector<torch::Tensor> checkpoints_;   // each layer's input
   Profiler profiler_;
   std::unique_ptr<PrefetchPlan> plan_;
+  // Per device access k: blocks whose update's shards to fetch to the host before it.
+  std::vector<std::vector<int>> state_fetches_;
   std::unique_ptr<ZeroInfinityPrefetcher> zero_infinity_;  // cache.policy zero-infinity, from step 1
   int zi_fetches_reported_ = 0;
   std::unique_ptr<NextUseOracle> oracle_;
@@ -134,7 +157,8 @@ class Trainer {
   bool sampling_ = false;  // Sample() runs unprofiled
   double step_start_ = 0;
   uint64_t allocations_at_warmup_ = 0;
-  int prefetches_ = 0;
+  int prefetches_ = 0;                        // planned fetches issued this step
+  int64_t issued_for_ = -1;                   // the access whose planned fetches were issued last
   // Device hits as tencache-sim counts them (NoteDeviceAccess).
   std::vector<int64_t> arrivals_seen_;        // per block: device arrivals at its last access, -1: none
   std::vector<PrefetchHandle> refresh_;       // per block: the optimizer's refresh since then

@@ -291,7 +291,83 @@ TEST_F(TensorCacheTest, DiscardEvictsNowAndWritesBackTheOnlyCopy) {
 }
 
 
-}  // namespace
+TEST_F(TensorCacheTest, OverwriteTakesASlotWithoutFetchingTheOldBytes) {
+  auto c = MakeCache(dir_, Budgets(1, 1), UniformSpecs(2, kBytes));
+  WriteTensor(c.get(), 0, 21, Tier::kHost);
+  WriteTensor(c.get(), 1, 22, Tier::kHost);  // 0 goes to NVMe
+  ASSERT_FALSE(c->IsResident(0, Tier::kHost));
+  c->EndStep();
+  {
+    auto h = c->Acquire(0, Tier::kHost, AccessMode::kOverwrite, kWait);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    testing::FillPattern(static_cast<uint8_t*>(h->data()), h->bytes(), 23);
+  }
+  CacheMetrics m = c->EndStep();
+  EXPECT_EQ(m.bytes_nvme_to_host, 0u);        // the old bytes were not read
+  EXPECT_EQ(m.bytes_host_to_nvme, kBytes);    // 1 was written back to make room
+  EXPECT_EQ(m.tier(Tier::kHost).misses, 0u);  // and nobody waited for an arrival
+  EXPECT_FALSE(c->IsResident(0, Tier::kNvme));  // the NVMe copy is stale now
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 23, Tier::kHost));
+  EXPECT_TRUE(ReadMatches(c.get(), 1, 22, Tier::kHost));  // back from NVMe, evicting 0 (written back)
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 23, Tier::kDevice));
+}
+
+TEST_F(TensorCacheTest, InvalidateDropsEveryCopyWithoutWritingBack) {
+  auto c = MakeCache(dir_, Budgets(1, 1), UniformSpecs(2, kBytes));
+  WriteTensor(c.get(), 0, 31, Tier::kHost);  // dirty: the only copy
+  {
+    auto h = c->Acquire(0, Tier::kHost, AccessMode::kRead, kWait);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(c->Invalidate(0).code(), StatusCode::kFailedPrecondition);  // pinned: kept
+  }
+  ASSERT_TRUE(c->Invalidate(0).ok());
+  EXPECT_FALSE(c->IsResident(0, Tier::kHost));
+  EXPECT_EQ(c->Invalidate(7).code(), StatusCode::kNotFound);
+  WriteTensor(c.get(), 1, 32, Tier::kHost);  // the slot is free: nothing to write back
+  CacheMetrics m = c->EndStep();
+  EXPECT_EQ(m.bytes_host_to_nvme, 0u);
+  EXPECT_EQ(m.tier(Tier::kHost).evictions, 0u);
+  auto h = c->Acquire(0, Tier::kDevice, AccessMode::kRead, kWait);  // reads as zeros again
+  ASSERT_TRUE(h.ok());
+  const auto* p = static_cast<const uint8_t*>(h->data());
+  for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(p[i], 0) << i;
+}
+
+// A prefetch never evicts a tensor needed before the one it brings: with every
+// slot holding something needed sooner it is declined, and the demand acquire
+// still works (and may evict, as a demand miss must).
+TEST_F(TensorCacheTest, PrefetchNeverEvictsATensorNeededSooner) {
+  auto c = MakeCache(dir_, Budgets(2, 2), UniformSpecs(4, kBytes));
+  WriteTensor(c.get(), 0, 40, Tier::kHost);
+  WriteTensor(c.get(), 1, 41, Tier::kHost);
+  WriteTensor(c.get(), 2, 42, Tier::kHost);  // 0 to NVMe
+  WriteTensor(c.get(), 3, 43, Tier::kHost);  // 1 to NVMe: the host holds 2 and 3
+  c->EndStep();
+  MapOracle oracle({{0, 30}, {1, 10}, {2, 20}, {3, 5}});
+  c->SetNextUseOracle(&oracle);
+  // 0 (next use 30) would have to evict 2 (20) or 3 (5): both needed sooner.
+  Status declined = c->Prefetch(0, Tier::kHost).Wait(kWait);
+  EXPECT_EQ(declined.code(), StatusCode::kResourceExhausted) << declined.ToString();
+  EXPECT_NE(declined.message().find("declined"), std::string::npos) << declined.ToString();
+  EXPECT_TRUE(c->IsResident(2, Tier::kHost));
+  EXPECT_TRUE(c->IsResident(3, Tier::kHost));
+  // 1 (next use 10) may evict 2 (20), and only 2.
+  ASSERT_TRUE(c->Prefetch(1, Tier::kHost).Wait(kWait).ok());
+  EXPECT_TRUE(c->IsResident(1, Tier::kHost));
+  EXPECT_FALSE(c->IsResident(2, Tier::kHost));
+  EXPECT_TRUE(c->IsResident(3, Tier::kHost));
+  CacheMetrics m = c->EndStep();
+  EXPECT_EQ(m.prefetches, 2u);
+  EXPECT_EQ(m.prefetches_declined, 1u);
+  EXPECT_EQ(m.bytes_nvme_to_host, kBytes);  // only 1 was read
+  // A demand miss is not bound by the rule.
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 40, Tier::kHost));
+  // Without an oracle a prefetch evicts as before (LRU).
+  c->SetNextUseOracle(nullptr);
+  ASSERT_TRUE(c->Prefetch(2, Tier::kHost).Wait(kWait).ok());
+  EXPECT_TRUE(ReadMatches(c.get(), 2, 42, Tier::kHost));
+}
+
 TEST_F(TensorCacheTest, HostOnlyTensorsStayOutOfTheDevicePool) {
   // Two device-eligible tensors of kBytes and two host-only ones four times larger:
   // a device budget of two small slots is enough because the large class is not
@@ -329,4 +405,5 @@ TEST_F(TensorCacheTest, HostOnlyTensorsStayOutOfTheDevicePool) {
   EXPECT_NE(bad.message().find("adam_m"), std::string::npos) << bad.message();
 }
 
+}  // namespace
 }  // namespace tencache

@@ -108,6 +108,30 @@ TEST(PlanTest, PlanIsANextUseOracleAndListsFetchesByIssuePoint) {
   EXPECT_EQ(listed, plan->fetches().size());
 }
 
+// KeptUntilNextUse is exactly "the next access is not served by a fetch".
+TEST(PlanTest, KeptUntilNextUseIsTheNextAccessBeingAHit) {
+  const Trace trace = Synth("gpt2");
+  TierBudgets b;
+  b.device = Total(trace.TensorBytes()) / 2;
+  b.host = 64 * Total(trace.TensorBytes());
+  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(trace, LinkSpeeds{}, b);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const AccessSequence& seq = plan->sequence();
+  const AccessIndex n = seq.size();
+  std::vector<bool> fetched(n, false);
+  for (const PlannedFetch& f : plan->fetches()) fetched[f.use] = true;
+  int kept = 0, refetched = 0;
+  for (AccessIndex k = 0; k < n; ++k) {
+    const TensorId id = seq.tensor(k);
+    const AccessIndex next = seq.NextUse(id, k) % n;
+    EXPECT_EQ(plan->KeptUntilNextUse(id, k), !fetched[next]) << "access " << k;
+    (fetched[next] ? refetched : kept)++;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(refetched, 0);
+  EXPECT_FALSE(plan->KeptUntilNextUse(TensorId(seq.num_tensors()), 0));  // unknown tensor
+}
+
 TEST(PlanTest, LayoutSpillsToNvmeAndChecksBudgets) {
   const Trace trace = Synth("gpt2");
   const AccessSequence seq = *AccessSequence::FromTrace(trace);
