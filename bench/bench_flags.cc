@@ -1,7 +1,9 @@
 #include "bench/bench_flags.h"
 
+#include <algorithm>
 #include <cctype>
 
+#include "bench/benchmarks.h"
 #include "common/byte_size.h"
 
 namespace tencache::bench {
@@ -70,6 +72,12 @@ StatusOr<uint64_t> BenchFlags::Count(const std::string& name, uint64_t max) cons
     return Status::InvalidArgument("--" + name + " '" + s + "': expected a whole number from 1 to " +
                                    std::to_string(max));
   return v;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 }  // namespace tencache::bench

@@ -17,4 +17,7 @@ Status RunCacheBench(const std::vector<std::string>& args);
 // Offloaded training against in-memory training (built with the worker).
 Status RunTrainBench(const std::vector<std::string>& args);
 
+// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
+double Median(std::vector<double> v);
+
 }  // namespace tencache::bench

@@ -106,12 +106,6 @@ StatusOr<double> Fio(const NvmeConfig& c, const std::string& file, bool write) {
   return j["jobs"][0][rw]["bw_bytes"].get<double>() / 1e9;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 StatusOr<NvmeConfig> ParseNvmeFlags(const std::vector<std::string>& args, bool* json) {
   BenchFlags f("nvme");
   f.Value("dir", "DIR", "");

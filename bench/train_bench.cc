@@ -46,11 +46,6 @@ struct Outcome {
   double hit_rate = 0, stall_s = 0, bytes_moved = 0, allocations = 0;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r, const BenchFlags& f,
                                                std::shared_ptr<const TokenCorpus> corpus, Communicator* comm) {
   const std::string nvme = f.Get("nvme-dir") + "/" + v.name;
@@ -67,8 +62,9 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r
   return Trainer::Create(job, comm, corpus, [](const std::string&) {});
 }
 
-// All variants train side by side, one step each in turn, so that a drift in
-// the machine's speed (this one's is noisy) hits every variant alike.
+// All variants train side by side, one step each in turn (the order rotating
+// every round), so that a drift in the machine's speed (this one's is noisy)
+// hits every variant alike.
 StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const BenchFlags& f, int steps,
                                          std::shared_ptr<const TokenCorpus> corpus) {
   const size_t n = std::size(kVariants);
@@ -84,7 +80,10 @@ StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const BenchFlags& f, i
   }
   const double counted = steps - 2;
   for (int s = 0; s < steps; ++s) {
-    for (size_t i = 0; i < n; ++i) {
+    // Each round starts with the next variant, so the copies one variant's
+    // step leaves in flight land in every other variant's steps alike.
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = (j + size_t(s)) % n;
       TC_ASSIGN_OR_RETURN(StepMetrics m, trainers[i]->Step());
       if (s < 2) continue;  // step 0 profiles, step 1 refills what the profile step left
       times[i].push_back(m.step_time_s);

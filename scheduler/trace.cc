@@ -41,6 +41,12 @@ std::vector<uint64_t> Trace::TensorBytes() const {
   return bytes;
 }
 
+uint64_t Trace::TotalTensorBytes() const {
+  uint64_t total = 0;
+  for (uint64_t b : TensorBytes()) total += b;
+  return total;
+}
+
 std::vector<std::string> Trace::TensorNames() const {
   std::vector<std::string> names(num_tensors());
   for (const TraceEvent& e : events) {

@@ -63,6 +63,8 @@ struct Trace {
   size_t num_tensors() const;
   // Bytes of each tensor, indexed by id. REQUIRES: ValidateTrace(...).ok().
   std::vector<uint64_t> TensorBytes() const;
+  // Their sum: the bytes of one copy of every tensor (the parameters).
+  uint64_t TotalTensorBytes() const;
   std::vector<std::string> TensorNames() const;
 };
 

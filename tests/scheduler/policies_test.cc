@@ -13,12 +13,6 @@
 namespace tencache {
 namespace {
 
-uint64_t ParamBytes(const Trace& t) {
-  uint64_t total = 0;
-  for (uint64_t b : t.TensorBytes()) total += b;
-  return total;
-}
-
 std::map<std::string, PolicyResult> RunAll(const Trace& trace, const SimConfig& config) {
   StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, config);
   EXPECT_TRUE(sim.ok()) << sim.status().ToString();
@@ -50,7 +44,7 @@ TEST(PoliciesTest, GridHitRateAndStallTargets) {
   for (const char* preset : {"tiny", "gpt2", "gpt2-xl", "opt-1.3b", "opt-6.7b", "llama-2-7b", "falcon-7b", "bloom-7b1"}) {
     for (int micro_batch : {1, 8}) {
       const Trace trace = Synth(preset, micro_batch);
-      const uint64_t params = ParamBytes(trace);
+      const uint64_t params = trace.TotalTensorBytes();
       for (int pct = 10; pct <= 90; pct += 10) {
         SimConfig config;
         config.budgets.device = params * pct / 100;
@@ -76,7 +70,7 @@ TEST(PoliciesTest, NoStallWhenBandwidthHidesEveryTransfer) {
   // 64 sequences of 2048 tokens per step: every tensor's compute takes far
   // longer than copying it, so a plan that issues fetches early hides them all.
   const Trace trace = Synth("opt-1.3b", 64);
-  const uint64_t params = ParamBytes(trace);
+  const uint64_t params = trace.TotalTensorBytes();
   SimConfig config;
   config.budgets.device = params / 2;
   config.budgets.host = 20 * params;
@@ -103,7 +97,7 @@ TEST(PoliciesTest, ZeroInfinityStopsPrefetchingAtNvme) {
   // Host too small for any parameter home: everything lives on NVMe, so DeepSpeed
   // never prefetches and waits for each fetch; tencache prefetches through NVMe.
   const Trace trace = Synth("gpt2", 8);
-  const uint64_t params = ParamBytes(trace);
+  const uint64_t params = trace.TotalTensorBytes();
   SimConfig config;
   config.budgets.device = params / 2;
   uint64_t largest = 0;

@@ -9,12 +9,6 @@
 namespace tencache {
 namespace {
 
-uint64_t ParamBytes(const Trace& t) {
-  uint64_t total = 0;
-  for (uint64_t b : t.TensorBytes()) total += b;
-  return total;
-}
-
 // Prefetches the next access's tensor and drops each tensor after use.
 class PrefetchNextPolicy : public SimPolicy {
  public:
@@ -29,7 +23,7 @@ class PrefetchNextPolicy : public SimPolicy {
 CacheSimulator MakeSim(const Trace& trace, uint64_t device, bool shared = true) {
   SimConfig c;
   c.budgets.device = device;
-  c.budgets.host = 64 * ParamBytes(trace);
+  c.budgets.host = 64 * trace.TotalTensorBytes();
   c.links.collectives_share_pcie = shared;
   c.steps = 1;
   StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
@@ -41,7 +35,7 @@ TEST(SimEngineTest, PrefetchedTensorsAreMissesEvenWhenOnTime) {
   SynthOptions o;
   o.micro_batch = 64;  // plenty of compute to hide each copy
   const Trace trace = *SynthesizeTrace(*FindPreset("tiny"), o);
-  CacheSimulator sim = MakeSim(trace, ParamBytes(trace));
+  CacheSimulator sim = MakeSim(trace, trace.TotalTensorBytes());
   PrefetchNextPolicy p;
   PolicyResult r = sim.Run(p);
   EXPECT_EQ(r.device_hit_rate, 0.0);
@@ -51,15 +45,15 @@ TEST(SimEngineTest, PrefetchedTensorsAreMissesEvenWhenOnTime) {
 
 TEST(SimEngineTest, SteadyStateExcludesColdMisses) {
   const Trace trace = *SynthesizeTrace(*FindPreset("tiny"), SynthOptions{});
-  CacheSimulator sim = MakeSim(trace, 4 * ParamBytes(trace));
+  CacheSimulator sim = MakeSim(trace, 4 * trace.TotalTensorBytes());
   auto belady = MakePolicy("belady");
   PolicyResult r = sim.Run(**belady);
   EXPECT_DOUBLE_EQ(r.device_hit_rate, 1.0);
   EXPECT_EQ(r.stall_s, 0.0);
   // Everything resident: only the optimizer's in-place updates go host->device,
   // and every gradient comes back.
-  EXPECT_EQ(r.bytes_h2d, ParamBytes(trace));
-  EXPECT_GE(r.bytes_d2h, ParamBytes(trace));
+  EXPECT_EQ(r.bytes_h2d, trace.TotalTensorBytes());
+  EXPECT_GE(r.bytes_d2h, trace.TotalTensorBytes());
   EXPECT_GT(r.step_time_s, 0.0);
 }
 
@@ -71,25 +65,25 @@ TEST(SimEngineTest, TencachePrefetchNeverDelaysAnAllGather) {
     const Trace trace = *SynthesizeTrace(*FindPreset(preset), o);
     for (int pct : {20, 50, 80}) {
       SCOPED_TRACE(std::string(preset) + " " + std::to_string(pct) + "%");
-      CacheSimulator sim = MakeSim(trace, ParamBytes(trace) * pct / 100);
+      CacheSimulator sim = MakeSim(trace, trace.TotalTensorBytes() * pct / 100);
       auto ours = MakePolicy("tencache");
       EXPECT_EQ(sim.Run(**ours).collective_delay_s, 0.0);
     }
   }
   // The property is not free: a policy that ignores the collective lane does delay them.
   const Trace trace = *SynthesizeTrace(*FindPreset("opt-1.3b"), o);
-  CacheSimulator sim = MakeSim(trace, ParamBytes(trace) / 2);
+  CacheSimulator sim = MakeSim(trace, trace.TotalTensorBytes() / 2);
   auto window = MakePolicy("10cache-window");
   EXPECT_GT(sim.Run(**window).collective_delay_s, 0.0);
-  CacheSimulator separate = MakeSim(trace, ParamBytes(trace) / 2, /*shared=*/false);
+  CacheSimulator separate = MakeSim(trace, trace.TotalTensorBytes() / 2, /*shared=*/false);
   EXPECT_EQ(separate.Run(**MakePolicy("10cache-window")).collective_delay_s, 0.0);
 }
 
 TEST(SimEngineTest, RejectsTooFewSteps) {
   const Trace trace = *SynthesizeTrace(*FindPreset("tiny"), SynthOptions{});
   SimConfig c;
-  c.budgets.device = ParamBytes(trace);
-  c.budgets.host = 64 * ParamBytes(trace);
+  c.budgets.device = trace.TotalTensorBytes();
+  c.budgets.host = 64 * trace.TotalTensorBytes();
   c.steps = 0;
   EXPECT_EQ(CacheSimulator::Create(trace, c).status().code(), StatusCode::kInvalidArgument);
 }
