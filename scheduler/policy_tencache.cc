@@ -18,6 +18,7 @@ namespace {
 class TencachePolicy : public SimPolicy {
  public:
   const char* name() const override { return "tencache"; }
+  bool PrefetchesStates() const override { return true; }
 
   void BeginStep(SimContext& s) override {
     if (!lru_) lru_ = std::make_unique<KeyedResidents>(s.seq().num_tensors());

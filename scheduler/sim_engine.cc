@@ -132,6 +132,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
     s.host_served_ += !hit && layout_.home[x] == Tier::kHost;
   }
   wait_until(ready);
+  s.access_start_ = s.now_;
   s.fresh_[x] = false;
   policy.OnAccess(g, s);
   s.now_ += e.duration_s();
@@ -159,13 +160,14 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
   if (e.collective == CollectiveKind::kAllGather) s.gather_end_[e.block] = end;
 }
 
-void CacheSimulator::RunOptimizer(const TraceEvent& e, SimContext& s) const {
+void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const {
   const TensorId x = e.id;
   const uint64_t b = e.bytes;
   const uint64_t states = b / elem_bytes_ * 12;
   double ready = std::max(s.now_, s.grad_ready_[x]);
   if (layout_.states_on_nvme[x]) {
-    ready = std::max(ready, s.nvme_read_.Reserve(s.now_, double(states) / s.nvme_read_.bps));
+    const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.access_start_) : s.now_;
+    ready = std::max(ready, s.nvme_read_.Reserve(issue, double(states) / s.nvme_read_.bps));
     if (s.counting_) s.totals_.bytes_nvme_read += states;
   }
   s.cpu_free_ = std::max(s.cpu_free_, ready) + e.duration_s();
@@ -202,7 +204,7 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
       } else if (e.is_device_access()) {
         RunAccess(e, g++, policy, s);
       } else {
-        RunOptimizer(e, s);
+        RunOptimizer(e, policy, s);
       }
     }
     s.pos_ = trace_.events.size();

@@ -99,6 +99,7 @@ class SimContext {
   std::vector<double> grad_ready_;
   Lane nvme_read_, nvme_write_, h2d_, d2h_, net_;
   double cpu_free_ = 0;
+  double access_start_ = 0;  // when the latest access's compute started
   std::map<int, double> gather_end_;  // block -> pending all-gather's end
   bool counting_ = false;
   PolicyResult totals_;
@@ -118,6 +119,10 @@ class SimPolicy {
   virtual void OnAccess(AccessIndex g, SimContext& s) {}
   // Compute of access g finished.
   virtual void AfterAccess(AccessIndex g, SimContext& s) {}
+  // Whether it reads each update's NVMe-resident optimizer states ahead (as
+  // tencache's worker does): the read may then start when the access the update
+  // follows starts computing, instead of at the update.
+  virtual bool PrefetchesStates() const { return false; }
 };
 
 class CacheSimulator {
@@ -134,7 +139,7 @@ class CacheSimulator {
   friend class SimContext;
   void RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy, SimContext& s) const;
   void RunCollective(const TraceEvent& e, SimContext& s) const;
-  void RunOptimizer(const TraceEvent& e, SimContext& s) const;
+  void RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const;
   double Stream(TensorId id, SimContext& s) const;
 
   Trace trace_;
