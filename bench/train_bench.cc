@@ -54,7 +54,8 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r
       "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
       "cache.device_budget=" + f.Get("device-budget"), "cache.host_budget=" + f.Get("host-budget"),
       "cache.nvme_path=" + nvme,                      "train.micro_batch=" + std::to_string(r.micro_batch),
-      "train.global_batch=" + std::to_string(r.micro_batch), "model.seq_len=" + std::to_string(r.seq_len)};
+      "train.global_batch=" + std::to_string(r.micro_batch), "model.seq_len=" + std::to_string(r.seq_len),
+      "model.dtype=" + f.Get("dtype")};
   const std::string job_text =
       "name: bench\nmodel: {layers: 4, hidden: 256, heads: 4, ffn_hidden: 1024, seq_len: 128, vocab: 256}\n"
       "train: {data: " + corpus->path() + ", lr: 1.0e-3, seed: 1}\n";
@@ -109,6 +110,7 @@ Status RunTrainBench(const std::vector<std::string>& args) {
   f.Value("nvme-dir", "DIR", "/tmp/tencache-train-bench");
   f.Value("data", "FILE", "/usr/share/common-licenses/GPL-3");
   f.Value("regime", "all|compute-bound|io-bound", "all");
+  f.Value("dtype", "bf16|fp32 (bf16: mixed precision, fp32 masters and AdamW)", "bf16");
   f.Switch("json");
   TC_RETURN_IF_ERROR(f.Parse(args));
   TC_ASSIGN_OR_RETURN(uint64_t steps, f.Count("steps", 100000));
@@ -123,7 +125,8 @@ Status RunTrainBench(const std::vector<std::string>& args) {
   TC_ASSIGN_OR_RETURN(std::shared_ptr<TokenCorpus> corpus, TokenCorpus::Open(f.Get("data")));
 
   nlohmann::ordered_json out;
-  out["model"] = "gpt 4 x 256 (3.3M parameters, 53 MB of fp32 states with AdamW)";
+  out["model"] = "gpt 4 x 256 (3.3M parameters)";
+  out["dtype"] = f.Get("dtype");
   out["device_budget"] = f.Get("device-budget");
   out["host_budget"] = f.Get("host-budget");
   out["regimes"] = nlohmann::ordered_json::array();
@@ -137,8 +140,8 @@ Status RunTrainBench(const std::vector<std::string>& args) {
     reg["seq_len"] = r.seq_len;
     reg["results"] = nlohmann::ordered_json::array();
     if (!f.On("json")) {
-      std::printf("\n%s (micro_batch %d, seq_len %d): reference step %.3f s\n", r.name, r.micro_batch, r.seq_len,
-                  reference);
+      std::printf("\n%s (micro_batch %d, seq_len %d, %s): reference step %.3f s\n", r.name, r.micro_batch,
+                  r.seq_len, f.Get("dtype").c_str(), reference);
       std::printf("  %-12s %9s %8s %9s %9s %12s %7s\n", "POLICY", "STEP s", "x NONE", "DEV HIT", "STALL s", "MOVED/STEP",
                   "ALLOCS");
     }

@@ -135,13 +135,14 @@ torch::Tensor GptModel::Logits(const torch::Tensor& flat_last, const torch::Tens
 
 torch::Tensor GptModel::HeadLoss(const torch::Tensor& flat_last, const torch::Tensor& flat0, const torch::Tensor& x,
                                  const torch::Tensor& targets) const {
-  torch::Tensor logits = Logits(flat_last, flat0, x);
+  // The loss in fp32 whatever the compute dtype (a no-op in fp32).
+  torch::Tensor logits = Logits(flat_last, flat0, x).to(torch::kFloat32);
   return torch::nn::functional::cross_entropy(logits.view({-1, m_.vocab}), targets.reshape({-1}));
 }
 
 torch::Tensor GptModel::HeadLogits(const torch::Tensor& flat_last, const torch::Tensor& flat0,
                                    const torch::Tensor& x) const {
-  return Logits(flat_last, flat0, x.narrow(1, x.size(1) - 1, 1)).squeeze(1);
+  return Logits(flat_last, flat0, x.narrow(1, x.size(1) - 1, 1)).squeeze(1).to(torch::kFloat32);
 }
 
 void GptModel::InitBlock(int block, uint64_t seed, float* out) const {

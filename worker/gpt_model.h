@@ -8,7 +8,9 @@
 //
 // Blocks follow ModelShape: block 0 the embeddings, 1..L the layers, L+1 the
 // final norm (and the LM head when untied). Parameter names and order match
-// ModelShape::Tensors(). Immutable after construction; thread-safe.
+// ModelShape::Tensors(). The compute dtype is the flat buffers' (fp32, or bf16
+// in mixed precision: activations follow it; the loss and the sampling logits
+// are computed in fp32). Immutable after construction; thread-safe.
 #pragma once
 
 #include <torch/torch.h>

@@ -7,28 +7,36 @@
 namespace tencache {
 
 const char* ShardKindName(ShardKind kind) {
-  static const char* kNames[] = {"param", "grad", "adam_m", "adam_v"};
+  static const char* kNames[] = {"param", "grad", "adam_m", "adam_v", "master"};
   return kNames[int(kind)];
+}
+
+std::vector<ShardKind> ShardLayout::Kinds() const {
+  std::vector<ShardKind> k = {ShardKind::kParam, ShardKind::kGrad, ShardKind::kAdamM, ShardKind::kAdamV};
+  if (mixed) k.push_back(ShardKind::kMaster);
+  return k;
 }
 
 namespace {
 
 class MemoryShardStore : public ShardStore {
  public:
-  explicit MemoryShardStore(const std::vector<size_t>& counts) {
-    size_t total = 0;
-    for (size_t c : counts) {
-      for (int k = 0; k < kShardKinds; ++k) {
-        offsets_.push_back(total);
-        total += c;
+  explicit MemoryShardStore(const ShardLayout& layout) : layout_(layout) {
+    offsets_.assign(layout.num_tensors(), 0);
+    size_t total = 0;  // bytes, each shard 64-byte aligned
+    for (int b = 0; b < int(layout.num_blocks()); ++b) {
+      for (ShardKind k : layout.Kinds()) {
+        offsets_[layout.Id(b, k)] = total;
+        total += (layout.Bytes(b, k) + 63) / 64 * 64;
       }
-      counts_.push_back(c);
     }
-    arena_.assign(total, 0.0f);  // the one allocation
+    arena_.assign(total / sizeof(float), 0.0f);  // the one allocation
   }
   std::string Describe() const override { return "memory (cache.policy none: every shard in ordinary memory)"; }
+  const ShardLayout& layout() const override { return layout_; }
   StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier, AccessMode) override {
-    return ShardRef(arena_.data() + offsets_[ShardTensorId(block, kind)], counts_[block]);
+    return ShardRef(reinterpret_cast<uint8_t*>(arena_.data()) + offsets_[layout_.Id(block, kind)],
+                    layout_.counts[block]);
   }
   PrefetchHandle Prefetch(int, ShardKind, Tier) override { return {}; }
   void Invalidate(int, ShardKind) override {}
@@ -42,57 +50,56 @@ class MemoryShardStore : public ShardStore {
   TensorCache* cache() override { return nullptr; }
 
  private:
+  const ShardLayout layout_;
   std::vector<float> arena_;
-  std::vector<size_t> offsets_;
-  std::vector<size_t> counts_;
+  std::vector<size_t> offsets_;  // bytes, per tensor id
   uint64_t step_ = 0;
 };
 
 class CachedShardStore : public ShardStore {
  public:
-  CachedShardStore(std::unique_ptr<TensorCache> cache, std::vector<size_t> counts)
-      : cache_(std::move(cache)), counts_(std::move(counts)) {}
+  CachedShardStore(std::unique_ptr<TensorCache> cache, const ShardLayout& layout)
+      : cache_(std::move(cache)), layout_(layout) {}
   std::string Describe() const override { return cache_->Describe(); }
+  const ShardLayout& layout() const override { return layout_; }
   StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) override {
     TC_ASSIGN_OR_RETURN(TensorHandle h,
-                        cache_->Acquire(ShardTensorId(block, kind), tier, mode, std::chrono::milliseconds(120000)));
-    float* data = static_cast<float*>(h.data());
-    return ShardRef(data, counts_[block], std::move(h));
+                        cache_->Acquire(layout_.Id(block, kind), tier, mode, std::chrono::milliseconds(120000)));
+    void* data = h.data();
+    return ShardRef(data, layout_.counts[block], std::move(h));
   }
   PrefetchHandle Prefetch(int block, ShardKind kind, Tier tier) override {
-    return cache_->Prefetch(ShardTensorId(block, kind), tier);
+    return cache_->Prefetch(layout_.Id(block, kind), tier);
   }
   void Invalidate(int block, ShardKind kind) override {
     // Unpinned by now (the caller released it); a failure only means a write-back may happen.
-    (void)cache_->Invalidate(ShardTensorId(block, kind));
+    (void)cache_->Invalidate(layout_.Id(block, kind));
   }
   CacheMetrics EndStep() override { return cache_->EndStep(); }
   TensorCache* cache() override { return cache_.get(); }
 
  private:
   std::unique_ptr<TensorCache> cache_;
-  std::vector<size_t> counts_;
+  const ShardLayout layout_;
 };
 
 }  // namespace
 
-std::unique_ptr<ShardStore> MakeMemoryShardStore(const std::vector<size_t>& shard_counts) {
-  return std::make_unique<MemoryShardStore>(shard_counts);
+std::unique_ptr<ShardStore> MakeMemoryShardStore(const ShardLayout& layout) {
+  return std::make_unique<MemoryShardStore>(layout);
 }
 
-StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const std::vector<size_t>& counts,
-                                                           const CachedStoreOptions& o) {
-  std::vector<TensorSpec> specs;
-  for (size_t b = 0; b < counts.size(); ++b) {
-    for (int k = 0; k < kShardKinds; ++k) {
-      TensorSpec s;
-      s.id = ShardTensorId(int(b), ShardKind(k));
-      s.name = "block" + std::to_string(b) + "." + ShardKindName(ShardKind(k));
-      s.bytes = counts[b] * sizeof(float);
-      s.dtype = ElementType::kFloat32;
+StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& layout, const CachedStoreOptions& o) {
+  std::vector<TensorSpec> specs(layout.num_tensors());
+  for (int b = 0; b < int(layout.num_blocks()); ++b) {
+    for (ShardKind k : layout.Kinds()) {
+      TensorSpec& s = specs[layout.Id(b, k)];
+      s.id = layout.Id(b, k);
+      s.name = "block" + std::to_string(b) + "." + ShardKindName(k);
+      s.bytes = layout.Bytes(b, k);
+      s.dtype = layout.ElementBytes(k) == 2 ? ElementType::kBFloat16 : ElementType::kFloat32;
       s.home = Tier::kNvme;  // everything starts on NVMe; the plan pulls it up
-      s.device = ShardKind(k) == ShardKind::kParam;  // gradients and moments live on host and NVMe
-      specs.push_back(s);
+      s.device = k == ShardKind::kParam;  // gradients, moments and masters live on host and NVMe
     }
   }
   TierSet tiers;
@@ -107,14 +114,15 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const std::vector<siz
   options.host_budget = o.host_budget;
   // The trainer pins at most one parameter shard per size class on the device
   // (the head's two blocks differ in size) and three shards of a block on the
-  // host (an update: parameter and moments; a stored gradient is released
-  // before). Budgets are hard: a prefetch that finds no free slot fails and the
-  // shard is fetched when it is acquired instead.
+  // host (an update: parameter or master, and moments; a stored gradient is
+  // released before; a mixed-precision parameter is written after, in its own
+  // smaller class). Budgets are hard: a prefetch that finds no free slot fails
+  // and the shard is fetched when it is acquired instead.
   options.min_device_slots_per_class = 1;
   options.min_host_slots_per_class = 3;
   options.grow_when_pinned = false;
   TC_ASSIGN_OR_RETURN(std::unique_ptr<TensorCache> cache, TensorCache::Create(options, specs, std::move(tiers)));
-  return std::unique_ptr<ShardStore>(std::make_unique<CachedShardStore>(std::move(cache), counts));
+  return std::unique_ptr<ShardStore>(std::make_unique<CachedShardStore>(std::move(cache), layout));
 }
 
 }  // namespace tencache

@@ -1,7 +1,12 @@
 // ShardStore: where this rank's shards of every block live — the parameter
-// shard, its accumulated gradient and the two AdamW moments, each a flat fp32
-// array of the block's shard length. The trainer reaches them only through
-// Acquire, which returns a ShardRef pinning the data until it is destroyed.
+// shard the model computes with, its accumulated gradient, the two AdamW
+// moments and, in mixed precision, the fp32 master copy of the parameters. The
+// trainer reaches them only through Acquire, which returns a ShardRef pinning
+// the data until it is destroyed.
+//
+// Element types: gradients, moments and masters are fp32; the parameter shard
+// is bf16 in mixed precision (what is gathered, copied to the device and
+// computed with: half the bytes) and fp32 otherwise (then it is its own master).
 //
 // Two stores: the memory store (cache.policy none, the reference run) keeps
 // every shard in one host allocation made at setup; the cached store registers
@@ -22,31 +27,50 @@
 
 namespace tencache {
 
-enum class ShardKind : int { kParam = 0, kGrad = 1, kAdamM = 2, kAdamV = 3 };
-constexpr int kShardKinds = 4;
+enum class ShardKind : int { kParam = 0, kGrad = 1, kAdamM = 2, kAdamV = 3, kMaster = 4 };
+constexpr int kShardKinds = 4;  // per block in every store; kMaster only in mixed precision
 const char* ShardKindName(ShardKind kind);
-// The cache tensor id of a block's shard: 4 per block, in block order.
+// The cache tensor id of a block's shard of kind kParam..kAdamV: 4 per block, in
+// block order (masters, when present, follow all of them: ShardStore::Id).
 inline TensorId ShardTensorId(int block, ShardKind kind) { return TensorId(block * kShardKinds + int(kind)); }
 
 // A pinned shard. Move-only; unpins when destroyed.
 class ShardRef {
  public:
   ShardRef() = default;
-  ShardRef(float* data, size_t count, TensorHandle handle = {})
+  ShardRef(void* data, size_t count, TensorHandle handle = {})
       : data_(data), count_(count), handle_(std::move(handle)) {}
-  float* data() const { return data_; }
-  size_t count() const { return count_; }
+  void* data() const { return data_; }
+  // REQUIRES: an fp32 shard (every kind but a mixed-precision kParam).
+  float* f32() const { return static_cast<float*>(data_); }
+  size_t count() const { return count_; }  // elements
 
  private:
-  float* data_ = nullptr;
+  void* data_ = nullptr;
   size_t count_ = 0;
   TensorHandle handle_;  // empty for the memory store
+};
+
+struct ShardLayout {
+  std::vector<size_t> counts;  // elements per shard, per block
+  bool mixed = false;          // bf16 parameters + fp32 masters
+  size_t num_blocks() const { return counts.size(); }
+  // Bytes of one element of `kind`.
+  size_t ElementBytes(ShardKind kind) const { return kind == ShardKind::kParam && mixed ? 2 : 4; }
+  size_t Bytes(int block, ShardKind kind) const { return counts[block] * ElementBytes(kind); }
+  // The kinds a block has: kParam..kAdamV, and kMaster when mixed.
+  std::vector<ShardKind> Kinds() const;
+  TensorId Id(int block, ShardKind kind) const {
+    return kind == ShardKind::kMaster ? TensorId(kShardKinds * num_blocks() + block) : ShardTensorId(block, kind);
+  }
+  size_t num_tensors() const { return num_blocks() * (kShardKinds + (mixed ? 1 : 0)); }
 };
 
 class ShardStore {
  public:
   virtual ~ShardStore() = default;
   virtual std::string Describe() const = 0;
+  virtual const ShardLayout& layout() const = 0;
   // `tier`: where the caller reads or writes it (kDevice or kHost).
   virtual StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) = 0;
   // Starts moving a shard toward `tier`; the handle completes when it is there
@@ -62,8 +86,7 @@ class ShardStore {
   virtual TensorCache* cache() = 0;
 };
 
-// shard_counts[b]: floats per shard of block b.
-std::unique_ptr<ShardStore> MakeMemoryShardStore(const std::vector<size_t>& shard_counts);
+std::unique_ptr<ShardStore> MakeMemoryShardStore(const ShardLayout& layout);
 
 struct CachedStoreOptions {
   uint64_t device_budget = 0;  // bytes of device slots
@@ -72,7 +95,7 @@ struct CachedStoreOptions {
   int rank = 0;
   bool cuda = false;           // real GPU device tier; else the simulated one
 };
-StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const std::vector<size_t>& shard_counts,
+StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& layout,
                                                            const CachedStoreOptions& options);
 
 }  // namespace tencache

@@ -35,10 +35,13 @@ class AcquireOrderOracle : public NextUseOracle {
   std::map<TensorId, std::vector<AccessIndex>> positions_;
 };
 
+// bf16 compute with fp32 masters and optimizer (mixed precision), or fp32.
+bool Mixed(const JobSpec& job) { return job.dtype == DType::kBf16; }
+
 TraceHeader HeaderFor(const JobSpec& job, int ranks) {
   TraceHeader h;
   h.model = job.model.name;
-  h.dtype = "fp32";
+  h.dtype = Mixed(job) ? "bf16" : "fp32";  // the parameter shards the accesses move
   h.ranks = ranks;
   h.micro_batch = job.train.micro_batch;
   h.seq_len = job.model.seq_len;
@@ -95,6 +98,11 @@ Trainer::~Trainer() {
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communicator* comm,
                                                    std::shared_ptr<const TokenCorpus> corpus, LogSink log) {
   TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
+  if (job.dtype == DType::kFp16) {
+    return Status::InvalidArgument(job.Where("model.dtype") + ": the worker trains bf16 (mixed precision: bf16 "
+                                   "compute, fp32 master weights and Adam moments) or fp32; fp16 needs dynamic loss "
+                                   "scaling, which it does not do: set model.dtype to bf16 or fp32");
+  }
   if (corpus->max_token() >= job.model.vocab) {
     return Status::InvalidArgument(job.Where("model.vocab") + ": the data '" + corpus->path() + "' holds token " +
                                    std::to_string(corpus->max_token()) + ", beyond the vocabulary of " +
@@ -121,15 +129,21 @@ Status Trainer::Init() {
   }
   accum_ = job_.train.global_batch / per_pass;
   size_t largest = 0;
+  layout_.mixed = Mixed(job_);
+  compute_dtype_ = layout_.mixed ? torch::kBFloat16 : torch::kFloat32;
   for (int b = 0; b < model_.num_blocks(); ++b) {
     const size_t n = size_t(model_.layout(b).numel);
     shard_.push_back((n + ranks_ - 1) / ranks_);
     padded_.push_back(shard_.back() * ranks_);
     largest = std::max(largest, padded_.back());
-    state_bytes_ += shard_.back() * sizeof(float) * kShardKinds;
   }
-  if (ranks_ > 1) {
-    gathered_.assign(2, std::vector<float>(largest, 0.0f));
+  layout_.counts = shard_;
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    for (ShardKind k : layout_.Kinds()) state_bytes_ += layout_.Bytes(b, k);
+  }
+  if (ranks_ > 1) {  // working buffers in the compute dtype (bf16: half the floats)
+    const size_t floats = (largest * layout_.ElementBytes(ShardKind::kParam) + sizeof(float) - 1) / sizeof(float);
+    gathered_.assign(2, std::vector<float>(floats, 0.0f));
     scatter_.assign(largest / ranks_ + 1, 0.0f);
   }
   adamw_.lr = job_.train.lr;
@@ -150,7 +164,7 @@ Status Trainer::Init() {
                                    "zero-infinity, lru and none");
   }
   if (policy == CachePolicy::kNone) {
-    store_ = MakeMemoryShardStore(shard_);
+    store_ = MakeMemoryShardStore(layout_);
   } else {
     CachedStoreOptions o;
     // auto: room for every shard, so nothing needs to leave the tier.
@@ -158,22 +172,38 @@ Status Trainer::Init() {
     o.host_budget = job_.cache.host_budget.value_or(state_bytes_);
     o.nvme_dir = job_.cache.nvme_path;
     o.rank = comm_->rank();
-    TC_ASSIGN_OR_RETURN(store_, MakeCachedShardStore(shard_, o));
+    TC_ASSIGN_OR_RETURN(store_, MakeCachedShardStore(layout_, o));
   }
   TC_RETURN_IF_ERROR(InitShards());
+  acquire_order_.clear();  // initialisation is not the profiled order
   if (store_->cache() != nullptr) allocations_at_warmup_ = store_->cache()->Snapshot().allocations_after_setup;
   store_->EndStep();  // initialisation traffic is not a training step
   return Status::Ok();
 }
 
-// Every rank generates each whole block from the seed and keeps its shard.
+// Every rank generates each whole block from the seed and keeps its shard (in
+// mixed precision: the fp32 master, and the bf16 parameter rounded from it).
 Status Trainer::InitShards() {
   for (int b = 0; b < model_.num_blocks(); ++b) {
     std::vector<float> block(padded_[b], 0.0f);
     model_.InitBlock(b, job_.train.seed, block.data());
-    TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, ShardKind::kParam, Tier::kHost, AccessMode::kWrite));
-    std::memcpy(p.data(), block.data() + comm_->rank() * shard_[b], shard_[b] * sizeof(float));
+    const float* mine = block.data() + comm_->rank() * shard_[b];
+    const ShardKind master = layout_.mixed ? ShardKind::kMaster : ShardKind::kParam;
+    {
+      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, master, Tier::kHost, AccessMode::kOverwrite));
+      std::memcpy(p.data(), mine, shard_[b] * sizeof(float));
+    }
+    if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, mine));
   }
+  return Status::Ok();
+}
+
+// The bf16 parameter shard rounded from the fp32 master (mixed precision).
+Status Trainer::WriteComputeCopy(int block, const float* master) {
+  TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kHost, AccessMode::kOverwrite));
+  const int64_t n = int64_t(shard_[block]);
+  torch::from_blob(p.data(), {n}, torch::kBFloat16)
+      .copy_(torch::from_blob(const_cast<float*>(master), {n}, torch::kFloat32));
   return Status::Ok();
 }
 
@@ -183,8 +213,10 @@ double Trainer::Now() const {
 
 std::string Trainer::Describe() const {
   std::ostringstream out;
-  out << "model " << job_.model.name << " (" << job_.model.ParamCount() << " parameters; computes in fp32 on CPU, "
-      << "the job's " << DTypeName(job_.dtype) << " mixed precision needs the GPU build), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
+  out << "model " << job_.model.name << " (" << job_.model.ParamCount() << " parameters; "
+      << (layout_.mixed ? "mixed precision: bf16 compute, fp32 master weights and AdamW"
+                        : "fp32 compute and AdamW")
+      << ", on CPU), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
       << job_.train.micro_batch << " x " << accum_ << " accumulation steps, policy "
       << CachePolicyName(job_.cache.policy) << "; store: " << store_->Describe();
   return out.str();
@@ -199,22 +231,23 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   NoteDeviceAccess(block);
   const int64_t n = int64_t(padded_[block]);
   if (ranks_ == 1) {  // the shard is the block: compute on it in place
-    g.flat = torch::from_blob(p.data(), {n}, torch::kFloat32);
+    g.flat = torch::from_blob(p.data(), {n}, compute_dtype_);
     g.pin = std::move(p);
     return g;
   }
   const double t0 = Now();
-  TC_RETURN_IF_ERROR(comm_->AllGather(p.data(), gathered_[slot].data(), shard_[block] * sizeof(float)));
+  const size_t elem = layout_.ElementBytes(ShardKind::kParam);
+  TC_RETURN_IF_ERROR(comm_->AllGather(p.data(), gathered_[slot].data(), shard_[block] * elem));
   if (!sampling_) {
-    profiler_.RecordCollective({CollectiveKind::kAllGather, block, uint64_t(n) * sizeof(float) * (ranks_ - 1) / ranks_,
+    profiler_.RecordCollective({CollectiveKind::kAllGather, block, uint64_t(n) * elem * (ranks_ - 1) / ranks_,
                                 t0 - step_start_, Now() - step_start_});
   }
-  g.flat = torch::from_blob(gathered_[slot].data(), {n}, torch::kFloat32);
+  g.flat = torch::from_blob(gathered_[slot].data(), {n}, compute_dtype_);
   return g;
 }
 
 StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) {
-  if (step_ == 0 && !sampling_) acquire_order_.push_back(ShardTensorId(block, kind));
+  if (step_ == 0 && !sampling_) acquire_order_.push_back(layout_.Id(block, kind));
   return store_->Acquire(block, kind, tier, mode);
 }
 
@@ -225,7 +258,7 @@ void Trainer::EndAccess(int block, Phase phase, double start_s) {
   a.name = "block" + std::to_string(block) + ".param";
   a.phase = phase;
   a.block = block;
-  a.bytes = shard_[block] * sizeof(float);
+  a.bytes = layout_.Bytes(block, ShardKind::kParam);
   a.start_s = start_s - step_start_;
   a.end_s = Now() - step_start_;
   profiler_.RecordAccess(a);
@@ -235,7 +268,8 @@ void Trainer::EndAccess(int block, Phase phase, double start_s) {
 }
 
 Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
-  torch::Tensor d = dflat.contiguous();  // ours: the final contribution adds the stored part into it
+  // fp32 (from bf16 in mixed precision), ours: the final contribution adds the stored part into it.
+  torch::Tensor d = dflat.to(torch::kFloat32).contiguous();
   float* src = d.data_ptr<float>();
   const size_t n = shard_[block];
   if (ranks_ > 1) {
@@ -251,7 +285,7 @@ Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
   if (!complete) {
     TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost,
                                             k == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
-    float* dst = g.data();
+    float* dst = g.f32();
     if (k == 0) {
       std::memcpy(dst, src, n * sizeof(float));
     } else {
@@ -261,7 +295,7 @@ Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
   }
   {
     TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
-    const float* stored = g.data();
+    const float* stored = g.f32();
     for (size_t i = 0; i < n; ++i) src[i] = stored[i] + src[i];
   }
   store_->Invalidate(block, ShardKind::kGrad);  // consumed: never written back
@@ -278,10 +312,14 @@ Status Trainer::UpdateBlock(int b, const float* grad) {
   const bool planned = plan_ != nullptr && job_.cache.prefetch && !sampling_ && profiler_.following();
   const bool on_device = cache != nullptr && cache->IsResident(param, Tier::kDevice);
   {
-    TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, ShardKind::kParam, Tier::kHost, AccessMode::kWrite));
+    // The fp32 master: the parameter shard itself, or its own shard in mixed
+    // precision, where the bf16 copy is then rounded from it.
+    const ShardKind master = layout_.mixed ? ShardKind::kMaster : ShardKind::kParam;
+    TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, master, Tier::kHost, AccessMode::kWrite));
     TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
     TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
-    AdamWStep(adamw_, step_ + 1, shard_[b], p.data(), grad, m.data(), v.data(), threads_);
+    AdamWStep(adamw_, step_ + 1, shard_[b], p.f32(), grad, m.f32(), v.f32(), threads_);
+    if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, p.f32()));
   }
   const AccessIndex k = profiler_.position();  // device accesses so far this step
   if (planned && on_device && k > 0 && plan_->KeptUntilNextUse(TensorId(b), k - 1) &&
@@ -407,9 +445,10 @@ void Trainer::IssuePlannedFetches() {
     for (int b : state_fetches_[k]) {
       // Declined when the host holds only shards needed sooner (the cache's
       // Belady-safe rule): the update then fetches them on demand.
-      for (ShardKind kind : {ShardKind::kParam, ShardKind::kAdamM, ShardKind::kAdamV}) {
-        store_->Prefetch(b, kind, Tier::kHost);
-      }
+      // (In mixed precision the bf16 parameter is overwritten by the update:
+      // only the master is read.)
+      const ShardKind master = layout_.mixed ? ShardKind::kMaster : ShardKind::kParam;
+      for (ShardKind kind : {master, ShardKind::kAdamM, ShardKind::kAdamV}) store_->Prefetch(b, kind, Tier::kHost);
       if (needed_[b] > 1) store_->Prefetch(b, ShardKind::kGrad, Tier::kHost);
       ++prefetches_;
     }
@@ -481,7 +520,7 @@ void Trainer::PlanStateFetches() {
     if (e.is_device_access()) ++c;
     if (e.kind != EventKind::kAccess || e.phase != Phase::kOptimizer || c == 0 || n == 0) continue;
     const int b = e.block;
-    const double bytes = double(shard_[b]) * sizeof(float) * (needed_[b] > 1 ? 4 : 3);
+    const double bytes = double(shard_[b]) * sizeof(float) * (needed_[b] > 1 ? 4 : 3);  // master, moments, gradient
     const double lead = bytes / links_.nvme_read_bps + bytes / links_.nvme_write_bps;
     size_t j = (c - 1) % n;  // the access the update follows: its compute overlaps the fetch
     double ahead = seq.compute_s(j);
@@ -588,6 +627,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;
   m.device_acquire_hit_rate = sums[7] + sums[8] > 0 ? sums[7] / (sums[7] + sums[8]) : 1.0;
   m.host_acquire_hit_rate = sums[12] + sums[13] > 0 ? sums[12] / (sums[12] + sums[13]) : 1.0;
+  m.compute_dtype = layout_.mixed ? "bf16" : "fp32";
   m.job_dtype = DTypeName(job_.dtype);
   m.device_used_bytes = peak[0];
   m.device_reserved_bytes = peak[1];

@@ -50,8 +50,8 @@ struct StepMetrics {
   // that found the shard in host memory (a state prefetch that arrived in time
   // counts), all ranks.
   double host_acquire_hit_rate = 0;
-  // What the model computes in: "fp32" on this CPU build (mixed precision
-  // needs the GPU build), and the dtype the job asked for.
+  // What the model computes in ("bf16" in mixed precision, with fp32 masters
+  // and optimizer; "fp32"), and the job's model.dtype.
   std::string compute_dtype = "fp32";
   std::string job_dtype;
   double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // summed over ranks
@@ -104,6 +104,7 @@ class Trainer {
   Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log);
   Status Init();
   Status InitShards();
+  Status WriteComputeCopy(int block, const float* master);
   StatusOr<Gathered> Gather(int block, int slot, Phase phase);
   // Every training acquire goes through here; the profiled step records its order.
   StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode);
@@ -134,6 +135,8 @@ class Trainer {
   int accum_ = 1;
   std::vector<size_t> shard_;   // floats per shard, per block
   std::vector<size_t> padded_;  // shard * ranks
+  ShardLayout layout_;          // the shards' kinds and element types
+  torch::Dtype compute_dtype_ = torch::kFloat32;
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget
   AdamWConfig adamw_;
   int threads_ = 1;

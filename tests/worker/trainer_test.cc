@@ -28,11 +28,12 @@ std::string NvmeDir(const std::string& tag) {
   return (fs::temp_directory_path() / ("tencache_trainer_test_" + std::to_string(::getpid()) + "_" + tag)).string();
 }
 
-// A small GPT (2 layers, width 64) that trains in well under a second a step.
+// A small GPT (2 layers, width 64) that trains in well under a second a step;
+// fp32 unless `extra` sets model.dtype=bf16 (mixed precision).
 JobSpec SmallJob(const std::string& policy, const std::string& tag, std::vector<std::string> extra = {}) {
   std::vector<std::string> sets = {"cache.policy=" + policy, "cache.nvme_path=" + NvmeDir(tag)};
   sets.insert(sets.end(), extra.begin(), extra.end());
-  std::string text = std::string("name: t\nmodel: {preset: tiny, layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, seq_len: 32}\n") +
+  std::string text = std::string("name: t\nmodel: {preset: tiny, layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, seq_len: 32, dtype: fp32}\n") +
                      "train: {data: " + kCorpus + ", micro_batch: 2, global_batch: 8, lr: 3.0e-3, seed: 5}\n";
   StatusOr<JobSpec> job = ParseJobText(text, "test.yaml", sets);
   EXPECT_TRUE(job.ok()) << job.status().ToString();
@@ -73,14 +74,18 @@ std::vector<StepMetrics> TrainOnRanks(const JobSpec& job, int ranks, int steps) 
 TEST(Trainer, CachedRunEqualsTheInMemoryReferenceBitwise) {
   // 1.96 MB of states (0.49 MB of parameters) against a 320 KiB device and
   // 1.5 MiB host budget: shards live on NVMe and move every step. Every cached
-  // policy computes on the same bytes as the reference.
+  // policy computes on the same bytes as the reference, in fp32 and in mixed
+  // precision (bf16 parameters rounded from fp32 masters, 5 shards a block).
   auto solo = MakeSoloCommunicator();
-  std::vector<StepMetrics> reference = Train(SmallJob("none", "ref"), solo.get(), 20);
+  for (const char* dtype : {"fp32", "bf16"}) {
+  const std::string set_dtype = std::string("model.dtype=") + dtype;
+  std::vector<StepMetrics> reference = Train(SmallJob("none", "ref", {set_dtype}), solo.get(), 20);
   ASSERT_EQ(reference.size(), 20u);
   for (const char* policy : {"tencache", "zero-infinity", "lru"}) {
+    SCOPED_TRACE(dtype);
     const std::string tag = std::string("cached-") + policy;
-    std::vector<StepMetrics> cached =
-        Train(SmallJob(policy, tag, {"cache.device_budget=320KiB", "cache.host_budget=1536KiB"}), solo.get(), 20);
+    std::vector<StepMetrics> cached = Train(
+        SmallJob(policy, tag, {"cache.device_budget=320KiB", "cache.host_budget=1536KiB", set_dtype}), solo.get(), 20);
     ASSERT_EQ(cached.size(), 20u) << policy;
     double nvme_read = 0;
     int prefetches = 0;
@@ -100,8 +105,37 @@ TEST(Trainer, CachedRunEqualsTheInMemoryReferenceBitwise) {
     } else {
       EXPECT_GT(prefetches, 0) << policy;  // tencache's plan and ZeRO-Infinity's coordinator fetch ahead
     }
+    EXPECT_EQ(cached[0].compute_dtype, dtype);
     fs::remove_all(NvmeDir(tag));
   }
+  }
+}
+
+// Mixed precision (bf16 compute, fp32 masters and AdamW) follows the fp32 run
+// closely, learns, and gives the same losses on 2 ranks as on 1.
+TEST(Trainer, MixedPrecisionTracksFp32) {
+  auto solo = MakeSoloCommunicator();
+  std::vector<StepMetrics> fp32 = Train(SmallJob("none", "mp-ref"), solo.get(), 20);
+  std::vector<StepMetrics> bf16 = Train(SmallJob("none", "mp", {"model.dtype=bf16"}), solo.get(), 20);
+  ASSERT_EQ(fp32.size(), 20u);
+  ASSERT_EQ(bf16.size(), 20u);
+  double worst = 0;
+  for (int s = 0; s < 20; ++s) {
+    EXPECT_EQ(bf16[s].compute_dtype, "bf16");
+    EXPECT_EQ(fp32[s].compute_dtype, "fp32");
+    worst = std::max(worst, std::fabs(bf16[s].loss - fp32[s].loss) / fp32[s].loss);
+  }
+  std::printf("bf16 against fp32, worst relative loss difference over 20 steps: %.5f\n", worst);
+  EXPECT_LT(worst, 0.02);
+  EXPECT_NE(bf16[5].loss, fp32[5].loss);  // it really computed in bf16
+  EXPECT_LT(bf16[19].loss, bf16[0].loss - 0.3);
+  std::vector<StepMetrics> two = TrainOnRanks(
+      SmallJob("tencache", "mp2", {"model.dtype=bf16", "cache.device_budget=160KiB", "cache.host_budget=1MiB"}), 2, 20);
+  ASSERT_EQ(two.size(), 20u);
+  for (int s = 0; s < 20; ++s) {
+    EXPECT_LT(std::fabs(two[s].loss - bf16[s].loss) / bf16[s].loss, 1e-2) << "step " << s;
+  }
+  for (const char* tag : {"mp-ref", "mp", "mp2"}) fs::remove_all(NvmeDir(tag));
 }
 
 // With one micro-batch a step, a layer's update runs right after its backward
@@ -110,9 +144,10 @@ TEST(Trainer, CachedRunEqualsTheInMemoryReferenceBitwise) {
 // dropped after its update. Losses stay bitwise equal to the reference.
 TEST(Trainer, UpdatesRunInTheBackwardAndOnePieceGradientsAreNeverStored) {
   const std::vector<std::string> one_micro = {"train.global_batch=2", "cache.device_budget=320KiB",
-                                              "cache.host_budget=1536KiB"};
+                                              "cache.host_budget=1536KiB", "model.dtype=bf16"};
   auto solo = MakeSoloCommunicator();
-  std::vector<StepMetrics> reference = Train(SmallJob("none", "fused-ref", {"train.global_batch=2"}), solo.get(), 6);
+  std::vector<StepMetrics> reference =
+      Train(SmallJob("none", "fused-ref", {"train.global_batch=2", "model.dtype=bf16"}), solo.get(), 6);
   StatusOr<std::unique_ptr<Trainer>> t =
       Trainer::Create(SmallJob("tencache", "fused", one_micro), solo.get(), Corpus(), [](const std::string&) {});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -121,7 +156,7 @@ TEST(Trainer, UpdatesRunInTheBackwardAndOnePieceGradientsAreNeverStored) {
     StatusOr<StepMetrics> m = (*t)->Step();
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     EXPECT_EQ(m->loss, reference[s].loss) << "step " << s;
-    EXPECT_EQ(m->compute_dtype, "fp32");
+    EXPECT_EQ(m->compute_dtype, "bf16");
     EXPECT_EQ(m->job_dtype, "bf16");
   }
   TensorCache* cache = (*t)->store()->cache();
@@ -227,44 +262,54 @@ TEST(Trainer, TwoAndFourRanksMatchOneRank) {
 // with what tencache-sim predicts from the trace the worker wrote, replayed
 // through the command line with the budgets and link speeds the worker reports.
 TEST(Trainer, MeasuredDeviceHitRateMatchesTheSimulatorWithinOnePoint) {
-  // 0.49 MB of parameters; the 320 KiB device holds the embedding, the final
-  // norm and one of the two layers.
-  auto solo = MakeSoloCommunicator();
-  std::vector<std::string> log;
-  std::unique_ptr<Trainer> t =
-      Trainer::Create(SmallJob("tencache", "sim", {"cache.device_budget=320KiB", "cache.host_budget=1536KiB"}),
-                      solo.get(), Corpus(), [&](const std::string& line) { log.push_back(line); })
-          .value();
-  const int kWarmup = 2, kCounted = 6;  // tencache-sim's warm-up: the profiled step and one more
-  double measured = 0, acquire = 0;
-  for (int s = 0; s < kWarmup + kCounted; ++s) {
-    StatusOr<StepMetrics> m = t->Step();
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    if (s < kWarmup) continue;
-    measured += m->device_hit_rate / kCounted;
-    acquire += m->device_acquire_hit_rate / kCounted;
+  // fp32: 0.49 MB of parameters, and the 320 KiB device holds the embedding, the
+  // final norm and one of the two layers. Mixed precision: the bf16 parameters
+  // are half that, and so is the device.
+  struct Case {
+    const char* dtype;
+    const char* device_budget;
+  };
+  for (const Case& c : {Case{"fp32", "320KiB"}, Case{"bf16", "160KiB"}}) {
+    SCOPED_TRACE(c.dtype);
+    auto solo = MakeSoloCommunicator();
+    std::vector<std::string> log;
+    std::unique_ptr<Trainer> t =
+        Trainer::Create(SmallJob("tencache", "sim",
+                                 {std::string("cache.device_budget=") + c.device_budget, "cache.host_budget=1536KiB",
+                                  std::string("model.dtype=") + c.dtype}),
+                        solo.get(), Corpus(), [&](const std::string& line) { log.push_back(line); })
+            .value();
+    const int kWarmup = 2, kCounted = 6;  // tencache-sim's warm-up: the profiled step and one more
+    double measured = 0, acquire = 0;
+    for (int s = 0; s < kWarmup + kCounted; ++s) {
+      StatusOr<StepMetrics> m = t->Step();
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      if (s < kWarmup) continue;
+      measured += m->device_hit_rate / kCounted;
+      acquire += m->device_acquire_hit_rate / kCounted;
+    }
+    const std::string trace = NvmeDir("sim") + "/step.trace";
+    ASSERT_TRUE(t->WriteTrace(trace).ok());
+    ASSERT_TRUE(ReadTraceFile(trace).ok());
+    const std::string cmd = std::string(TENCACHE_SIM_BIN) + " --trace " + trace + " " + t->SimFlags() +
+                            " --policy tencache --json --steps " + std::to_string(kCounted);
+    const testing::CommandResult sim = testing::RunCommand(cmd);
+    ASSERT_EQ(sim.code, 0) << cmd << "\n" << sim.out;
+    const double predicted = nlohmann::json::parse(sim.out)["results"][0]["device_hit_rate"].get<double>();
+    std::printf("%s: device hit rate: measured %.4f (acquire hits %.4f), tencache-sim %.4f; sim flags: %s\n",
+                c.dtype, measured, acquire, predicted, t->SimFlags().c_str());
+    EXPECT_GT(predicted, 0.2);  // a partial fit: some shards stay, some move every step
+    EXPECT_LT(predicted, 0.9);
+    EXPECT_NEAR(measured, predicted, 0.01);
+    // The plan line names the link speeds it used.
+    bool plan_logged = false;
+    for (const std::string& line : log) plan_logged |= line.find("links GB/s: h2d") != std::string::npos;
+    EXPECT_TRUE(plan_logged);
+    EXPECT_GT(t->link_speeds().h2d_bps, 0);
+    EXPECT_NE(t->link_speeds().h2d_bps, LinkSpeeds().h2d_bps);  // measured, not the default
+    t.reset();
+    fs::remove_all(NvmeDir("sim"));
   }
-  const std::string trace = NvmeDir("sim") + "/step.trace";
-  ASSERT_TRUE(t->WriteTrace(trace).ok());
-  ASSERT_TRUE(ReadTraceFile(trace).ok());
-  const std::string cmd = std::string(TENCACHE_SIM_BIN) + " --trace " + trace + " " + t->SimFlags() +
-                          " --policy tencache --json --steps " + std::to_string(kCounted);
-  const testing::CommandResult sim = testing::RunCommand(cmd);
-  ASSERT_EQ(sim.code, 0) << cmd << "\n" << sim.out;
-  const double predicted = nlohmann::json::parse(sim.out)["results"][0]["device_hit_rate"].get<double>();
-  std::printf("device hit rate: measured %.4f (acquire hits %.4f), tencache-sim %.4f; sim flags: %s\n", measured,
-              acquire, predicted, t->SimFlags().c_str());
-  EXPECT_GT(predicted, 0.2);  // a partial fit: some shards stay, some move every step
-  EXPECT_LT(predicted, 0.9);
-  EXPECT_NEAR(measured, predicted, 0.01);
-  // The plan line names the link speeds it used.
-  bool plan_logged = false;
-  for (const std::string& line : log) plan_logged |= line.find("links GB/s: h2d") != std::string::npos;
-  EXPECT_TRUE(plan_logged);
-  EXPECT_GT(t->link_speeds().h2d_bps, 0);
-  EXPECT_NE(t->link_speeds().h2d_bps, LinkSpeeds().h2d_bps);  // measured, not the default
-  t.reset();
-  fs::remove_all(NvmeDir("sim"));
 }
 
 TEST(Trainer, BadBatchAndPolicyAreErrorsNamingTheKey) {
@@ -278,6 +323,11 @@ TEST(Trainer, BadBatchAndPolicyAreErrorsNamingTheKey) {
   s = Trainer::Create(SmallJob("none", "bad", {"model.vocab=64"}), solo.get(), Corpus(), [](const std::string&) {})
           .status();
   EXPECT_NE(s.message().find("model.vocab"), std::string::npos) << s.message();
+  s = Trainer::Create(SmallJob("none", "bad", {"model.dtype=fp16"}), solo.get(), Corpus(), [](const std::string&) {})
+          .status();
+  EXPECT_EQ(ExitCodeFor(s), 2);
+  EXPECT_NE(s.message().find("model.dtype"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("loss scaling"), std::string::npos) << s.message();
 }
 
 TEST(Trainer, TinyModelLearnsTheCorpus) {

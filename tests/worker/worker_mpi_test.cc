@@ -1,5 +1,5 @@
 // tencache-worker under mpirun, as users run it: 1, 2 and 4 ranks (more ranks
-// than cores, hence --oversubscribe) give the same losses within 1e-4, every
+// than cores, hence --oversubscribe) give the same losses within 1e-4 (fp32), every
 // rank stays within its budgets, and rank 0 writes one JSON line per step with
 // the documented fields. Bad input stops every rank with exit code 2.
 #include <gtest/gtest.h>
@@ -29,7 +29,7 @@ class WorkerMpi : public ::testing::Test {
     fs::create_directories(dir_);
     std::ofstream(dir_ / "job.yaml")
         << "name: mpi\n"
-           "model: {preset: tiny, layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, seq_len: 32}\n"
+           "model: {preset: tiny, layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, seq_len: 32, dtype: fp32}\n"
            "train: {data: /usr/share/common-licenses/GPL-3, micro_batch: 1, global_batch: 8, lr: 3.0e-3, seed: 9}\n"
            "cache: {policy: tencache, device_budget: 320KiB, host_budget: 2MiB, nvme_path: "
         << (dir_ / "nvme").string() << "}\n";
