@@ -524,7 +524,11 @@ void Trainer::PlanStateFetches() {
     const double lead = bytes / links_.nvme_read_bps + bytes / links_.nvme_write_bps;
     size_t j = (c - 1) % n;  // the access the update follows: its compute overlaps the fetch
     double ahead = seq.compute_s(j);
-    for (size_t back = 1; ahead < lead && back < n; ++back) {
+    // At most two accesses further back: the lead comes from one profiled step,
+    // and a slow one would otherwise pull every state fetch into the forward,
+    // where the host holds what the forward needs.
+    constexpr size_t kMostBack = 3;
+    for (size_t back = 1; ahead < lead && back < std::min(n, kMostBack); ++back) {
       j = (j + n - 1) % n;
       ahead += seq.compute_s(j);
     }
