@@ -117,7 +117,7 @@ class Trainer {
   StatusOr<double> MicroStep(int micro);
   void IssuePlannedFetches();
   void Release(Gathered* g);
-  // When each update's states must be fetched to the host (state_fetches_).
+  // Before which access each update's states are fetched to the host (state_fetches_).
   void PlanStateFetches();
   void NoteDeviceAccess(int block);
   void CalibrateLinks(const CacheMetrics& profiled);
