@@ -40,6 +40,7 @@ struct TensorCache::Entry {
   uint32_t pins[2] = {0, 0};        // live handles per tier (readers and writers)
   uint32_t write_pins[2] = {0, 0};  // of which kWrite: that copy is being modified
   bool busy = false;           // a mover is copying to or from it
+  uint32_t waiters = 0;        // Acquires waiting for it to arrive: its moves are not prefetches then
   uint64_t last_use = 0;
   uint64_t arrivals[kNumTiers] = {0, 0, 0};  // completed copies into each tier
   std::shared_ptr<Completion> pending[kNumTiers];
@@ -207,6 +208,15 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
   auto account_stall = [&] {
     if (missed) metrics_.stall_seconds += std::chrono::duration<double>(Clock::now() - start).count();
   };
+  // While this call waits, a move of the tensor (even one a Prefetch started
+  // and a mover is running) is not a prefetch: TakeSlot does not decline it.
+  struct Waiting {
+    Entry* e = nullptr;
+    ~Waiting() {  // runs before `lock` is released
+      if (e != nullptr) --e->waiters;
+    }
+  } waiting;
+  bool retried = false;
   std::shared_ptr<Completion> move;  // the move this call waits on
   for (;;) {
     if (e.valid[t] && !e.busy) {
@@ -235,15 +245,23 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
     if (!missed) {
       missed = true;
       ++metrics_.tiers[t].misses;
+      ++e.waiters;
+      waiting.e = &e;
     }
     if (move) {
       bool done = false;
       const Status moved = move->Peek(&done);
       if (done && !moved.ok()) {
-        account_stall();
-        return moved;
+        // A prefetch declined before this call began waiting: move it again,
+        // now as a demand miss (once; a second refusal is a real one).
+        if (moved.code() == StatusCode::kResourceExhausted && !retried) {
+          retried = true;
+        } else {
+          account_stall();
+          return moved;
+        }
       }
-      if (done) move = nullptr;  // it arrived and left again: move it once more
+      if (done) move = nullptr;  // it arrived and left again (or was declined): move it once more
     }
     if (!move && !e.valid[t]) move = StartMoveLocked(id, tier, /*urgent=*/true);
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !(e.valid[t] && !e.busy)) {
@@ -536,7 +554,7 @@ StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tie
     if (std::optional<uint64_t> off = pool.Allocate(cls)) return *off;
     // A prefetch may only evict what is needed after the tensor it brings.
     AccessIndex mine = kNeverUsed;
-    const bool safe = !urgent && oracle_ != nullptr;
+    const bool safe = !urgent && oracle_ != nullptr && entries_[for_id].waiters == 0;
     if (safe) mine = oracle_->NextUse(for_id, access_ == 0 ? 0 : access_ - 1);
     bool sooner = false;
     Entry* victim = PickVictim(tier, cls, for_id, safe ? &mine : nullptr, &sooner);

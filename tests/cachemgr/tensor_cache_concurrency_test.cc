@@ -199,5 +199,51 @@ TEST(TensorCacheInterleavingTest, ReadAcquireOfCopyBeingFilledWaits) {
   EXPECT_TRUE(ReadMatches(c.get(), 0, 4, Tier::kDevice));
 }
 
+// A prefetch that would be declined (every victim is needed sooner) but that
+// an Acquire starts waiting on while it is still queued becomes a demand miss:
+// it evicts as a miss must, and the acquire gets the tensor.
+TEST(TensorCacheInterleavingTest, AcquiredPrefetchIsADemandMissNotDeclined) {
+  class Oracle : public NextUseOracle {
+   public:
+    AccessIndex NextUse(TensorId id, AccessIndex) const override {
+      static const AccessIndex next[] = {30, 40, 20, 5};
+      return next[id];
+    }
+  } oracle;
+  testing::TempDir dir;
+  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  testing::GatedTierStore* gate = gated.get();
+  auto c = testing::MakeCache(dir, OneMover(2, 2), testing::UniformSpecs(4, kBytes), nullptr, std::move(gated));
+  ASSERT_NE(c, nullptr);
+  WriteTensor(c.get(), 2, 7, Tier::kHost);
+  WriteTensor(c.get(), 3, 8, Tier::kHost);  // the host's two slots: 2 (next use 20) and 3 (5)
+  c->SetNextUseOracle(&oracle);
+  gate->Close();
+  PrefetchHandle hold = c->Prefetch(2, Tier::kDevice);  // the one mover, held in its copy
+  ASSERT_TRUE(gate->WaitEntered(1, kWait));
+  PrefetchHandle p = c->Prefetch(0, Tier::kHost);  // queued; alone it would be declined
+  const uint64_t misses_before = c->Snapshot().tier(Tier::kHost).misses;
+  Status acquired = Status::Internal("not run");
+  std::thread reader([&] { acquired = c->Acquire(0, Tier::kHost, AccessMode::kRead, kWait).status(); });
+  // The reader has promoted the queued prefetch once it counts as a miss (both
+  // happen under the cache's lock, which Snapshot takes).
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (c->Snapshot().tier(Tier::kHost).misses == misses_before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(c->Snapshot().tier(Tier::kHost).misses, misses_before + 1);
+  gate->Open();
+  reader.join();
+  EXPECT_TRUE(acquired.ok()) << acquired.ToString();
+  EXPECT_TRUE(hold.Wait(kWait).ok());
+  EXPECT_TRUE(p.Wait(kWait).ok());  // it completed as the demand move
+  CacheMetrics m = c->Snapshot();
+  EXPECT_EQ(m.prefetches_declined, 0u);
+  EXPECT_TRUE(c->IsResident(0, Tier::kHost));
+  EXPECT_TRUE(c->IsResident(3, Tier::kHost));  // the miss evicted the furthest next use: 2
+  c->SetNextUseOracle(nullptr);
+  EXPECT_TRUE(ReadMatches(c.get(), 2, 7, Tier::kHost));
+}
+
 }  // namespace
 }  // namespace tencache
