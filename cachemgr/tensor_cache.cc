@@ -229,12 +229,10 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
       // reader still pins is waited out like a move into it would be.)
       if (e.slot[t] < 0) {
         e.busy = true;  // no mover touches it while TakeSlot may unlock
-        StatusOr<uint64_t> slot = TakeSlot(&lock, tier, e.cls[t], id, /*urgent=*/true);
+        const Status placed = PlaceInSlot(&lock, &e, tier, /*urgent=*/true);
         e.busy = false;
         cv_.notify_all();
-        if (!slot.ok()) return slot.status().WithContext("tensor '" + e.spec.name + "'");
-        e.slot[t] = static_cast<int64_t>(*slot);
-        AddUsed(tier, static_cast<int64_t>(e.spec.bytes));
+        if (!placed.ok()) return placed;
       }
       e.valid[t] = true;
       ++e.arrivals[t];
@@ -489,11 +487,8 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
   const int f = Index(from), t = Index(to);
   bool took_slot = false;
   if (to != Tier::kNvme && e->slot[t] < 0) {
-    StatusOr<uint64_t> slot = TakeSlot(lock, to, e->cls[t], e->spec.id, urgent);
-    if (!slot.ok()) return slot.status().WithContext("tensor '" + e->spec.name + "'");
-    e->slot[t] = static_cast<int64_t>(*slot);
+    TC_RETURN_IF_ERROR(PlaceInSlot(lock, e, to, urgent));
     took_slot = true;
-    AddUsed(to, static_cast<int64_t>(e->spec.bytes));
   }
   const bool zeros = from == Tier::kNvme && !e->initialised;
   uint8_t* host = static_cast<uint8_t*>(tiers_.host->Address(static_cast<uint64_t>(e->slot[kHost])));
@@ -544,6 +539,14 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
     }
   }
   return st;
+}
+
+Status TensorCache::PlaceInSlot(std::unique_lock<std::mutex>* lock, Entry* e, Tier tier, bool urgent) {
+  StatusOr<uint64_t> slot = TakeSlot(lock, tier, e->cls[Index(tier)], e->spec.id, urgent);
+  if (!slot.ok()) return slot.status().WithContext("tensor '" + e->spec.name + "'");
+  e->slot[Index(tier)] = static_cast<int64_t>(*slot);
+  AddUsed(tier, static_cast<int64_t>(e->spec.bytes));
+  return Status::Ok();
 }
 
 StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id,

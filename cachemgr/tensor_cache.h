@@ -211,6 +211,8 @@ class TensorCache {
   Status StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
   Status Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
   StatusOr<uint64_t> TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id, bool urgent);
+  // Gives `e` a slot in `tier` (REQUIRES: it has none; lock held, released while evicting).
+  Status PlaceInSlot(std::unique_lock<std::mutex>* lock, Entry* e, Tier tier, bool urgent);
   // `after` (may be null): only tensors whose next use is later than *after
   // qualify; `*sooner` is set when a candidate was passed over for that.
   Entry* PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after, bool* sooner);

@@ -60,6 +60,8 @@ struct ShardLayout {
   size_t Bytes(int block, ShardKind kind) const { return counts[block] * ElementBytes(kind); }
   // The kinds a block has: kParam..kAdamV, and kMaster when mixed.
   std::vector<ShardKind> Kinds() const;
+  // The fp32 copy AdamW updates: the master in mixed precision, else the parameter.
+  ShardKind MasterKind() const { return mixed ? ShardKind::kMaster : ShardKind::kParam; }
   TensorId Id(int block, ShardKind kind) const {
     return kind == ShardKind::kMaster ? TensorId(kShardKinds * num_blocks() + block) : ShardTensorId(block, kind);
   }

@@ -133,12 +133,8 @@ Status Trainer::Init() {
   compute_dtype_ = layout_.mixed ? torch::kBFloat16 : torch::kFloat32;
   for (int b = 0; b < model_.num_blocks(); ++b) {
     const size_t n = size_t(model_.layout(b).numel);
-    shard_.push_back((n + ranks_ - 1) / ranks_);
-    padded_.push_back(shard_.back() * ranks_);
-    largest = std::max(largest, padded_.back());
-  }
-  layout_.counts = shard_;
-  for (int b = 0; b < model_.num_blocks(); ++b) {
+    layout_.counts.push_back((n + ranks_ - 1) / ranks_);
+    largest = std::max(largest, padded(b));
     for (ShardKind k : layout_.Kinds()) state_bytes_ += layout_.Bytes(b, k);
   }
   if (ranks_ > 1) {  // working buffers in the compute dtype (bf16: half the floats)
@@ -185,13 +181,12 @@ Status Trainer::Init() {
 // mixed precision: the fp32 master, and the bf16 parameter rounded from it).
 Status Trainer::InitShards() {
   for (int b = 0; b < model_.num_blocks(); ++b) {
-    std::vector<float> block(padded_[b], 0.0f);
+    std::vector<float> block(padded(b), 0.0f);
     model_.InitBlock(b, job_.train.seed, block.data());
-    const float* mine = block.data() + comm_->rank() * shard_[b];
-    const ShardKind master = layout_.mixed ? ShardKind::kMaster : ShardKind::kParam;
+    const float* mine = block.data() + comm_->rank() * layout_.counts[b];
     {
-      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, master, Tier::kHost, AccessMode::kOverwrite));
-      std::memcpy(p.data(), mine, shard_[b] * sizeof(float));
+      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kOverwrite));
+      std::memcpy(p.data(), mine, layout_.counts[b] * sizeof(float));
     }
     if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, mine));
   }
@@ -201,7 +196,7 @@ Status Trainer::InitShards() {
 // The bf16 parameter shard rounded from the fp32 master (mixed precision).
 Status Trainer::WriteComputeCopy(int block, const float* master) {
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kHost, AccessMode::kOverwrite));
-  const int64_t n = int64_t(shard_[block]);
+  const int64_t n = int64_t(layout_.counts[block]);
   torch::from_blob(p.data(), {n}, torch::kBFloat16)
       .copy_(torch::from_blob(const_cast<float*>(master), {n}, torch::kFloat32));
   return Status::Ok();
@@ -229,7 +224,7 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   g.start_s = Now();
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kDevice, AccessMode::kRead));
   NoteDeviceAccess(block);
-  const int64_t n = int64_t(padded_[block]);
+  const int64_t n = int64_t(padded(block));
   if (ranks_ == 1) {  // the shard is the block: compute on it in place
     g.flat = torch::from_blob(p.data(), {n}, compute_dtype_);
     g.pin = std::move(p);
@@ -237,7 +232,7 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   }
   const double t0 = Now();
   const size_t elem = layout_.ElementBytes(ShardKind::kParam);
-  TC_RETURN_IF_ERROR(comm_->AllGather(p.data(), gathered_[slot].data(), shard_[block] * elem));
+  TC_RETURN_IF_ERROR(comm_->AllGather(p.data(), gathered_[slot].data(), layout_.counts[block] * elem));
   if (!sampling_) {
     profiler_.RecordCollective({CollectiveKind::kAllGather, block, uint64_t(n) * elem * (ranks_ - 1) / ranks_,
                                 t0 - step_start_, Now() - step_start_});
@@ -271,7 +266,7 @@ Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
   // fp32 (from bf16 in mixed precision), ours: the final contribution adds the stored part into it.
   torch::Tensor d = dflat.to(torch::kFloat32).contiguous();
   float* src = d.data_ptr<float>();
-  const size_t n = shard_[block];
+  const size_t n = layout_.counts[block];
   if (ranks_ > 1) {
     const double t0 = Now();
     TC_RETURN_IF_ERROR(comm_->ReduceScatterSum(src, scatter_.data(), n));
@@ -314,11 +309,10 @@ Status Trainer::UpdateBlock(int b, const float* grad) {
   {
     // The fp32 master: the parameter shard itself, or its own shard in mixed
     // precision, where the bf16 copy is then rounded from it.
-    const ShardKind master = layout_.mixed ? ShardKind::kMaster : ShardKind::kParam;
-    TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, master, Tier::kHost, AccessMode::kWrite));
+    TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kWrite));
     TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
     TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
-    AdamWStep(adamw_, step_ + 1, shard_[b], p.f32(), grad, m.f32(), v.f32(), threads_);
+    AdamWStep(adamw_, step_ + 1, layout_.counts[b], p.f32(), grad, m.f32(), v.f32(), threads_);
     if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, p.f32()));
   }
   const AccessIndex k = profiler_.position();  // device accesses so far this step
@@ -447,8 +441,9 @@ void Trainer::IssuePlannedFetches() {
       // Belady-safe rule): the update then fetches them on demand.
       // (In mixed precision the bf16 parameter is overwritten by the update:
       // only the master is read.)
-      const ShardKind master = layout_.mixed ? ShardKind::kMaster : ShardKind::kParam;
-      for (ShardKind kind : {master, ShardKind::kAdamM, ShardKind::kAdamV}) store_->Prefetch(b, kind, Tier::kHost);
+      for (ShardKind kind : {layout_.MasterKind(), ShardKind::kAdamM, ShardKind::kAdamV}) {
+        store_->Prefetch(b, kind, Tier::kHost);
+      }
       if (needed_[b] > 1) store_->Prefetch(b, ShardKind::kGrad, Tier::kHost);
       ++prefetches_;
     }
@@ -568,7 +563,7 @@ StatusOr<StepMetrics> Trainer::Step() {
     for (const TraceEvent& e : profiler_.profile().events) {
       if (e.is_device_access()) order.push_back(e.block);
     }
-    zero_infinity_ = std::make_unique<ZeroInfinityPrefetcher>(order, shard_);
+    zero_infinity_ = std::make_unique<ZeroInfinityPrefetcher>(order, layout_.counts);
   }
   const bool cached_plan = job_.cache.policy == CachePolicy::kTencache && store_->cache() != nullptr;
   if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan(cache));
@@ -619,8 +614,9 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.stall_s = sums[5];
   m.allocations_after_warmup = step_ == 0 ? 0 : sums[6];
   m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;
-  m.device_acquire_hit_rate = sums[7] + sums[8] > 0 ? sums[7] / (sums[7] + sums[8]) : 1.0;
-  m.host_acquire_hit_rate = sums[12] + sums[13] > 0 ? sums[12] / (sums[12] + sums[13]) : 1.0;
+  auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 1.0; };
+  m.device_acquire_hit_rate = rate(sums[7], sums[8]);
+  m.host_acquire_hit_rate = rate(sums[12], sums[13]);
   m.compute_dtype = layout_.mixed ? "bf16" : "fp32";
   m.job_dtype = DTypeName(job_.dtype);
   m.device_used_bytes = peak[0];

@@ -124,6 +124,8 @@ class Trainer {
   Status BuildPlan(const CacheMetrics& profiled);
   StatusOr<StepMetrics> Collect(double loss_sum, double seconds, const CacheMetrics& cache);
   double Now() const;
+  // Elements of a whole block, padded to a multiple of the ranks.
+  size_t padded(int block) const { return layout_.counts[block] * size_t(ranks_); }
 
   // Constant after Create.
   const JobSpec job_;
@@ -133,9 +135,7 @@ class Trainer {
   GptModel model_;
   int ranks_ = 1;
   int accum_ = 1;
-  std::vector<size_t> shard_;   // floats per shard, per block
-  std::vector<size_t> padded_;  // shard * ranks
-  ShardLayout layout_;          // the shards' kinds and element types
+  ShardLayout layout_;          // elements per shard of each block, the shards' kinds and element types
   torch::Dtype compute_dtype_ = torch::kFloat32;
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget
   AdamWConfig adamw_;

@@ -81,6 +81,14 @@ TensorCacheOptions OneMover(uint64_t device_slots, uint64_t host_slots) {
   return o;
 }
 
+// A cache of `tensors` tensors of kBytes whose device tier is gated (*gate).
+std::unique_ptr<TensorCache> GatedCache(const testing::TempDir& dir, const TensorCacheOptions& o, int tensors,
+                                        testing::GatedTierStore** gate) {
+  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  *gate = gated.get();
+  return testing::MakeCache(dir, o, testing::UniformSpecs(tensors, kBytes), nullptr, std::move(gated));
+}
+
 void WriteTensor(TensorCache* c, TensorId id, uint32_t seed, Tier tier) {
   auto h = c->Acquire(id, tier, AccessMode::kWrite, kWait);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
@@ -163,9 +171,8 @@ TEST(TensorCacheInterleavingTest, EvictionSkipsVictimWhoseWriteBackSlotIsPinned)
 // Acquiring for write waits for a move that is reading the copy.
 TEST(TensorCacheInterleavingTest, WriteAcquireWaitsForMoveInFlight) {
   testing::TempDir dir;
-  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
-  testing::GatedTierStore* gate = gated.get();
-  auto c = testing::MakeCache(dir, OneMover(2, 3), testing::UniformSpecs(3, kBytes), nullptr, std::move(gated));
+  testing::GatedTierStore* gate = nullptr;
+  auto c = GatedCache(dir, OneMover(2, 3), 3, &gate);
   ASSERT_NE(c, nullptr);
   WriteTensor(c.get(), 0, 1, Tier::kHost);
   gate->Close();
@@ -184,9 +191,8 @@ TEST(TensorCacheInterleavingTest, WriteAcquireWaitsForMoveInFlight) {
 // Acquiring for read a copy that a mover is still filling waits for the copy.
 TEST(TensorCacheInterleavingTest, ReadAcquireOfCopyBeingFilledWaits) {
   testing::TempDir dir;
-  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
-  testing::GatedTierStore* gate = gated.get();
-  auto c = testing::MakeCache(dir, OneMover(2, 3), testing::UniformSpecs(3, kBytes), nullptr, std::move(gated));
+  testing::GatedTierStore* gate = nullptr;
+  auto c = GatedCache(dir, OneMover(2, 3), 3, &gate);
   ASSERT_NE(c, nullptr);
   WriteTensor(c.get(), 0, 4, Tier::kHost);
   gate->Close();
@@ -211,9 +217,8 @@ TEST(TensorCacheInterleavingTest, AcquiredPrefetchIsADemandMissNotDeclined) {
     }
   } oracle;
   testing::TempDir dir;
-  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
-  testing::GatedTierStore* gate = gated.get();
-  auto c = testing::MakeCache(dir, OneMover(2, 2), testing::UniformSpecs(4, kBytes), nullptr, std::move(gated));
+  testing::GatedTierStore* gate = nullptr;
+  auto c = GatedCache(dir, OneMover(2, 2), 4, &gate);
   ASSERT_NE(c, nullptr);
   WriteTensor(c.get(), 2, 7, Tier::kHost);
   WriteTensor(c.get(), 3, 8, Tier::kHost);  // the host's two slots: 2 (next use 20) and 3 (5)

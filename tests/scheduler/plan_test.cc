@@ -20,6 +20,14 @@ uint64_t Total(const std::vector<uint64_t>& v) {
   return t;
 }
 
+// A plan for half the parameters on the device and a host that holds everything.
+StatusOr<PrefetchPlan> HalfDevicePlan(const Trace& trace) {
+  TierBudgets b;
+  b.device = trace.TotalTensorBytes() / 2;
+  b.host = 64 * trace.TotalTensorBytes();
+  return PrefetchPlan::Build(trace, LinkSpeeds{}, b);
+}
+
 // Replays a schedule with every fetch issued at its earliest point (in order):
 // each access must find its tensor resident, and the device never overflows.
 TEST(PlanTest, EarlyIssueKeepsBeladyHitsWithinCapacity) {
@@ -77,11 +85,7 @@ TEST(PlanTest, EverythingFitsMeansNoFetchesAndDeviceResidency) {
 }
 
 TEST(PlanTest, PlanIsANextUseOracleAndListsFetchesByIssuePoint) {
-  const Trace trace = Synth("gpt2");
-  TierBudgets b;
-  b.device = Total(trace.TensorBytes()) / 2;
-  b.host = 64 * Total(trace.TensorBytes());
-  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(trace, LinkSpeeds{}, b);
+  StatusOr<PrefetchPlan> plan = HalfDevicePlan(Synth("gpt2"));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const NextUseOracle& oracle = *plan;
   const AccessIndex n = plan->sequence().size();
@@ -110,11 +114,7 @@ TEST(PlanTest, PlanIsANextUseOracleAndListsFetchesByIssuePoint) {
 
 // KeptUntilNextUse is exactly "the next access is not served by a fetch".
 TEST(PlanTest, KeptUntilNextUseIsTheNextAccessBeingAHit) {
-  const Trace trace = Synth("gpt2");
-  TierBudgets b;
-  b.device = Total(trace.TensorBytes()) / 2;
-  b.host = 64 * Total(trace.TensorBytes());
-  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(trace, LinkSpeeds{}, b);
+  StatusOr<PrefetchPlan> plan = HalfDevicePlan(Synth("gpt2"));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const AccessSequence& seq = plan->sequence();
   const AccessIndex n = seq.size();
