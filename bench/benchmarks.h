@@ -1,21 +1,30 @@
-// The subcommands of tencache-bench. Each takes its arguments after the
-// subcommand name, prints its report to stdout, and returns a Status; main()
-// turns that into the exit code (2 for bad input).
+// The subcommands of tencache-bench. Each Add*Bench adds its subcommand, with
+// its flags and their defaults, to the program's CLI11 app (common/cli.h); once
+// the command line is parsed, main() calls `run` of the one that was given,
+// which prints its report to stdout and returns a Status; main() turns that into
+// the exit code (2 for bad input). Not thread-safe (used once at startup).
 #pragma once
 
-#include <string>
+#include <functional>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "common/status.h"
 
 namespace tencache::bench {
 
+struct Benchmark {
+  CLI::App* command = nullptr;  // the subcommand, owned by the app
+  std::function<Status()> run;  // runs it with the parsed flags
+};
+
 // NvmeTier write/read GB/s with and without checksums, against fio on the same file.
-Status RunNvmeBench(const std::vector<std::string>& args);
+Benchmark AddNvmeBench(CLI::App& app);
 // A synthetic multi-step trace through the device, host and NVMe tiers.
-Status RunCacheBench(const std::vector<std::string>& args);
+Benchmark AddCacheBench(CLI::App& app);
 // Offloaded training against in-memory training (built with the worker).
-Status RunTrainBench(const std::vector<std::string>& args);
+Benchmark AddTrainBench(CLI::App& app);
 
 // The median of `v` (the mean of the two middle values for an even count); 0 when empty.
 double Median(std::vector<double> v);

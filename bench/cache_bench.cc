@@ -14,12 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/bench_flags.h"
 #include "bench/benchmarks.h"
 #include "cachemgr/device_tier.h"
 #include "cachemgr/host_tier.h"
 #include "cachemgr/tensor_cache.h"
 #include "common/byte_size.h"
+#include "common/cli.h"
 
 namespace tencache::bench {
 namespace {
@@ -91,36 +91,12 @@ uint8_t Expected(TensorId id, uint32_t version, uint64_t i) {
   return static_cast<uint8_t>((id * 131u + version * 17u + (i >> 12)) & 0xFF);
 }
 
-struct CacheBenchConfig {
-  std::string dir;
-  uint64_t device_budget = 0, host_budget = 0;
-  int layers = 0, steps = 0, lookahead = 0;
+struct CacheBenchConfig {  // the flags, with their defaults
+  std::string dir = "/tmp";
+  uint64_t device_budget = 40 * kMiB, host_budget = 120 * kMiB;
+  int layers = 24, steps = 5, lookahead = 8;
+  bool json = false;
 };
-
-StatusOr<CacheBenchConfig> ParseCacheFlags(const std::vector<std::string>& args, bool* json) {
-  BenchFlags f("cache");
-  f.Value("dir", "DIR (for the NVMe file)", "/tmp");
-  f.Value("device-budget", "SIZE (e.g. 40MiB)", "40MiB");
-  f.Value("host-budget", "SIZE (e.g. 120MiB)", "120MiB");
-  f.Value("layers", "N (1..1000)", "24");
-  f.Value("steps", "N (2..100)", "5");
-  f.Value("lookahead", "N (1..1000)", "8");
-  f.Switch("json");
-  TC_RETURN_IF_ERROR(f.Parse(args));
-  CacheBenchConfig c;
-  c.dir = f.Get("dir");
-  TC_ASSIGN_OR_RETURN(c.device_budget, f.Bytes("device-budget"));
-  TC_ASSIGN_OR_RETURN(c.host_budget, f.Bytes("host-budget"));
-  TC_ASSIGN_OR_RETURN(uint64_t layers, f.Count("layers", 1000));
-  TC_ASSIGN_OR_RETURN(uint64_t steps, f.Count("steps", 100));
-  TC_ASSIGN_OR_RETURN(uint64_t lookahead, f.Count("lookahead", 1000));
-  if (steps < 2) return Status::InvalidArgument("--steps '" + f.Get("steps") + "': expected 2..100 (step 0 is warm-up)");
-  c.layers = static_cast<int>(layers);
-  c.steps = static_cast<int>(steps);
-  c.lookahead = static_cast<int>(lookahead);
-  *json = f.On("json");
-  return c;
-}
 
 StatusOr<std::unique_ptr<TensorCache>> BuildCache(const CacheBenchConfig& c, const std::string& dir,
                                                   std::vector<TensorSpec> specs) {
@@ -159,11 +135,7 @@ Status RunStep(TensorCache* cache, const std::vector<Access>& trace, int lookahe
   return Status::Ok();
 }
 
-}  // namespace
-
-Status RunCacheBench(const std::vector<std::string>& args) {
-  bool json = false;
-  TC_ASSIGN_OR_RETURN(CacheBenchConfig c, ParseCacheFlags(args, &json));
+Status RunCacheBench(const CacheBenchConfig& c) {
   const std::string dir = c.dir + "/tencache-bench-cache-" + std::to_string(::getpid());
   std::vector<TensorSpec> specs = ModelTensors(c.layers);
   uint64_t total = 0;
@@ -209,7 +181,7 @@ Status RunCacheBench(const std::vector<std::string>& args) {
   j["tiers"] = describe;
   j["steps"] = nlohmann::json::array();
   for (const CacheMetrics& m : steps) j["steps"].push_back(nlohmann::ordered_json::parse(m.ToJson()));
-  if (json) {
+  if (c.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("tencache-bench cache: %zu tensors (%s), %zu accesses/step, %d steps (step 0 warm-up)\n  %s\n",
@@ -226,6 +198,22 @@ Status RunCacheBench(const std::vector<std::string>& args) {
   }
   if (bad != 0) return Status::Corruption("cache bench: " + std::to_string(bad) + " sampled bytes differed from what was written");
   return Status::Ok();
+}
+
+}  // namespace
+
+Benchmark AddCacheBench(CLI::App& app) {
+  auto c = std::make_shared<CacheBenchConfig>();
+  CLI::App* cmd = app.add_subcommand("cache", "a synthetic multi-step trace through device, host and NVMe tiers");
+  cmd->add_option("--dir", c->dir, "where the NVMe tier's file goes")->type_name("DIR");
+  AddSizeOption(*cmd, "--device-budget", &c->device_budget, "device tier memory");
+  AddSizeOption(*cmd, "--host-budget", &c->host_budget, "host tier memory");
+  cmd->add_option("--layers", c->layers, "model layers")->type_name("N")->check(CliWholeNumber(1, 1000));
+  cmd->add_option("--steps", c->steps, "steps, step 0 the warm-up")->type_name("N")->check(CliWholeNumber(2, 100));
+  cmd->add_option("--lookahead", c->lookahead, "accesses the prefetch runs ahead")->type_name("N")
+      ->check(CliWholeNumber(1, 1000));
+  cmd->add_flag("--json", c->json, "one JSON object instead of the report");
+  return {cmd, [c] { return RunCacheBench(*c); }};
 }
 
 }  // namespace tencache::bench

@@ -1,54 +1,31 @@
 // tencache-bench: benchmarks of tencache's components. A small dispatcher: each
-// subcommand lives in its own file and registers here.
+// subcommand lives in its own file and adds itself, with its flags, here.
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/benchmarks.h"
-
-namespace {
-
-struct Subcommand {
-  const char* name;
-  const char* summary;
-  tencache::Status (*run)(const std::vector<std::string>&);
-};
-
-const Subcommand kSubcommands[] = {
-    {"nvme", "NvmeTier write/read GB/s (checksums on and off) vs fio on the same file",
-     tencache::bench::RunNvmeBench},
-    {"cache", "a synthetic multi-step trace through device, host and NVMe tiers",
-     tencache::bench::RunCacheBench},
-#ifdef TENCACHE_BENCH_TRAIN
-    {"train", "step time of offloaded training (tencache, no-prefetch, zero-infinity, lru) against in-memory training",
-     tencache::bench::RunTrainBench},
-#endif
-};
-
-void PrintUsage(FILE* out) {
-  std::fprintf(out, "usage: tencache-bench <subcommand> [flags]\nsubcommands:\n");
-  for (const Subcommand& s : kSubcommands) std::fprintf(out, "  %-6s %s\n", s.name, s.summary);
-}
-
-}  // namespace
+#include "common/cli.h"
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    PrintUsage(stderr);
-    return 2;
-  }
-  const std::string name = argv[1];
-  if (name == "--help" || name == "-h" || name == "help") {
-    PrintUsage(stdout);
-    return 0;
-  }
-  for (const Subcommand& s : kSubcommands) {
-    if (name != s.name) continue;
-    tencache::Status st = s.run(std::vector<std::string>(argv + 2, argv + argc));
-    if (!st.ok()) std::fprintf(stderr, "tencache-bench %s: %s\n", s.name, st.ToString().c_str());
+  namespace bench = tencache::bench;
+  std::unique_ptr<CLI::App> app = tencache::MakeCliApp("tencache-bench", "Benchmarks of tencache's components.");
+  app->require_subcommand(0, 1);  // none: the message below, naming them
+  app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
+  std::vector<bench::Benchmark> benchmarks = {bench::AddNvmeBench(*app), bench::AddCacheBench(*app)};
+#ifdef TENCACHE_BENCH_TRAIN
+  benchmarks.push_back(bench::AddTrainBench(*app));
+#endif
+  if (const int code = tencache::ParseCli(*app, argc, argv); code >= 0) return code;
+  std::string names;
+  for (const bench::Benchmark& b : benchmarks) {
+    names += (names.empty() ? "" : ", ") + b.command->get_name();
+    if (!b.command->parsed()) continue;
+    const tencache::Status st = b.run();
+    if (!st.ok()) std::fprintf(stderr, "tencache-bench %s: %s\n", b.command->get_name().c_str(), st.ToString().c_str());
     return tencache::ExitCodeFor(st);
   }
-  std::fprintf(stderr, "tencache-bench: unknown subcommand '%s'\n", name.c_str());
-  PrintUsage(stderr);
+  std::fprintf(stderr, "tencache-bench: expected a subcommand: %s; see tencache-bench --help\n", names.c_str());
   return 2;
 }

@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/bench_flags.h"
 #include "bench/benchmarks.h"
 #include "cachemgr/crc32c.h"
 #include "cachemgr/nvme_tier.h"
 #include "common/byte_size.h"
+#include "common/cli.h"
 
 namespace tencache::bench {
 namespace {
@@ -26,11 +26,12 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kSegment = 64 << 20;  // bytes per NvmeTier request
 constexpr int kOutstanding = 4;          // requests kept in flight so the ring never drains
 
-struct NvmeConfig {
+struct NvmeConfig {  // the flags, with their defaults
   std::string dir;
-  uint64_t size = 0, block = 0;
-  uint32_t depth = 0;
-  int rounds = 0;
+  uint64_t size = kGiB, block = kMiB;
+  uint32_t depth = 16;
+  int rounds = 3;
+  bool json = false;
 };
 
 struct FreeDeleter {
@@ -106,36 +107,15 @@ StatusOr<double> Fio(const NvmeConfig& c, const std::string& file, bool write) {
   return j["jobs"][0][rw]["bw_bytes"].get<double>() / 1e9;
 }
 
-StatusOr<NvmeConfig> ParseNvmeFlags(const std::vector<std::string>& args, bool* json) {
-  BenchFlags f("nvme");
-  f.Value("dir", "DIR", "");
-  f.Value("size", "SIZE (e.g. 1GiB)", "1GiB");
-  f.Value("block", "SIZE (e.g. 1MiB, a multiple of 4KiB)", "1MiB");
-  f.Value("depth", "N (1..4096)", "16");
-  f.Value("rounds", "N (1..20)", "3");
-  f.Switch("json");
-  TC_RETURN_IF_ERROR(f.Parse(args));
-  NvmeConfig c;
-  c.dir = f.Get("dir");
-  if (c.dir.empty()) return Status::InvalidArgument("--dir is required: --dir DIR (a directory on the NVMe device)");
-  TC_ASSIGN_OR_RETURN(c.size, f.Bytes("size"));
-  TC_ASSIGN_OR_RETURN(c.block, f.Bytes("block"));
-  TC_ASSIGN_OR_RETURN(uint64_t depth, f.Count("depth", 4096));
-  TC_ASSIGN_OR_RETURN(uint64_t rounds, f.Count("rounds", 20));
-  if (c.block % 4096 != 0 || c.block > (1u << 30))
-    return Status::InvalidArgument("--block '" + f.Get("block") + "': expected a multiple of 4KiB up to 1GiB");
-  c.size = (c.size + c.block - 1) / c.block * c.block;
-  c.depth = static_cast<uint32_t>(depth);
-  c.rounds = static_cast<int>(rounds);
-  *json = f.On("json");
-  return c;
+CLI::Validator BlockSize() {  // after CliByteSize: the byte count
+  return CliCheck("a multiple of 4KiB up to 1GiB", [](const std::string& v) {
+    const uint64_t block = std::stoull(v);
+    return block % 4096 == 0 && block <= kGiB;
+  });
 }
 
-}  // namespace
-
-Status RunNvmeBench(const std::vector<std::string>& args) {
-  bool json = false;
-  TC_ASSIGN_OR_RETURN(NvmeConfig c, ParseNvmeFlags(args, &json));
+Status RunNvmeBench(NvmeConfig c) {
+  c.size = (c.size + c.block - 1) / c.block * c.block;
   std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, kOutstanding * kSegment)));
   if (!buf) return Status::ResourceExhausted("nvme bench: cannot allocate the I/O buffer");
   for (uint64_t i = 0; i < kOutstanding * kSegment; i += 8) std::memcpy(buf.get() + i, &i, 8);
@@ -196,7 +176,7 @@ Status RunNvmeBench(const std::vector<std::string>& args) {
   j["engine"] = engine;
   j["checksum"] = std::string("crc32c-") + Crc32cImplementation();
   j["fio"] = fio ? "fio --ioengine=io_uring --direct=1" : "not found (install fio to compare)";
-  if (json) {
+  if (c.json) {
     std::printf("%s\n", j.dump().c_str());
     return Status::Ok();
   }
@@ -221,6 +201,20 @@ Status RunNvmeBench(const std::vector<std::string>& args) {
   std::printf("  crc32c-%s, one thread, %s chunks of a %s buffer: %.2f GB/s\n", Crc32cImplementation(),
               FormatBytes(c.block).c_str(), FormatBytes(kOutstanding * kSegment).c_str(), crc_gbps);
   return Status::Ok();
+}
+
+}  // namespace
+
+Benchmark AddNvmeBench(CLI::App& app) {
+  auto c = std::make_shared<NvmeConfig>();
+  CLI::App* cmd = app.add_subcommand("nvme", "NvmeTier write/read GB/s (checksums on and off) vs fio on the same file");
+  cmd->add_option("--dir", c->dir, "a directory on the NVMe device")->type_name("DIR")->required();
+  AddSizeOption(*cmd, "--size", &c->size, "bytes written and read per pass (rounded up to whole blocks)");
+  AddSizeOption(*cmd, "--block", &c->block, "bytes per I/O, a multiple of 4KiB up to 1GiB")->check(BlockSize());
+  cmd->add_option("--depth", c->depth, "I/Os in flight")->type_name("N")->check(CliWholeNumber(1, 4096));
+  cmd->add_option("--rounds", c->rounds, "rounds of every contender")->type_name("N")->check(CliWholeNumber(1, 20));
+  cmd->add_flag("--json", c->json, "one JSON object instead of the report");
+  return {cmd, [c] { return RunNvmeBench(*c); }};
 }
 
 }  // namespace tencache::bench

@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/bench_flags.h"
 #include "bench/benchmarks.h"
 #include "common/byte_size.h"
+#include "common/cli.h"
 #include "worker/trainer.h"
 
 namespace tencache::bench {
@@ -40,22 +40,32 @@ struct Regime {
 };
 const Regime kRegimes[] = {{"compute-bound", 8, 128}, {"io-bound", 1, 32}};
 
+struct TrainFlags {  // the flags, with their defaults
+  int steps = 8;
+  std::string device_budget = "4MiB", host_budget = "24MiB";
+  std::string nvme_dir = "/tmp/tencache-train-bench";
+  std::string data = "/usr/share/common-licenses/GPL-3";
+  std::string regime = "all";
+  std::string dtype = "bf16";
+  bool json = false;
+};
+
 struct Outcome {
   std::string variant;
   double step_s = 0;  // median over steady-state steps
   double hit_rate = 0, stall_s = 0, bytes_moved = 0, allocations = 0;
 };
 
-StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r, const BenchFlags& f,
+StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r, const TrainFlags& f,
                                                std::shared_ptr<const TokenCorpus> corpus, Communicator* comm) {
-  const std::string nvme = f.Get("nvme-dir") + "/" + v.name;
+  const std::string nvme = f.nvme_dir + "/" + v.name;
   std::filesystem::create_directories(nvme);
   std::vector<std::string> sets = {
       "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
-      "cache.device_budget=" + f.Get("device-budget"), "cache.host_budget=" + f.Get("host-budget"),
+      "cache.device_budget=" + f.device_budget, "cache.host_budget=" + f.host_budget,
       "cache.nvme_path=" + nvme,                      "train.micro_batch=" + std::to_string(r.micro_batch),
       "train.global_batch=" + std::to_string(r.micro_batch), "model.seq_len=" + std::to_string(r.seq_len),
-      "model.dtype=" + f.Get("dtype")};
+      "model.dtype=" + f.dtype};
   const std::string job_text =
       "name: bench\nmodel: {layers: 4, hidden: 256, heads: 4, ffn_hidden: 1024, seq_len: 128, vocab: 256}\n"
       "train: {data: " + corpus->path() + ", lr: 1.0e-3, seed: 1}\n";
@@ -66,7 +76,7 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r
 // All variants train side by side, one step each in turn (the order rotating
 // every round), so that a drift in the machine's speed (this one's is noisy)
 // hits every variant alike.
-StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const BenchFlags& f, int steps,
+StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const TrainFlags& f, int steps,
                                          std::shared_ptr<const TokenCorpus> corpus) {
   const size_t n = std::size(kVariants);
   std::vector<std::unique_ptr<Communicator>> comms;
@@ -96,52 +106,32 @@ StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const BenchFlags& f, i
   }
   for (size_t i = 0; i < n; ++i) out[i].step_s = Median(times[i]);
   trainers.clear();
-  for (const Variant& v : kVariants) std::filesystem::remove_all(f.Get("nvme-dir") + "/" + v.name);
+  for (const Variant& v : kVariants) std::filesystem::remove_all(f.nvme_dir + "/" + v.name);
   return out;
 }
 
-}  // namespace
-
-Status RunTrainBench(const std::vector<std::string>& args) {
-  BenchFlags f("train");
-  f.Value("steps", "N (>= 3; the first two are warm-up)", "8");
-  f.Value("device-budget", "SIZE", "4MiB");
-  f.Value("host-budget", "SIZE", "24MiB");
-  f.Value("nvme-dir", "DIR", "/tmp/tencache-train-bench");
-  f.Value("data", "FILE", "/usr/share/common-licenses/GPL-3");
-  f.Value("regime", "all|compute-bound|io-bound", "all");
-  f.Value("dtype", "bf16|fp32 (bf16: mixed precision, fp32 masters and AdamW)", "bf16");
-  f.Switch("json");
-  TC_RETURN_IF_ERROR(f.Parse(args));
-  TC_ASSIGN_OR_RETURN(uint64_t steps, f.Count("steps", 100000));
-  if (steps < 3) return Status::InvalidArgument("--steps: expected N >= 3 (two warm-up steps), got " + f.Get("steps"));
-  TC_RETURN_IF_ERROR(f.Bytes("device-budget").status());
-  TC_RETURN_IF_ERROR(f.Bytes("host-budget").status());
-  const std::string regime = f.Get("regime");
-  if (regime != "all" && std::none_of(std::begin(kRegimes), std::end(kRegimes),
-                                      [&](const Regime& r) { return regime == r.name; })) {
-    return Status::InvalidArgument("--regime: expected all, compute-bound or io-bound, got '" + regime + "'");
-  }
-  TC_ASSIGN_OR_RETURN(std::shared_ptr<TokenCorpus> corpus, TokenCorpus::Open(f.Get("data")));
+Status RunTrainBench(const TrainFlags& f) {
+  const std::string& regime = f.regime;
+  TC_ASSIGN_OR_RETURN(std::shared_ptr<TokenCorpus> corpus, TokenCorpus::Open(f.data));
 
   nlohmann::ordered_json out;
   out["model"] = "gpt 4 x 256 (3.3M parameters)";
-  out["dtype"] = f.Get("dtype");
-  out["device_budget"] = f.Get("device-budget");
-  out["host_budget"] = f.Get("host-budget");
+  out["dtype"] = f.dtype;
+  out["device_budget"] = f.device_budget;
+  out["host_budget"] = f.host_budget;
   out["regimes"] = nlohmann::ordered_json::array();
   for (const Regime& r : kRegimes) {
     if (regime != "all" && regime != r.name) continue;
-    TC_ASSIGN_OR_RETURN(std::vector<Outcome> results, RunRegime(r, f, int(steps), corpus));
+    TC_ASSIGN_OR_RETURN(std::vector<Outcome> results, RunRegime(r, f, f.steps, corpus));
     const double reference = results[0].step_s;
     nlohmann::ordered_json reg;
     reg["regime"] = r.name;
     reg["micro_batch"] = r.micro_batch;
     reg["seq_len"] = r.seq_len;
     reg["results"] = nlohmann::ordered_json::array();
-    if (!f.On("json")) {
+    if (!f.json) {
       std::printf("\n%s (micro_batch %d, seq_len %d, %s): reference step %.3f s\n", r.name, r.micro_batch,
-                  r.seq_len, f.Get("dtype").c_str(), reference);
+                  r.seq_len, f.dtype.c_str(), reference);
       std::printf("  %-12s %9s %8s %9s %9s %12s %7s\n", "POLICY", "STEP s", "x NONE", "DEV HIT", "STALL s", "MOVED/STEP",
                   "ALLOCS");
     }
@@ -149,15 +139,36 @@ Status RunTrainBench(const std::vector<std::string>& args) {
       reg["results"].push_back({{"policy", o.variant}, {"step_time_s", o.step_s}, {"ratio_to_none", o.step_s / reference},
                                 {"device_hit_rate", o.hit_rate}, {"stall_s", o.stall_s},
                                 {"bytes_moved_per_step", o.bytes_moved}, {"allocations_after_warmup", o.allocations}});
-      if (!f.On("json")) {
+      if (!f.json) {
         std::printf("  %-12s %9.3f %8.2f %9.3f %9.4f %12s %7.0f\n", o.variant.c_str(), o.step_s, o.step_s / reference,
                     o.hit_rate, o.stall_s, FormatBytes(o.bytes_moved).c_str(), o.allocations);
       }
     }
     out["regimes"].push_back(reg);
   }
-  if (f.On("json")) std::printf("%s\n", out.dump(2).c_str());
+  if (f.json) std::printf("%s\n", out.dump(2).c_str());
   return Status::Ok();
+}
+
+}  // namespace
+
+Benchmark AddTrainBench(CLI::App& app) {
+  auto f = std::make_shared<TrainFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "train", "step time of offloaded training (tencache, no-prefetch, zero-infinity, lru) against in-memory training");
+  cmd->add_option("--steps", f->steps, "steps per variant, the first two warm-up")->type_name("N")
+      ->check(CliWholeNumber(3, 100000));
+  cmd->add_option("--device-budget", f->device_budget, "cache.device_budget")->type_name("SIZE")
+      ->check(CliByteSize());
+  cmd->add_option("--host-budget", f->host_budget, "cache.host_budget")->type_name("SIZE")->check(CliByteSize());
+  cmd->add_option("--nvme-dir", f->nvme_dir, "where the NVMe tiers' files go")->type_name("DIR");
+  cmd->add_option("--data", f->data, "the text to train on")->type_name("FILE");
+  cmd->add_option("--regime", f->regime, "all, compute-bound or io-bound")->type_name("NAME")
+      ->check(CliOneOf({"all", "compute-bound", "io-bound"}));
+  cmd->add_option("--dtype", f->dtype, "bf16 (mixed precision: fp32 masters and AdamW) or fp32")->type_name("T")
+      ->check(CliOneOf({"bf16", "fp32"}));
+  cmd->add_flag("--json", f->json, "one JSON object instead of the tables");
+  return {cmd, [f] { return RunTrainBench(*f); }};
 }
 
 }  // namespace tencache::bench

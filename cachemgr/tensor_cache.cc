@@ -33,7 +33,7 @@ struct TensorCache::Entry {
   TensorSpec spec;
   int cls[2] = {-1, -1};
   int64_t slot[2] = {-1, -1};  // offset in the device / host store, -1: none
-  uint64_t nvme_offset = 0;
+  int64_t nvme_extent = -1;    // offset in the NVMe store, -1: none yet (never written there)
   uint64_t slot_bytes = 0;     // bytes rounded to 4 KiB: slot and extent size
   bool valid[kNumTiers] = {false, false, false};
   bool initialised = false;    // false: no copy anywhere, reads as zeros
@@ -118,25 +118,20 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
     TC_ASSIGN_OR_RETURN(pools_[t], SizeClassPool::Create(store(Tier(t)), *plan));
     members_[t].resize(classes.size());
   }
-  uint64_t nvme_bytes = 0;
+  uint64_t all_extent_bytes = 0;
   entries_.resize(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     Entry& e = entries_[i];
     e.spec = std::move(specs[i]);
     e.slot_bytes = SlotBytesFor(e.spec.bytes);
-    e.nvme_offset = nvme_bytes;
-    nvme_bytes += e.slot_bytes;
+    all_extent_bytes += e.slot_bytes;
     for (int t : {kDev, kHost}) {
       if (t == kDev && !e.spec.device) continue;  // cls stays -1: never placed there
       e.cls[t] = pools_[t]->ClassOf(e.spec.bytes);
       members_[t][e.cls[t]].push_back(static_cast<TensorId>(i));
     }
   }
-  TC_ASSIGN_OR_RETURN(uint64_t nvme_base, tiers_.nvme->Reserve(std::max<uint64_t>(nvme_bytes, kSlotAlignment)));
-  for (Entry& e : entries_) e.nvme_offset += nvme_base;
-  if (pools_[kHost]->reserved_bytes() > 0)  // fixed buffers spare the kernel a page walk per I/O
-    tiers_.nvme->RegisterBuffers({{tiers_.host->Address(RegionBase(0)), pools_[kHost]->reserved_bytes()}},
-                                 options_.io_timeout);
+  TC_RETURN_IF_ERROR(ReserveNvme(all_extent_bytes));
   for (uint32_t i = 0; i < options_.mover_threads; ++i) movers_.emplace_back([this] { MoverLoop(); });
   // Place tensors in their home tier while slots are free there (zero-filled).
   for (Entry& e : entries_) {
@@ -155,6 +150,24 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
   for (const Entry& e : entries_)
     for (int t : {kDev, kHost})
       if (e.slot[t] >= 0) AddUsed(Tier(t), static_cast<int64_t>(e.spec.bytes));
+  return Status::Ok();
+}
+
+Status TensorCache::ReserveNvme(uint64_t all_extent_bytes) {
+  nvme_ = std::make_unique<NvmeExtents>(options_.nvme_budget, all_extent_bytes, options_.nvme_budget_key,
+                                        options_.host_budget_key);
+  if (nvme_->capacity() == 0) {  // no file: the host slots must hold every tensor
+    const SizeClassPool& host = *pools_[kHost];
+    uint64_t holds = 0;
+    for (size_t c = 0; c < host.num_classes(); ++c)
+      holds += std::min<uint64_t>(host.total_slots(int(c)), members_[kHost][c].size()) * host.slot_bytes(int(c));
+    return nvme_->CheckNoFile(options_.host_budget, holds, all_extent_bytes);
+  }
+  TC_ASSIGN_OR_RETURN(uint64_t base, tiers_.nvme->Reserve(nvme_->capacity()));
+  nvme_->set_base(base);
+  if (pools_[kHost]->reserved_bytes() > 0)  // fixed buffers spare the kernel a page walk per I/O
+    tiers_.nvme->RegisterBuffers({{tiers_.host->Address(RegionBase(0)), pools_[kHost]->reserved_bytes()}},
+                                 options_.io_timeout);
   return Status::Ok();
 }
 
@@ -180,8 +193,10 @@ TierStore* TensorCache::store(Tier t) const {
 }
 
 std::string TensorCache::Describe() const {
-  return store(Tier::kDevice)->Describe() + " + " + store(Tier::kHost)->Describe() + " + " +
-         store(Tier::kNvme)->Describe() + ", slots planned by " + SlotPlannerName(options_.planner);
+  const std::string nvme = nvme_->capacity() == 0 ? nvme_->Describe()
+                                                  : store(Tier::kNvme)->Describe() + " with " + nvme_->Describe();
+  return store(Tier::kDevice)->Describe() + " + " + store(Tier::kHost)->Describe() + " + " + nvme +
+         ", slots planned by " + SlotPlannerName(options_.planner);
 }
 
 // ---- acquire / release / prefetch ----
@@ -485,12 +500,14 @@ Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tie
 // slot at the destination first. REQUIRES: e->busy, lock held (released while copying).
 Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent) {
   const int f = Index(from), t = Index(to);
+  TC_RETURN_IF_ERROR(EnsureExtent(e, from, to));
   bool took_slot = false;
   if (to != Tier::kNvme && e->slot[t] < 0) {
     TC_RETURN_IF_ERROR(PlaceInSlot(lock, e, to, urgent));
     took_slot = true;
   }
   const bool zeros = from == Tier::kNvme && !e->initialised;
+  const uint64_t nvme_off = static_cast<uint64_t>(e->nvme_extent);
   uint8_t* host = static_cast<uint8_t*>(tiers_.host->Address(static_cast<uint64_t>(e->slot[kHost])));
   const uint64_t dev_off = static_cast<uint64_t>(e->slot[kDev]);
   const std::string& name = e->spec.name;
@@ -503,11 +520,11 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
   if (zeros) {
     std::memset(host, 0, e->slot_bytes);
   } else if (from == Tier::kNvme) {
-    st = tiers_.nvme->Read(e->nvme_offset, host, e->slot_bytes, name, timeout);
+    st = tiers_.nvme->Read(nvme_off, host, e->slot_bytes, name, timeout);
     link = &metrics_.bytes_nvme_to_host;
     link_seconds = &metrics_.seconds_nvme_to_host;
   } else if (to == Tier::kNvme) {
-    st = tiers_.nvme->Write(e->nvme_offset, host, e->slot_bytes, name, timeout);
+    st = tiers_.nvme->Write(nvme_off, host, e->slot_bytes, name, timeout);
     link = &metrics_.bytes_host_to_nvme;
     link_seconds = &metrics_.seconds_host_to_nvme;
   } else if (to == Tier::kDevice) {
@@ -541,6 +558,18 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
   return st;
 }
 
+// A first write-back to NVMe takes an extent within the budget (nothing else
+// is changed when it does not fit); a read from NVMe needs one unless it is a zero fill.
+Status TensorCache::EnsureExtent(Entry* e, Tier from, Tier to) {
+  if (e->nvme_extent >= 0 || (from != Tier::kNvme && to != Tier::kNvme)) return Status::Ok();
+  if (from == Tier::kNvme)
+    return e->initialised ? Status::Internal("tensor '" + e->spec.name + "': no valid copy in any tier") : Status::Ok();
+  StatusOr<uint64_t> extent = nvme_->Assign(e->spec.name, e->slot_bytes);
+  if (!extent.ok()) return extent.status();
+  e->nvme_extent = static_cast<int64_t>(*extent);
+  return Status::Ok();
+}
+
 Status TensorCache::PlaceInSlot(std::unique_lock<std::mutex>* lock, Entry* e, Tier tier, bool urgent) {
   StatusOr<uint64_t> slot = TakeSlot(lock, tier, e->cls[Index(tier)], e->spec.id, urgent);
   if (!slot.ok()) return slot.status().WithContext("tensor '" + e->spec.name + "'");
@@ -560,7 +589,8 @@ StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tie
     const bool safe = !urgent && oracle_ != nullptr && entries_[for_id].waiters == 0;
     if (safe) mine = oracle_->NextUse(for_id, access_ == 0 ? 0 : access_ - 1);
     bool sooner = false;
-    Entry* victim = PickVictim(tier, cls, for_id, safe ? &mine : nullptr, &sooner);
+    Entry* unfit = nullptr;
+    Entry* victim = PickVictim(tier, cls, for_id, safe ? &mine : nullptr, &sooner, &unfit);
     if (victim != nullptr) {
       TC_RETURN_IF_ERROR(Evict(lock, victim, tier));
       continue;
@@ -575,6 +605,10 @@ StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tie
       cv_.wait_until(*lock, grace);
       continue;
     }
+    if (unfit != nullptr)  // the evictable tensors are dirty and NVMe has no room for them
+      return nvme_->Exceeded(unfit->spec.name, unfit->slot_bytes)
+          .WithContext(std::string(TierName(tier)) + " tier: no slot of " + FormatBytes(pool.slot_bytes(cls)) +
+                       " can be freed without writing a tensor to NVMe");
     if (!options_.grow_when_pinned)
       return Status::ResourceExhausted(std::string(TierName(tier)) + " tier: all " +
                                        std::to_string(pool.total_slots(cls)) + " slots of " +
@@ -594,7 +628,7 @@ bool TensorCache::HasBusyHolder(Tier tier, int cls, TensorId for_id) const {
 }
 
 TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after,
-                                            bool* sooner) {
+                                            bool* sooner, Entry** unfit) {
   const int t = Index(tier);
   Entry* best = nullptr;
   AccessIndex best_next = 0;
@@ -608,6 +642,10 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id,
       *sooner = true;
       continue;
     }
+    if (!WriteBackFits(c, tier)) {
+      if (*unfit == nullptr) *unfit = &c;
+      continue;
+    }
     const bool better = best == nullptr || next > best_next ||
                         (next == best_next && c.last_use < best->last_use);
     if (better) {
@@ -618,12 +656,20 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id,
   return best;
 }
 
-// Removes v's copy from `tier`, writing it back one tier down first when it is
-// the only valid copy.
+// Whether evicting v from `tier` must first write it one tier down: it is the
+// only valid copy of bytes somebody wrote (a never-written tensor's zeros are not saved).
 bool TensorCache::NeedsWriteBack(const Entry& v, Tier tier) {
+  if (!v.initialised) return false;
   return tier == Tier::kDevice ? !v.valid[kHost] && !v.valid[kNvme] : !v.valid[kNvme] && !v.valid[kDev];
 }
 
+// False when evicting v from `tier` needs a new NVMe extent beyond the budget.
+bool TensorCache::WriteBackFits(const Entry& v, Tier tier) const {
+  return tier != Tier::kHost || !NeedsWriteBack(v, tier) || v.nvme_extent >= 0 || nvme_->Fits(v.slot_bytes);
+}
+
+// Removes v's copy from `tier`, writing it back one tier down first when it is
+// the only valid copy.
 Status TensorCache::Evict(std::unique_lock<std::mutex>* lock, Entry* v, Tier tier) {
   const bool only_copy = NeedsWriteBack(*v, tier);
   v->busy = true;
@@ -681,9 +727,7 @@ CacheMetrics TensorCache::MetricsLocked() const {
     m.allocations_after_setup += pools_[t]->allocations_after_setup();
   }
   m.tiers[kNvme].reserved_bytes = tiers_.nvme->reserved_bytes();
-  uint64_t on_nvme = 0;
-  for (const Entry& e : entries_)
-    if (e.valid[kNvme]) on_nvme += e.spec.bytes;
+  const uint64_t on_nvme = nvme_->used();  // extents written (what counts against the budget)
   m.tiers[kNvme].used_bytes = on_nvme;
   m.tiers[kNvme].peak_used_bytes = std::max(metrics_.tiers[kNvme].peak_used_bytes, on_nvme);
   return m;

@@ -1,7 +1,8 @@
 // TensorCache: the registry of managed tensors and the only way to reach their
 // bytes. Every tensor has an id, a name, a byte size, a dtype and a home tier;
-// its copies live in size-class slots of the device and host tiers and in a
-// fixed extent of the NVMe file. As with LevelDB's Cache, Acquire() returns a
+// its copies live in size-class slots of the device and host tiers and in an
+// extent of the NVMe file, assigned on its first write-back within the NVMe
+// budget (a tensor never written to NVMe takes no NVMe space). As with LevelDB's Cache, Acquire() returns a
 // handle that pins the tensor in one tier until it is released; a tensor with a
 // live handle in a tier is never evicted from it.
 //
@@ -18,7 +19,15 @@
 // with an oracle set it never evicts a tensor whose next use comes before the
 // prefetched tensor's; when every candidate is needed sooner it is declined
 // (its handle completes with ResourceExhausted, counted in prefetches_declined)
-// and the tensor comes on demand instead. Never-written tensors read as zeros.
+// and the tensor comes on demand instead. Never-written tensors read as zeros
+// and are never written back (a copy of zeros is dropped, not saved).
+//
+// NVMe budget: a write-back that needs a new extent beyond nvme_budget fails
+// with ResourceExhausted naming the tensor, the budget's key, the budget and the
+// bytes used and needed; it reaches the Acquire / Prefetch / Discard that caused
+// it, and the dirty copy stays valid where it was. Eviction prefers victims whose
+// write-back fits. Budget 0: no NVMe file, and Create requires the host slots to
+// hold every tensor (InvalidArgument naming both budgets' keys otherwise).
 //
 // Errors from tiers (EIO, ENOSPC, short I/O, checksum mismatch, timeouts) reach
 // the caller of Acquire / PrefetchHandle::Wait as a Status naming the tensor and
@@ -51,12 +60,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cachemgr/completion.h"
 #include "cachemgr/metrics.h"
+#include "cachemgr/nvme_extents.h"
 #include "cachemgr/nvme_tier.h"
 #include "cachemgr/size_class_pool.h"
 #include "cachemgr/tier.h"
@@ -99,6 +110,12 @@ struct TensorCacheOptions {
   // How long a mover waits for a slot held by a tensor that is itself in flight
   // before growing the pool instead.
   std::chrono::milliseconds slot_wait{100};
+  // Bytes of NVMe for the tensors' extents; nullopt: room for every tensor. The
+  // file is reserved at min(budget, every tensor's slot bytes); 0: no file.
+  std::optional<uint64_t> nvme_budget;
+  // How messages name the budgets (the worker passes its job file's keys).
+  std::string nvme_budget_key = "nvme_budget";
+  std::string host_budget_key = "host_budget";
 };
 
 struct TierSet {
@@ -150,8 +167,10 @@ class PrefetchHandle {
 class TensorCache {
  public:
   // Plans and carves the pools of the device and host tiers from the tensors'
-  // size histogram, sizes the NVMe file (one extent per tensor) and starts the
-  // mover threads. REQUIRES: specs[i].id == i.
+  // size histogram, reserves the NVMe file (min(nvme_budget, every tensor's
+  // extent); extents are assigned on first write-back) and starts the mover
+  // threads. InvalidArgument when nvme_budget leaves no file and the host slots
+  // cannot hold every tensor. REQUIRES: specs[i].id == i.
   static StatusOr<std::unique_ptr<TensorCache>> Create(const TensorCacheOptions& options,
                                                        std::vector<TensorSpec> specs, TierSet tiers);
   ~TensorCache();
@@ -200,22 +219,28 @@ class TensorCache {
 
   TensorCache(const TensorCacheOptions& options, TierSet tiers);
   Status Setup(std::vector<TensorSpec> specs);
+  // Reserves the NVMe file within the budget (none when it is 0). REQUIRES: pools carved.
+  Status ReserveNvme(uint64_t all_extent_bytes);
   void MoverLoop();
   std::shared_ptr<Completion> StartMoveLocked(TensorId id, Tier tier, bool urgent);
   Status RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool urgent, bool* deferred);
   static void NextStep(const Entry& e, Tier target, Tier* from, Tier* to);
   static bool CopyBlocked(const Entry& e, Tier from, Tier to);
   static bool NeedsWriteBack(const Entry& v, Tier tier);
+  bool WriteBackFits(const Entry& v, Tier tier) const;
   // `urgent`: someone waits for the copy (an Acquire); else it is a prefetch
   // and TakeSlot applies the Belady-safe rule (see the header comment).
   Status StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
   Status Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
+  Status EnsureExtent(Entry* e, Tier from, Tier to);
   StatusOr<uint64_t> TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id, bool urgent);
   // Gives `e` a slot in `tier` (REQUIRES: it has none; lock held, released while evicting).
   Status PlaceInSlot(std::unique_lock<std::mutex>* lock, Entry* e, Tier tier, bool urgent);
   // `after` (may be null): only tensors whose next use is later than *after
   // qualify; `*sooner` is set when a candidate was passed over for that.
-  Entry* PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after, bool* sooner);
+  // `*unfit` is set to the first candidate passed over because its write-back
+  // to NVMe would exceed the budget.
+  Entry* PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after, bool* sooner, Entry** unfit);
   bool HasBusyHolder(Tier tier, int cls, TensorId for_id) const;
   Status Evict(std::unique_lock<std::mutex>* lock, Entry* victim, Tier tier);
   void DropCopy(Entry* e, Tier tier);
@@ -247,6 +272,7 @@ class TensorCache {
   AccessIndex access_ = 0;              // guarded by mu_: acquires so far this step
   uint64_t clock_ = 0;                  // guarded by mu_: LRU clock
   CacheMetrics metrics_;                // guarded by mu_
+  std::unique_ptr<NvmeExtents> nvme_;   // set in Create; guarded by mu_ (capacity constant)
 };
 
 }  // namespace tencache

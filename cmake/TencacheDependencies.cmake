@@ -20,6 +20,14 @@ endif()
 find_package(nlohmann_json 3 QUIET)
 tencache_require(nlohmann_json_FOUND "nlohmann_json" "nlohmann-json3-dev")
 
+find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp)
+tencache_require(CLI11_INCLUDE_DIR "CLI11" "libcli11-dev")
+
+find_program(GNUPLOT_EXECUTABLE gnuplot)
+if(NOT GNUPLOT_EXECUTABLE)
+  message(STATUS "tencache: gnuplot not found; run reports will have no pictures until 'gnuplot-nox' is installed")
+endif()
+
 find_package(PkgConfig QUIET)
 tencache_require(PKG_CONFIG_FOUND "pkg-config" "pkg-config")
 pkg_check_modules(URING QUIET IMPORTED_TARGET liburing)

@@ -47,7 +47,7 @@ const std::vector<std::string>& LeafKeys() {
       "train.data", "train.tokens_per_epoch", "train.micro_batch", "train.global_batch",
       "train.steps", "train.lr", "train.weight_decay", "train.seed", "train.checkpoint_every",
       "train.checkpoint_dir",
-      "cluster.target", "cluster.max_nodes", "cluster.instance_types", "cluster.objective",
+      "cluster.target", "cluster.nodes", "cluster.ranks_per_node", "cluster.max_nodes", "cluster.instance_types", "cluster.objective",
       "cluster.use_spot", "cluster.max_price_per_hour", "cluster.catalog",
       "cluster.volume.size", "cluster.volume.read_gbps", "cluster.volume.write_gbps",
       "cache.policy", "cache.device_budget", "cache.host_budget", "cache.nvme_budget",
@@ -103,10 +103,12 @@ class JobReader {
 
   Status GetString(const std::string& key, std::string* out);
   Status GetInt(const std::string& key, int64_t min, int* out);
+  // An integer >= 1, or 'auto' (stored as 0).
+  Status GetCountOrAuto(const std::string& key, int* out);
   Status GetUint64(const std::string& key, uint64_t min, uint64_t* out);
   Status GetDouble(const std::string& key, double min, bool min_exclusive, double* out);
   Status GetBool(const std::string& key, bool* out);
-  Status GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out);
+  Status GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out, bool allow_zero = false);
   Status GetStringList(const std::string& key, std::vector<std::string>* out);
   template <typename E>
   Status GetEnum(const std::string& key, const std::vector<std::pair<std::string, E>>& values, E* out);
@@ -217,6 +219,19 @@ Status JobReader::GetInt(const std::string& key, int64_t min, int* out) {
   return Status::Ok();
 }
 
+Status JobReader::GetCountOrAuto(const std::string& key, int* out) {
+  YAML::Node node = Find(key);
+  if (node.IsDefined() && node.IsScalar() && node.Scalar() == "auto") {
+    *out = 0;
+    Record(key, node);
+    return Status::Ok();
+  }
+  if (node.IsDefined() && !node.IsScalar()) return Error(key, node, "'auto' or an integer >= 1");
+  Status s = GetInt(key, 1, out);
+  if (!s.ok()) return Error(key, node, "'auto' or an integer >= 1");
+  return s;
+}
+
 Status JobReader::GetUint64(const std::string& key, uint64_t min, uint64_t* out) {
   YAML::Node node = Find(key);
   if (!node.IsDefined()) return Status::Ok();
@@ -258,11 +273,12 @@ Status JobReader::GetBool(const std::string& key, bool* out) {
   return Status::Ok();
 }
 
-Status JobReader::GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out) {
+Status JobReader::GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out, bool allow_zero) {
   YAML::Node node = Find(key);
   if (!node.IsDefined()) return Status::Ok();
-  const std::string expected =
-      std::string(allow_auto ? "'auto' or " : "") + "a positive size such as 20GiB, 512MiB or 1.5TB";
+  const std::string expected = std::string(allow_auto ? "'auto' or " : "") +
+                               (allow_zero ? "a size such as 0, 20GiB, 512MiB or 1.5TB"
+                                           : "a positive size such as 20GiB, 512MiB or 1.5TB");
   std::string text;
   TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
   Record(key, node);
@@ -271,7 +287,7 @@ Status JobReader::GetSize(const std::string& key, bool allow_auto, std::optional
     return Status::Ok();
   }
   StatusOr<uint64_t> bytes = ParseByteSize(text);
-  if (!bytes.ok() || *bytes == 0) return Error(key, node, expected);
+  if (!bytes.ok() || (*bytes == 0 && !allow_zero)) return Error(key, node, expected);
   *out = *bytes;
   return Status::Ok();
 }
@@ -373,7 +389,7 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
   TrainSpec& t = job->train;
   TC_RETURN_IF_ERROR(r.GetString("train.data", &t.data));
   TC_RETURN_IF_ERROR(r.GetUint64("train.tokens_per_epoch", 1, &t.tokens_per_epoch));
-  TC_RETURN_IF_ERROR(r.GetInt("train.micro_batch", 1, &t.micro_batch));
+  TC_RETURN_IF_ERROR(r.GetCountOrAuto("train.micro_batch", &t.micro_batch));
   TC_RETURN_IF_ERROR(r.GetInt("train.global_batch", 1, &t.global_batch));
   TC_RETURN_IF_ERROR(r.GetInt("train.steps", 1, &t.steps));
   TC_RETURN_IF_ERROR(r.GetDouble("train.lr", 0.0, true, &t.lr));
@@ -381,7 +397,7 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
   TC_RETURN_IF_ERROR(r.GetUint64("train.seed", 0, &t.seed));
   TC_RETURN_IF_ERROR(r.GetInt("train.checkpoint_every", 0, &t.checkpoint_every));
   TC_RETURN_IF_ERROR(r.GetString("train.checkpoint_dir", &t.checkpoint_dir));
-  if (t.global_batch % t.micro_batch != 0) {
+  if (t.micro_batch > 0 && t.global_batch % t.micro_batch != 0) {
     return Status::InvalidArgument(job->Where("train.global_batch") + ": expected a multiple of "
                                    "train.micro_batch (" + std::to_string(t.micro_batch) + "), got " +
                                    std::to_string(t.global_batch));
@@ -416,7 +432,10 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
 Status ReadCluster(JobReader& r, JobSpec* job) {
   ClusterSpec& c = job->cluster;
   TC_RETURN_IF_ERROR(r.GetEnum<Target>("cluster.target", {{"local", Target::kLocal}, {"k8s", Target::kK8s}}, &c.target));
+  TC_RETURN_IF_ERROR(r.GetCountOrAuto("cluster.nodes", &c.nodes));
+  TC_RETURN_IF_ERROR(r.GetCountOrAuto("cluster.ranks_per_node", &c.ranks_per_node));
   TC_RETURN_IF_ERROR(r.GetInt("cluster.max_nodes", 1, &c.max_nodes));
+  if (c.nodes > c.max_nodes) c.max_nodes = c.nodes;
   TC_RETURN_IF_ERROR(r.GetStringList("cluster.instance_types", &c.instance_types));
   TC_RETURN_IF_ERROR(r.GetEnum<Objective>(
       "cluster.objective", {{"cost", Objective::kCost}, {"time", Objective::kTime}}, &c.objective));
@@ -445,7 +464,7 @@ Status ReadCache(JobReader& r, JobSpec* job) {
                                             &c.policy));
   TC_RETURN_IF_ERROR(r.GetSize("cache.device_budget", true, &c.device_budget));
   TC_RETURN_IF_ERROR(r.GetSize("cache.host_budget", true, &c.host_budget));
-  TC_RETURN_IF_ERROR(r.GetSize("cache.nvme_budget", true, &c.nvme_budget));
+  TC_RETURN_IF_ERROR(r.GetSize("cache.nvme_budget", true, &c.nvme_budget, /*allow_zero=*/true));
   TC_RETURN_IF_ERROR(r.GetString("cache.nvme_path", &c.nvme_path));
   TC_RETURN_IF_ERROR(r.GetBool("cache.prefetch", &c.prefetch));
   return Status::Ok();

@@ -22,7 +22,7 @@ namespace tencache {
 struct TrainSpec {
   std::string data;               // text (byte-level tokens) or .bin/.u16 (uint16 tokens)
   uint64_t tokens_per_epoch = 0;  // 0: derive from the data file
-  int micro_batch = 1;            // sequences per rank per forward/backward
+  int micro_batch = 1;            // sequences per rank per forward/backward; 0: auto (the planner picks)
   int global_batch = 1;           // sequences per optimizer step, all ranks together
   int steps = 1000;
   double lr = 3.0e-4;
@@ -44,6 +44,8 @@ enum class Objective { kCost, kTime };
 
 struct ClusterSpec {
   Target target = Target::kLocal;
+  int nodes = 0;           // 0: auto (the planner tries 1..max_nodes)
+  int ranks_per_node = 0;  // 0: auto (one per GPU; without a GPU, as many as the cores and batch allow)
   int max_nodes = 1;
   std::vector<std::string> instance_types;  // empty: the whole catalog
   Objective objective = Objective::kCost;
@@ -80,6 +82,8 @@ struct JobSpec {
   // "<where>: key '<key>'" for error messages about `key` found after parsing
   // (e.g. an instance type the catalog does not know).
   std::string Where(const std::string& key) const;
+  // Ranks of the run: nodes x ranks_per_node. REQUIRES: both resolved (non-zero).
+  int ranks() const { return cluster.nodes * cluster.ranks_per_node; }
 };
 
 // Reads and validates `path`, applying overrides ("cache.device_budget=8MiB").

@@ -72,6 +72,51 @@ Status ReadGpu(const std::string& file, const YAML::Node& node, GpuSpec* g) {
   return Status::Ok();
 }
 
+// `nvme:` is a mapping of disks (known), `none`, `unknown`, or a mapping
+// {state: none|unknown, note, source} to say why. A missing key is unknown.
+Status ReadNvme(const std::string& file, const EntryReader& e, const std::string& type, NvmeSpec* out) {
+  static const char kExpected[] =
+      "a mapping {disks, disk_gb, read_gbps_per_disk, write_gbps_per_disk, note, source}, 'none' (the provider "
+      "lists no instance storage) or 'unknown' (also as {state: none|unknown, note, source})";
+  YAML::Node nvme = e.Child("nvme");
+  out->state = NvmeSpec::State::kUnknown;
+  if (!nvme.IsDefined() || nvme.IsNull()) {
+    out->note = "no 'nvme' key in " + file;
+    return Status::Ok();
+  }
+  auto state_of = [](const std::string& v, NvmeSpec::State* st) {
+    if (v == "none") *st = NvmeSpec::State::kNone;
+    else if (v == "unknown") *st = NvmeSpec::State::kUnknown;
+    else return false;
+    return true;
+  };
+  if (nvme.IsScalar()) {
+    if (!state_of(nvme.Scalar(), &out->state)) {
+      return e.Error("nvme", std::string(kExpected) + ", got '" + nvme.Scalar() + "'");
+    }
+    return Status::Ok();
+  }
+  if (!nvme.IsMap()) return e.Error("nvme", kExpected);
+  EntryReader n(file, nvme, "instance '" + type + "' nvme");
+  TC_RETURN_IF_ERROR(n.String("note", false, &out->note));
+  TC_RETURN_IF_ERROR(n.String("source", false, &out->source));
+  YAML::Node state = nvme["state"];
+  if (state.IsDefined() && !state.IsNull()) {
+    if (!state.IsScalar() || !state_of(state.Scalar(), &out->state)) {
+      return n.Error("state", "'none' or 'unknown' (a mapping with disks is known), got '" +
+                                  (state.IsScalar() ? state.Scalar() : std::string("a non-scalar")) + "'");
+    }
+    if (nvme["disks"].IsDefined()) return n.Error("disks", "no disks with state '" + state.Scalar() + "'");
+    return Status::Ok();
+  }
+  out->state = NvmeSpec::State::kKnown;
+  TC_RETURN_IF_ERROR(n.Int("disks", true, &out->disks));
+  TC_RETURN_IF_ERROR(n.Number("disk_gb", true, &out->disk_gb));
+  TC_RETURN_IF_ERROR(n.Number("read_gbps_per_disk", true, &out->read_gbps_per_disk));
+  TC_RETURN_IF_ERROR(n.Number("write_gbps_per_disk", true, &out->write_gbps_per_disk));
+  return Status::Ok();
+}
+
 Status ReadInstance(const std::string& file, const YAML::Node& node, const std::string& provider,
                     const std::string& recorded, InstanceSpec* s) {
   EntryReader r(file, node, "instance entry");
@@ -87,16 +132,7 @@ Status ReadInstance(const std::string& file, const YAML::Node& node, const std::
   TC_RETURN_IF_ERROR(e.Number("ram_gib", true, &s->ram_gib));
   TC_RETURN_IF_ERROR(e.Number("network_gbps", true, &s->network_gbps));
   TC_RETURN_IF_ERROR(e.String("network_assumed", false, &s->network_assumed));
-  YAML::Node nvme = e.Child("nvme");
-  if (nvme.IsDefined() && !nvme.IsNull()) {
-    if (!nvme.IsMap()) return e.Error("nvme", "a mapping {disks, disk_gb, read_gbps_per_disk, write_gbps_per_disk}");
-    EntryReader n(file, nvme, "instance '" + s->type + "' nvme");
-    TC_RETURN_IF_ERROR(n.Int("disks", true, &s->nvme.disks));
-    TC_RETURN_IF_ERROR(n.Number("disk_gb", true, &s->nvme.disk_gb));
-    TC_RETURN_IF_ERROR(n.Number("read_gbps_per_disk", true, &s->nvme.read_gbps_per_disk));
-    TC_RETURN_IF_ERROR(n.Number("write_gbps_per_disk", true, &s->nvme.write_gbps_per_disk));
-    TC_RETURN_IF_ERROR(n.String("note", false, &s->nvme.note));
-  }
+  TC_RETURN_IF_ERROR(ReadNvme(file, e, s->type, &s->nvme));
   YAML::Node price = e.Child("price");
   if (!price.IsDefined() || !price.IsMap()) return e.Error("price", "a mapping {on_demand: USD/h, spot: USD/h, source: ...}");
   EntryReader p(file, price, "instance '" + s->type + "' price");
@@ -164,6 +200,7 @@ Status Catalog::CheckReferences() const {
 
 StatusOr<Catalog> Catalog::Load(const std::string& path) {
   Catalog catalog;
+  catalog.path_ = path;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     std::vector<std::string> files;

@@ -1,12 +1,14 @@
 // Catalog: the instance types a job may run on and the GPUs they carry, loaded
 // from configs/instances/*.yaml (one file per provider plus gpus.yaml).
 //
-// Every figure keeps its provenance: prices carry their source, and values the
-// facts do not give (NVMe bandwidth, some networks) carry the assumption made,
-// which the planner prints. Loading validates every entry and names the file
-// and entry on error. Immutable after Load; thread-safe to read.
+// Every figure keeps its provenance: prices and local NVMe carry their source,
+// and values the facts do not give (NVMe bandwidth, some networks) carry the
+// assumption made, which the planner prints. Local NVMe is known, none or
+// unknown, never "none" by omission. Loading validates every entry and names
+// the file and entry on error. Immutable after Load; thread-safe to read.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,13 +29,28 @@ struct GpuSpec {
   std::string source;
 };
 
+// Local NVMe (instance storage) of an instance type, in one of three states:
+//   known   - `disks` > 0 of `disk_gb` each; the per-disk bandwidth is published
+//             or assumed, and `note` says which;
+//   none    - the provider lists no instance storage for this type (or none is
+//             included in the type and its catalog price; `note` says which);
+//   unknown - the catalog does not know. The planner then assumes no usable
+//             local NVMe unless the job sets cluster.volume, and says so.
+// `disks` > 0 always means known, whatever `state` says (a spec built in code
+// may set only the disks); with no disks, `state` tells none from unknown.
 struct NvmeSpec {
+  enum class State { kUnknown, kNone, kKnown };
+  State state = State::kUnknown;
   int disks = 0;
   double disk_gb = 0;              // GB (10^9 bytes) per disk
   double read_gbps_per_disk = 0;   // GB/s
   double write_gbps_per_disk = 0;  // GB/s
-  std::string note;                // what was assumed
-  uint64_t capacity_bytes() const { return static_cast<uint64_t>(disks * disk_gb * 1e9); }
+  std::string note;                // what was assumed, or why none / unknown
+  std::string source;              // where the disk count and size came from
+  bool known() const { return disks > 0; }
+  bool none() const { return disks == 0 && state == State::kNone; }
+  bool unknown() const { return disks == 0 && state != State::kNone; }
+  uint64_t capacity_bytes() const { return known() ? static_cast<uint64_t>(disks * disk_gb * 1e9) : 0; }
 };
 
 struct InstanceSpec {
@@ -44,7 +61,7 @@ struct InstanceSpec {
   double gpu_memory_gib = 0;     // per GPU, as the provider lists it
   int vcpus = 0;
   double ram_gib = 0;
-  NvmeSpec nvme;                 // disks == 0: no local NVMe
+  NvmeSpec nvme;                 // known, none or unknown (a missing `nvme:` is unknown)
   double network_gbps = 0;       // Gbit/s per node
   std::string network_assumed;   // non-empty: the network figure is an assumption
   double price_on_demand = 0;    // USD per hour per node
@@ -60,6 +77,9 @@ class Catalog {
   // `gpus:` and `instances:`. Errors name the file and the entry.
   static StatusOr<Catalog> Load(const std::string& path);
 
+  // The path Load was given (for messages about the catalog as a whole).
+  const std::string& path() const { return path_; }
+
   const std::vector<InstanceSpec>& instances() const { return instances_; }
   const std::vector<GpuSpec>& gpus() const { return gpus_; }
   // NotFound with a "did you mean" when absent.
@@ -70,6 +90,7 @@ class Catalog {
   Status LoadFile(const std::string& file);
   Status CheckReferences() const;
 
+  std::string path_;
   std::vector<InstanceSpec> instances_;
   std::vector<GpuSpec> gpus_;
 };

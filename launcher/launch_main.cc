@@ -1,7 +1,9 @@
-// tencache-launch: the user's entry point. `plan` prints what a job needs and
-// costs on every candidate instance type and picks the cheapest feasible plan.
-// This file is the CLI edge: it parses flags, converts every failure into one
-// message on stderr and an exit code (2 for bad input), and nothing else.
+// tencache-launch: the user's entry point. `tencache-launch JOB.yaml` (= `run`)
+// plans the job, runs it on this machine with the plan's budgets driving every
+// worker, and reports measured against predicted cost; `plan` only plans;
+// `report DIR` rebuilds a run's report. This file is the CLI edge: it parses
+// flags (CLI11, as every tencache program) and turns failures into one message
+// on stderr and an exit code (2 for bad input).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -9,23 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "common/job_spec.h"
 #include "launcher/catalog.h"
+#include "launcher/launch_run.h"
+#include "launcher/local_machine.h"
 #include "launcher/planner.h"
 
 namespace tencache {
 namespace {
-
-const char kUsage[] =
-    "usage: tencache-launch plan JOB.yaml [--set KEY=VALUE]... [--json] [--all-nodes] [--catalog PATH]\n"
-    "\n"
-    "  plan        print per-rank memory, placement, step time and cost per epoch for every\n"
-    "              candidate instance type, and choose the cheapest (or fastest) feasible plan\n"
-    "  --set K=V   override one job key, e.g. --set train.micro_batch=2 (repeatable)\n"
-    "  --json      print one JSON object instead of the table\n"
-    "  --all-nodes list every node count, not only the best per instance type\n"
-    "  --catalog   instance catalog directory or file (default: cluster.catalog, else the\n"
-    "              catalog shipped in configs/instances)\n";
 
 struct PlanArgs {
   std::string job_path;
@@ -35,77 +29,106 @@ struct PlanArgs {
   std::string catalog;
 };
 
-Status ParsePlanArgs(int argc, char** argv, PlanArgs* args) {
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* flag, std::string* out) -> Status {
-      if (i + 1 >= argc) return Status::InvalidArgument(std::string(flag) + ": expected a value after it");
-      *out = argv[++i];
-      return Status::Ok();
-    };
-    if (a == "--json") {
-      args->json = true;
-    } else if (a == "--all-nodes") {
-      args->all_nodes = true;
-    } else if (a == "--set") {
-      std::string kv;
-      TC_RETURN_IF_ERROR(value("--set", &kv));
-      args->overrides.push_back(kv);
-    } else if (a.rfind("--set=", 0) == 0) {
-      args->overrides.push_back(a.substr(6));
-    } else if (a == "--catalog") {
-      TC_RETURN_IF_ERROR(value("--catalog", &args->catalog));
-    } else if (a.rfind("--", 0) == 0) {
-      return Status::InvalidArgument("unknown flag '" + a + "'; expected --set, --json, --all-nodes or --catalog");
-    } else if (args->job_path.empty()) {
-      args->job_path = a;
-    } else {
-      return Status::InvalidArgument("unexpected argument '" + a + "'; expected one JOB.yaml");
-    }
-  }
-  if (args->job_path.empty()) return Status::InvalidArgument("plan: expected a JOB.yaml path");
-  return Status::Ok();
-}
-
-Status RunPlan(int argc, char** argv) {
-  PlanArgs args;
-  TC_RETURN_IF_ERROR(ParsePlanArgs(argc, argv, &args));
+int RunPlan(const PlanArgs& args) {
   const auto start = std::chrono::steady_clock::now();
-  TC_ASSIGN_OR_RETURN(JobSpec job, LoadJobFile(args.job_path, args.overrides));
-  std::string catalog_path = !args.catalog.empty() ? args.catalog
-                             : !job.cluster.catalog.empty() ? job.cluster.catalog
-                                                            : DefaultCatalogPath();
-  TC_ASSIGN_OR_RETURN(Catalog catalog, Catalog::Load(catalog_path));
-  TC_ASSIGN_OR_RETURN(PlanResult plan, PlanJob(job, catalog, ModelAssumptions()));
+  StatusOr<JobSpec> job = LoadJobFile(args.job_path, args.overrides);
+  Status st = job.status();
+  StatusOr<Catalog> catalog = Status::Ok();
+  if (st.ok()) {
+    std::string path = !args.catalog.empty() ? args.catalog
+                       : !job->cluster.catalog.empty() ? job->cluster.catalog
+                                                       : DefaultCatalogPath();
+    catalog = Catalog::Load(path);
+    st = catalog.status();
+  }
+  StatusOr<PlanResult> plan = Status::Ok();
+  if (st.ok()) {
+    plan = PlanJob(*job, *catalog, ModelAssumptions());
+    st = plan.status();
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "tencache-launch: %s\n", st.message().c_str());
+    return ExitCodeFor(st);
+  }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (args.json) {
-    nlohmann::ordered_json j = PlanToJson(plan, args.all_nodes);
+    nlohmann::ordered_json j = PlanToJson(*plan, args.all_nodes);
     j["planning_ms"] = ms;
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << RenderPlanTable(plan, args.all_nodes);
-    std::printf("Planned %zu instance x node combinations in %.1f ms.\n", plan.evaluated.size(), ms);
+    std::cout << RenderPlanTable(*plan, args.all_nodes);
+    std::printf("Planned %zu instance x node combinations in %.1f ms.\n", plan->evaluated.size(), ms);
+    if (job->cluster.target == Target::kLocal) {
+      std::printf("This machine is measured and added as a candidate when the job runs (tencache-launch %s).\n",
+                  args.job_path.c_str());
+    }
   }
-  return Status::Ok();
+  if (plan->chosen < 0) {
+    std::fprintf(stderr, "tencache-launch: no feasible plan for %s: each instance type's reason is listed above; "
+                         "raise cluster.max_nodes, add instance types (cluster.instance_types), set cluster.volume "
+                         "for instances without local NVMe, or lower train.micro_batch\n", args.job_path.c_str());
+    return 3;
+  }
+  return 0;
+}
+
+void AddJobOptions(CLI::App* cmd, std::string* job, std::vector<std::string>* overrides, std::string* catalog) {
+  cmd->add_option("job", *job, "the job file (see docs/job-yaml.md)")->required();
+  cmd->add_option("--set", *overrides, "override one job key, KEY=VALUE, e.g. --set train.micro_batch=2 (repeatable)");
+  cmd->add_option("--catalog", *catalog, "instance catalog folder or file (default: cluster.catalog, else "
+                                         "configs/instances)");
 }
 
 int Main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  // `tencache-launch JOB.yaml ...` is `tencache-launch run JOB.yaml ...`.
+  std::vector<std::string> args(argv, argv + argc);
+  if (argc > 1 && argv[1][0] != '-' && std::strcmp(argv[1], "plan") != 0 && std::strcmp(argv[1], "run") != 0 &&
+      std::strcmp(argv[1], "report") != 0) {
+    const std::string first = argv[1];
+    const bool yaml = first.size() > 5 && (first.rfind(".yaml") == first.size() - 5 || first.rfind(".yml") == first.size() - 4);
+    if (!yaml && first.find('/') == std::string::npos) {
+      std::fprintf(stderr, "tencache-launch: unknown command '%s'; expected plan, run, report or a JOB.yaml "
+                           "(see tencache-launch --help)\n", first.c_str());
+      return 2;
+    }
+    args.insert(args.begin() + 1, "run");
   }
-  const std::string command = argv[1];
-  Status status;
-  if (command == "plan") {
-    status = RunPlan(argc, argv);
-  } else {
-    status = Status::InvalidArgument("unknown command '" + command + "'; expected: plan");
-  }
-  if (!status.ok()) {
-    std::fprintf(stderr, "tencache-launch: %s\n", status.message().c_str());
-    if (ExitCodeFor(status) == 2 && command != "plan") std::fputs(kUsage, stderr);
-  }
-  return ExitCodeFor(status);
+  std::vector<const char*> cargv;
+  for (const std::string& a : args) cargv.push_back(a.c_str());
+
+  auto app = MakeCliApp("tencache-launch", "Plan a training job, run it with the plan's budgets, and report "
+                                           "measured against predicted cost.\n"
+                                           "  tencache-launch JOB.yaml [options]   is   tencache-launch run JOB.yaml");
+  app->require_subcommand(1);
+  PlanArgs plan;
+  CLI::App* plan_cmd = app->add_subcommand("plan", "print what the job needs and costs on every candidate instance "
+                                                   "type, and choose the cheapest (or fastest) feasible plan");
+  AddJobOptions(plan_cmd, &plan.job_path, &plan.overrides, &plan.catalog);
+  plan_cmd->add_flag("--json", plan.json, "print one JSON object instead of the table");
+  plan_cmd->add_flag("--all-nodes", plan.all_nodes, "list every node count, not only the best per instance type");
+
+  LaunchOptions run;
+  CLI::App* run_cmd = app->add_subcommand("run", "plan, run on this machine (cluster.target local), report");
+  AddJobOptions(run_cmd, &run.job_path, &run.overrides, &run.catalog);
+  run_cmd->add_option("--out", run.out, "the run folder (default: runs/NAME-YYYYmmdd-HHMMSS)");
+  run_cmd->add_option("--steps", run.steps, "train this many steps (sets train.steps)")->check(CLI::Range(1, 100000000));
+  run_cmd->add_flag("--dry-run", run.dry_run, "print the resolved job and the exact command, start nothing");
+  run_cmd->add_flag("--reprobe", run.reprobe, "measure this machine again even when its probes are cached");
+  run_cmd->add_option("--worker", run.worker, "tencache-worker to run (default: the one beside this program)");
+  run_cmd->add_option("--mpirun", run.mpirun, "the mpirun program");
+  run_cmd->add_option("--progress-every", run.progress_every_s,
+                      "seconds between progress lines when stdout is not a terminal")->check(CLI::Range(0.0, 3600.0));
+
+  std::string report_dir, report_catalog;
+  CLI::App* report_cmd = app->add_subcommand("report", "rebuild report.json, report.md and the pictures of a "
+                                                       "finished or interrupted run");
+  report_cmd->add_option("dir", report_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
+  report_cmd->add_option("--catalog", report_catalog, "instance catalog (default: the run's)");
+
+  if (int code = ParseCli(*app, int(cargv.size()), cargv.data()); code >= 0) return code;
+  if (*plan_cmd) return RunPlan(plan);
+  if (*run_cmd) return LaunchRun(run);
+  return RebuildReport(report_dir, report_catalog);
 }
 
 }  // namespace

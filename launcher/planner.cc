@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "common/byte_size.h"
+#include "common/human_format.h"
+#include "launcher/local_machine.h"
 
 namespace tencache {
 namespace {
@@ -51,8 +53,44 @@ const Candidate& ClosestInfeasible(const std::vector<Candidate>& tried) {
 
 }  // namespace
 
-StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const ModelAssumptions& a) {
+Candidate EvaluateWithMicroBatch(const JobSpec& job, const InstanceSpec& inst, const GpuSpec& gpu, int nodes,
+                                 const ModelAssumptions& a) {
+  const int ranks = nodes * inst.gpu_count;
+  if (job.cluster.ranks_per_node > 0 && job.cluster.ranks_per_node != inst.gpu_count && inst.type != "local") {
+    JobSpec one = job;
+    one.train.micro_batch = std::max(1, job.train.micro_batch);
+    Candidate c = EvaluateCandidate(one, inst, gpu, nodes, a);
+    c.feasible = false;
+    c.reason = "cluster.ranks_per_node " + std::to_string(job.cluster.ranks_per_node) + " differs from its " +
+               std::to_string(inst.gpu_count) + " GPU(s) per node (one rank per GPU)";
+    return c;
+  }
+  if (job.train.micro_batch > 0) return EvaluateCandidate(job, inst, gpu, nodes, a);
+  JobSpec trial = job;
+  const int per_rank = job.train.global_batch / ranks;
+  Candidate first;
+  for (int mb = std::max(per_rank, 1); mb >= 1; --mb) {
+    if (per_rank > 0 && per_rank % mb != 0) continue;
+    trial.train.micro_batch = mb;
+    Candidate c = EvaluateCandidate(trial, inst, gpu, nodes, a);
+    if (c.feasible) return c;
+    if (first.instance == nullptr || mb == 1) first = c;
+  }
+  return first;
+}
+
+StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const ModelAssumptions& a,
+                             const LocalCandidate* local) {
   TC_ASSIGN_OR_RETURN(std::vector<const InstanceSpec*> instances, SelectInstances(job, catalog));
+  // Spot pricing needs spot prices: refuse up front when no candidate has one,
+  // rather than list every instance type as infeasible. Candidates without one
+  // (when some have one) stay infeasible with their reason.
+  if (job.cluster.use_spot &&
+      std::none_of(instances.begin(), instances.end(), [](const InstanceSpec* s) { return s->price_spot.has_value(); })) {
+    return Status::InvalidArgument(job.Where("cluster.use_spot") + ": the catalog at " + catalog.path() +
+                                   " has no spot price for any candidate; expected cluster.use_spot: false, or a "
+                                   "catalog whose instances carry price.spot (USD/h, with its source)");
+  }
   PlanResult r;
   r.job_name = job.name;
   r.model = job.model;
@@ -65,8 +103,10 @@ StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const M
   for (const InstanceSpec* inst : instances) {
     const GpuSpec* gpu = catalog.FindGpu(inst->gpu);
     std::vector<Candidate> tried;
-    for (int nodes = 1; nodes <= job.cluster.max_nodes; ++nodes) {
-      tried.push_back(EvaluateCandidate(job, *inst, *gpu, nodes, a));
+    const int lo = job.cluster.nodes > 0 ? job.cluster.nodes : 1;
+    const int hi = job.cluster.nodes > 0 ? job.cluster.nodes : job.cluster.max_nodes;
+    for (int nodes = lo; nodes <= hi; ++nodes) {
+      tried.push_back(EvaluateWithMicroBatch(job, *inst, *gpu, nodes, a));
       r.evaluated.push_back(tried.back());
     }
     auto best = std::min_element(tried.begin(), tried.end(),
@@ -79,6 +119,11 @@ StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const M
   r.candidates = feasible;
   r.candidates.insert(r.candidates.end(), infeasible.begin(), infeasible.end());
   r.chosen = feasible.empty() ? -1 : 0;
+  if (local != nullptr) {
+    r.local = EvaluateWithMicroBatch(job, local->instance, local->gpu, 1, local->assumptions);
+    r.local_notes = local->notes;
+    for (const std::string& n : r.local->assumptions) r.local_notes.push_back(n);
+  }
   return r;
 }
 
@@ -95,17 +140,6 @@ std::string Num(const char* fmt, double v) {
   char buf[48];
   std::snprintf(buf, sizeof buf, fmt, v);
   return buf;
-}
-
-// Three significant digits without switching to exponent form for step times,
-// hours and dollars that can be tiny (quickstart) or large (70B models).
-std::string Sig(double v) {
-  if (v == 0) return "0";
-  if (v >= 1000) return Num("%.0f", v);
-  if (v >= 100) return Num("%.1f", v);
-  if (v >= 1) return Num("%.2f", v);
-  if (v >= 0.01) return Num("%.3f", v);
-  return Num("%.2e", v);
 }
 
 std::string Count(double n) {
@@ -134,18 +168,19 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 }
 
 std::vector<std::string> Row(const Candidate& c, bool chosen) {
+  const bool priced = c.instance->provider != "local";
   return {c.instance->type,
           c.instance->provider,
           std::to_string(c.nodes) + "x" + std::to_string(c.instance->gpu_count) + " " + c.instance->gpu,
-          Num("%.2f", c.price_per_node_hour * c.nodes),
+          priced ? Num("%.2f", c.price_per_node_hour * c.nodes) : "-",
           FormatBytes(c.placement.bytes[kGpu]),
           FormatBytes(c.placement.bytes[kCpu]),
           FormatBytes(c.placement.bytes[kNvme]),
           Placement3(c),
-          Sig(c.step.step_s),
+          FormatDuration(c.step.step_s),
           Count(c.tokens_per_s),
-          Sig(c.epoch_hours),
-          Sig(c.cost_per_epoch_usd),
+          FormatDuration(c.epoch_hours * 3600),
+          priced ? FormatUsd(c.cost_per_epoch_usd) : "-",
           chosen ? "*" : ""};
 }
 
@@ -158,8 +193,8 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
       << ", " << plan.tokens_per_epoch << " tokens per epoch; objective "
       << (plan.objective == Objective::kCost ? "cost" : "time") << "\n\n";
   std::vector<std::vector<std::string>> rows = {{"INSTANCE", "CLOUD", "NODES x GPUs", "$/h", "GPU/rank",
-                                                 "CPU/rank", "NVMe/rank", "PLACEMENT", "STEP s", "TOKENS/S",
-                                                 "EPOCH h", "$/EPOCH", "CHOSEN"}};
+                                                 "CPU/rank", "NVMe/rank", "PLACEMENT", "STEP", "TOKENS/S",
+                                                 "EPOCH", "$/EPOCH", "CHOSEN"}};
   const std::vector<Candidate>& list = all_nodes ? plan.evaluated : plan.candidates;
   std::vector<std::pair<std::string, std::string>> infeasible;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -195,10 +230,22 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
       out << "\n";
     }
   }
+  if (plan.local) {
+    const Candidate& c = *plan.local;
+    out << "\nThis machine (cluster.target local runs here):\n";
+    if (c.feasible) {
+      std::vector<std::vector<std::string>> local_rows = {rows.front(), Row(c, false)};
+      local_rows[1].back() = "run";
+      out << Table(local_rows);
+    } else {
+      out << "  infeasible: " << c.reason << "\n";
+    }
+    for (const std::string& n : plan.local_notes) out << "  " << n << "\n";
+  }
   if (plan.chosen >= 0) {
     const Candidate& c = plan.candidates[plan.chosen];
     out << "\nChosen: " << c.nodes << " x " << c.instance->type << " (" << c.ranks << " rank" << (c.ranks == 1 ? "" : "s") << "), "
-        << "$" << Sig(c.cost_per_epoch_usd) << " and " << Sig(c.epoch_hours) << " h per epoch\n";
+        << FormatUsd(c.cost_per_epoch_usd) << " and " << FormatDuration(c.epoch_hours * 3600) << " per epoch\n";
   }
   return out.str();
 }
@@ -213,6 +260,7 @@ nlohmann::ordered_json CandidateJson(const Candidate& c) {
   j["nodes"] = c.nodes;
   j["gpus_per_node"] = c.instance->gpu_count;
   j["ranks"] = c.ranks;
+  j["micro_batch"] = c.micro_batch;
   j["spot"] = c.spot;
   j["price_per_hour_usd"] = c.price_per_node_hour * c.nodes;
   j["feasible"] = c.feasible;
@@ -262,6 +310,10 @@ nlohmann::ordered_json PlanToJson(const PlanResult& plan, bool all_nodes) {
   j["chosen"] = plan.chosen >= 0 ? nlohmann::ordered_json(plan.candidates[plan.chosen].instance->type)
                                  : nlohmann::ordered_json(nullptr);
   if (plan.chosen >= 0) j["chosen_nodes"] = plan.candidates[plan.chosen].nodes;
+  if (plan.local) {
+    j["local"] = CandidateJson(*plan.local);
+    j["local_notes"] = plan.local_notes;
+  }
   return j;
 }
 

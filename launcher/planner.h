@@ -4,6 +4,7 @@
 // one JSON object. Pure functions; thread-safe.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,27 @@ struct PlanResult {
   // Every instance type x node count evaluated, in catalog order (--all-nodes).
   std::vector<Candidate> evaluated;
   int chosen = -1;  // index into candidates; -1 when nothing is feasible
+  // cluster.target local: this machine's candidate (also listed in candidates
+  // and evaluated), the one the run uses; `local_notes` say what was measured.
+  std::optional<Candidate> local;
+  std::vector<std::string> local_notes;
 };
 
 // InvalidArgument when the job names an instance type the catalog lacks.
-StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const ModelAssumptions& a);
+// `local` (this machine, for cluster.target local) is evaluated beside the
+// catalog with its own measured assumptions; it must outlive the result.
+// cluster.nodes, when set, is the only node count tried; train.micro_batch
+// auto tries the divisors of global_batch / ranks, largest first, and keeps
+// the first feasible one. The local candidate is never `chosen` (that is the
+// cheapest cloud plan); it is `local`.
+StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const ModelAssumptions& a,
+                             const struct LocalCandidate* local = nullptr);
+
+// One instance type x node count, with train.micro_batch auto resolved as
+// PlanJob does. `job.cluster.ranks_per_node`, when set, must equal the
+// instance's GPUs (one rank per GPU) or the candidate is infeasible.
+Candidate EvaluateWithMicroBatch(const JobSpec& job, const InstanceSpec& instance, const GpuSpec& gpu, int nodes,
+                                 const ModelAssumptions& a);
 
 // The table users read: feasible plans, then infeasible instances with reasons,
 // then the assumptions behind the numbers. `all_nodes` lists every node count.

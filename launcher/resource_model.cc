@@ -117,6 +117,16 @@ double BackwardFactor(const ModelShape& m, int block) {
 
 }  // namespace
 
+double MicroStepFlops(const ModelShape& m, int micro_batch) {
+  const std::vector<uint64_t> own = m.BlockParamCounts();
+  const double tokens = double(micro_batch) * m.seq_len;
+  double flops = 0;
+  for (int blk = 0; blk < m.num_blocks(); ++blk) {
+    flops += BlockForwardFlops(m, blk, own[blk], tokens) * (1 + BackwardFactor(m, blk));
+  }
+  return flops;
+}
+
 StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const GpuSpec& gpu, int nodes,
                            const Placement& pl, const StateBytes& states, double nvme_read_gbps,
                            double nvme_write_gbps, const ModelAssumptions& a) {
@@ -140,22 +150,33 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
 
   const std::vector<uint64_t> own = m.BlockParamCounts();
   const std::vector<uint64_t> gathered = GatheredParams(m);
-  double fill = 0, sum = 0, h2d_bytes = 0, d2h_bytes = 0, rd_bytes = 0, wr_bytes = 0;
+  double fill = 0, sum = 0, exposed = 0, h2d_bytes = 0, d2h_bytes = 0, rd_bytes = 0, wr_bytes = 0;
   for (int blk = 0; blk < m.num_blocks(); ++blk) {
     const double full = gathered[blk] * wb, shard = full / ranks;
     const double flops = BlockForwardFlops(m, blk, own[blk], tokens);
+    const auto& k = a.transfer_bytes_factor;
     Lanes fwd;
     fwd.compute = flops / peak + a.block_overhead_s;
-    fwd.h2d = shard * w_off / pcie;
-    fwd.nvme = shard * w_nvme / nvme_rd;
+    fwd.h2d = k[0] * shard * w_off / pcie;
+    fwd.nvme = k[2] * shard * w_nvme / nvme_rd;
     fwd.coll = full * gather_share / coll_bw;
     Lanes bwd = fwd;  // backward fetches and gathers the block again
     bwd.compute = flops * BackwardFactor(m, blk) / peak + a.block_overhead_s;
-    bwd.d2h = shard * g_off / pcie;
-    bwd.nvme += shard * g_nvme / nvme_wr;
+    bwd.d2h = k[1] * shard * g_off / pcie;
+    bwd.nvme += k[3] * shard * g_nvme / nvme_wr;
     bwd.coll = 2 * full * gather_share / coll_bw;  // all-gather + reduce-scatter
+    if (ranks > 1) {
+      fwd.coll += a.collective_latency_s;
+      bwd.coll += 2 * a.collective_latency_s;
+    }
+    if (a.collectives_block_compute) {
+      fwd.compute += fwd.coll;
+      bwd.compute += bwd.coll;
+      fwd.coll = bwd.coll = 0;
+    }
     if (blk == 0) fill = std::max({fwd.h2d, fwd.nvme, fwd.coll});
     sum += fwd.Slowest() + bwd.Slowest();
+    exposed += a.exposed_transfer_fraction * (std::max({fwd.h2d, fwd.nvme}) + std::max({bwd.h2d, bwd.d2h, bwd.nvme}));
     out.compute_s += fwd.compute + bwd.compute;
     out.h2d_s += fwd.h2d + bwd.h2d;
     out.d2h_s += bwd.d2h;
@@ -166,7 +187,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     rd_bytes += 2 * shard * w_nvme;
     wr_bytes += shard * g_nvme;
   }
-  out.micro_step_s = fill + sum;
+  out.micro_step_s = fill + sum + exposed;
 
   // Optimizer: the parameters whose optimizer state sits on the GPU are updated
   // there (HBM-bound); the rest by CPU AdamW, streamed block by block so that its
@@ -183,7 +204,11 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     opt_rd += states.bytes[c] * f[c][kNvme];
     opt_wr += states.bytes[c] * f[c][kNvme];
   }
-  out.optimizer_s = std::max({gpu_opt, adam, opt_d2h / pcie, opt_h2d / pcie, opt_rd / nvme_rd + opt_wr / nvme_wr});
+  const auto& k = a.transfer_bytes_factor;
+  opt_rd *= k[2];
+  opt_wr *= k[3];
+  const double opt_io = std::max({opt_d2h / pcie, opt_h2d / pcie, opt_rd / nvme_rd + opt_wr / nvme_wr});
+  out.optimizer_s = std::max({gpu_opt, adam, opt_io}) + a.exposed_transfer_fraction * opt_io;
   out.step_s = out.accum_steps * out.micro_step_s + out.optimizer_s;
   out.bytes_h2d = out.accum_steps * h2d_bytes + opt_h2d;
   out.bytes_d2h = out.accum_steps * d2h_bytes + opt_d2h;
@@ -197,12 +222,17 @@ namespace {
 struct Storage {
   uint64_t bytes = 0;  // usable per node
   double read_gbps = 0, write_gbps = 0;
-  std::string note;
+  std::string note;      // the assumption to print when the NVMe tier is needed
+  bool unknown = false;  // the catalog does not know the local NVMe and none was assumed
 };
 
+// The NVMe tier of one node: the local NVMe where the catalog knows it, else the
+// job's cluster.volume, else nothing. Unknown local NVMe is never taken for
+// none silently: `note` then says what was assumed.
 Storage NodeStorage(const JobSpec& job, const InstanceSpec& inst, const ModelAssumptions& a) {
   Storage s;
-  if (inst.nvme.disks > 0) {
+  const std::string unknown = "local NVMe unknown in the catalog for " + inst.type + ": assumed ";
+  if (inst.nvme.known()) {
     s.bytes = static_cast<uint64_t>(inst.nvme.capacity_bytes() * (1 - a.nvme_reserved_fraction));
     s.read_gbps = inst.nvme.disks * inst.nvme.read_gbps_per_disk * a.nvme_efficiency;
     s.write_gbps = inst.nvme.disks * inst.nvme.write_gbps_per_disk * a.nvme_efficiency;
@@ -211,8 +241,11 @@ Storage NodeStorage(const JobSpec& job, const InstanceSpec& inst, const ModelAss
     s.bytes = static_cast<uint64_t>(job.cluster.volume.size * (1 - a.nvme_reserved_fraction));
     s.read_gbps = job.cluster.volume.read_gbps * a.nvme_efficiency;
     s.write_gbps = job.cluster.volume.write_gbps * a.nvme_efficiency;
-    s.note = "no local NVMe: assumed an attached volume of " + FormatBytes(job.cluster.volume.size) +
-             " per node (cluster.volume)";
+    s.note = (inst.nvme.unknown() ? unknown : std::string("no local NVMe: assumed ")) + "an attached volume of " +
+             FormatBytes(job.cluster.volume.size) + " per node (cluster.volume)";
+  } else if (inst.nvme.unknown()) {
+    s.unknown = true;
+    s.note = unknown + "none (set cluster.volume to assume an attached volume)";
   }
   return s;
 }
@@ -228,10 +261,11 @@ std::string Fmt(double usd) {
 std::string SetCapacities(const JobSpec& job, const InstanceSpec& inst, const Storage& storage,
                           const ModelAssumptions& a, Candidate* c) {
   const double gpu_mem = inst.gpu_memory_gib * double(kGiB);
-  const double gpu_free = gpu_mem - double(c->gpu_fixed.total());
+  const double gpu_free = a.device_in_host_memory ? gpu_mem : gpu_mem - double(c->gpu_fixed.total());
   c->capacity[kGpu] = gpu_free > 0 ? static_cast<uint64_t>(gpu_free) : 0;
-  c->capacity[kCpu] = static_cast<uint64_t>(inst.ram_gib * double(kGiB) * (1 - a.host_reserved_fraction) /
-                                            inst.gpu_count);
+  double host = inst.ram_gib * double(kGiB) * (1 - a.host_reserved_fraction) / inst.gpu_count;
+  if (a.device_in_host_memory) host -= double(c->gpu_fixed.activations + c->gpu_fixed.working_set);
+  c->capacity[kCpu] = host > 0 ? static_cast<uint64_t>(host) : 0;
   c->capacity[kNvme] = storage.bytes / inst.gpu_count;
   const std::optional<uint64_t> budgets[kNumTierIndices] = {job.cache.device_budget, job.cache.host_budget,
                                                             job.cache.nvme_budget};
@@ -265,6 +299,7 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
   c.gpu = &gpu;
   c.nodes = nodes;
   c.ranks = nodes * inst.gpu_count;
+  c.micro_batch = job.train.micro_batch;
   c.spot = job.cluster.use_spot;
   c.price_per_node_hour = c.spot ? inst.price_spot.value_or(0) : inst.price_on_demand;
   const uint64_t params = job.model.ParamCount();
@@ -285,7 +320,7 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
                "cluster.max_price_per_hour " + Fmt(job.cluster.max_price_per_hour);
     return c;
   }
-  if (double(c.gpu_fixed.total()) > gpu_mem) {
+  if (!a.device_in_host_memory && double(c.gpu_fixed.total()) > gpu_mem) {
     c.reason = "needs " + FormatBytes(c.gpu_fixed.total()) + " GPU memory per rank for activations (" +
                FormatBytes(c.gpu_fixed.activations) + " at micro_batch " + std::to_string(job.train.micro_batch) +
                "), gathered layers (" + FormatBytes(c.gpu_fixed.working_set) + ") and reserve; has " +
@@ -297,9 +332,15 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
   if (c.placement.unplaced > 0) {
     const uint64_t need = (c.placement.bytes[kNvme] + c.placement.unplaced) * inst.gpu_count;
     const uint64_t has = c.capacity[kNvme] * inst.gpu_count;
+    if (storage.unknown) {
+      c.reason = "needs " + FormatBytes(need) + " NVMe per node; local NVMe unknown in the catalog " +
+                 "(assumed none; set cluster.volume)";
+      c.assumptions.push_back(storage.note);
+      return c;
+    }
     c.reason = "needs " + FormatBytes(need) + " NVMe per node, has " + (has == 0 ? "0" : FormatBytes(has));
     if (job.cache.nvme_budget) c.reason += " (cache.nvme_budget)";
-    else if (inst.nvme.disks == 0 && job.cluster.volume.size == 0) c.reason += " (no local NVMe; set cluster.volume)";
+    else if (inst.nvme.none() && job.cluster.volume.size == 0) c.reason += " (no local NVMe; set cluster.volume)";
     return c;
   }
   if (c.placement.bytes[kNvme] > 0 && !storage.note.empty()) c.assumptions.push_back(storage.note);

@@ -36,6 +36,20 @@ struct ModelAssumptions {
   int gathered_blocks = 2;               // blocks all-gathered at once: current + prefetched
   bool flash_attention = true;           // no s^2 attention-score activations kept
   double block_overhead_s = 1.0e-4;      // kernel launches and syncs per block and pass
+  double collective_latency_s = 0;       // per all-gather / reduce-scatter, on top of bytes / bandwidth
+  // A machine without a GPU (the local candidate): the device tier is simulated
+  // in host memory, so the "GPU memory" is the device budget alone, and
+  // activations and working buffers take host RAM instead.
+  bool device_in_host_memory = false;
+  // Collectives run on the training thread (MPI on the CPU) and add to compute
+  // instead of overlapping it as NCCL's own stream does.
+  bool collectives_block_compute = false;
+  // Calibration from a measured run (launcher/run_report.h): the bytes the cache
+  // really moved per link over what this model predicted for that run (h2d,
+  // d2h, NVMe read, NVMe write), and the share of transfer time the run did not
+  // hide behind compute, which this model otherwise takes as fully hidden.
+  std::array<double, 4> transfer_bytes_factor{1.0, 1.0, 1.0, 1.0};
+  double exposed_transfer_fraction = 0;
 };
 
 enum StateClass { kWeights16 = 0, kGrads16, kMaster32, kAdamM, kAdamV, kNumStateClasses };
@@ -48,6 +62,10 @@ struct StateBytes {
   uint64_t total() const;
 };
 StateBytes StateBytesPerRank(uint64_t params, DType dtype, int ranks);
+
+// Forward + backward FLOPs of one micro-batch through every block, as the
+// worker computes it (layers recompute their forward in the backward).
+double MicroStepFlops(const ModelShape& model, int micro_batch);
 
 // GPU memory that is not cache: activations, gathered blocks, staging, reserve.
 struct GpuFixedBytes {
@@ -88,6 +106,7 @@ struct Candidate {
   const GpuSpec* gpu = nullptr;
   int nodes = 0;
   int ranks = 0;
+  int micro_batch = 0;  // the job's, or the planner's choice where it is auto
   bool spot = false;
   double price_per_node_hour = 0;
   bool feasible = false;
@@ -104,6 +123,7 @@ struct Candidate {
 };
 
 // Everything the model says about `job` on `nodes` x `instance`.
+// REQUIRES: job.train.micro_batch > 0 (the planner resolves auto first).
 Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& instance, const GpuSpec& gpu,
                             int nodes, const ModelAssumptions& a);
 

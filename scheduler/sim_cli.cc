@@ -1,185 +1,147 @@
 #include "scheduler/sim_cli.h"
 
 #include <cstdio>
-#include <functional>
-#include <map>
+#include <cstdlib>
+#include <memory>
 #include <ostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/byte_size.h"
+#include "common/cli.h"
 #include "common/model_shape.h"
-#include "common/suggest.h"
 #include "scheduler/policies.h"
 
 namespace tencache {
 
-std::string SimUsage() {
-  return R"(usage: tencache-sim (--model PRESET | --trace FILE) --device-budget SIZE --host-budget SIZE
-                    [--nvme-budget SIZE] [--policy LIST] [--json] [options]
-  --model PRESET         synthesise the trace of a preset (tiny, gpt2, opt-6.7b, llama-2-7b, ...)
-  --trace FILE           read a JSON-lines trace (docs/trace-format.md)
-  --device-budget SIZE   device memory for 16-bit parameters and gradient staging ("24GiB")
-  --host-budget SIZE     pinned host memory ("200GiB")
-  --nvme-budget SIZE     NVMe capacity (default: unlimited)
-  --policy LIST          comma-separated: tencache, zero-infinity, 10cache-window, lru, belady
-                         (default: all)
-  --json                 one JSON object {"results": [...]} instead of a table
-  --dtype T              bf16 | fp16 | fp32 (default bf16)          [--model only]
-  --micro-batch N        sequences per rank per step (default 1)    [--model only]
-  --seq-len N            tokens per sequence (default: the preset's) [--model only]
-  --ranks N              data-parallel ZeRO-3 ranks (default 1)     [--model only]
-  --device-tflops X      sustained device speed, TFLOP/s (default 250) [--model only]
-  --host-adam-rate X     host Adam updates, parameters/s (default 1e9) [--model only]
-  --h2d-gbps X           host->device GB/s (default 25)
-  --d2h-gbps X           device->host GB/s (default 25)
-  --nvme-read-gbps X     NVMe->host GB/s (default 3)
-  --nvme-write-gbps X    host->NVMe GB/s (default 2)
-  --net-gbps X           collective bandwidth per rank, GB/s (default 12.5)
-  --separate-pcie        collectives do not share the PCIe lanes with host copies
-  --steps N              steady-state steps to count after 2 warm-up steps (default 2)
-  --write-trace FILE     also write the trace used to FILE
-)";
-}
-
 namespace {
 
-Status BadValue(const std::string& flag, const std::string& value, const std::string& expected) {
-  return Status::InvalidArgument(flag + ": got '" + value + "', expected " + expected);
-}
+// The flags that are not stored as they are written: rates in the units people
+// write them (GB/s, TFLOP/s), the policy list and dtype as text. ApplyFlags turns
+// them into SimCliOptions after parsing.
+struct SimFlags {
+  std::string policy = "all";
+  std::string dtype = "bf16";
+  double device_tflops = SynthOptions().device_flops / 1e12;
+  double host_adam_rate = SynthOptions().host_adam_params_per_s;
+  double h2d_gbps = LinkSpeeds().h2d_bps / 1e9;
+  double d2h_gbps = LinkSpeeds().d2h_bps / 1e9;
+  double nvme_read_gbps = LinkSpeeds().nvme_read_bps / 1e9;
+  double nvme_write_gbps = LinkSpeeds().nvme_write_bps / 1e9;
+  double net_gbps = LinkSpeeds().collective_bps / 1e9;
+  bool separate_pcie = false;
+};
 
-StatusOr<double> ParsePositive(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(d > 0) || d > 1e30) {
-    return BadValue(flag, v, "a positive number");
+// The policies of a --policy list, each checked ("all": every policy).
+StatusOr<std::vector<std::string>> ParsePolicies(const std::string& list) {
+  std::vector<std::string> names;
+  std::stringstream in(list);
+  for (std::string p; std::getline(in, p, ',');) {
+    if (p == "all") {
+      names = PolicyNames();
+      continue;
+    }
+    TC_RETURN_IF_ERROR(MakePolicy(p).status());
+    names.push_back(p);
   }
-  return d;
-}
-
-StatusOr<int> ParseCount(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || n <= 0 || n > 1'000'000) {
-    return BadValue(flag, v, "a positive integer");
-  }
-  return int(n);
-}
-
-StatusOr<uint64_t> ParseSize(const std::string& flag, const std::string& v) {
-  StatusOr<uint64_t> s = ParseByteSize(v);
-  if (!s.ok()) return s.status().WithContext(flag);
-  return s;
-}
-
-using Setter = std::function<Status(SimCliOptions&, const std::string&)>;
-
-const std::map<std::string, Setter>& ValueFlags() {
-  static const auto* flags = new std::map<std::string, Setter>{
-      {"--model", [](SimCliOptions& o, const std::string& v) { o.model = v; return Status::Ok(); }},
-      {"--trace", [](SimCliOptions& o, const std::string& v) { o.trace_path = v; return Status::Ok(); }},
-      {"--write-trace", [](SimCliOptions& o, const std::string& v) { o.write_trace = v; return Status::Ok(); }},
-      {"--device-budget", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(o.sim.budgets.device, ParseSize("--device-budget", v)); return Status::Ok(); }},
-      {"--host-budget", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(o.sim.budgets.host, ParseSize("--host-budget", v)); return Status::Ok(); }},
-      {"--nvme-budget", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(o.sim.budgets.nvme, ParseSize("--nvme-budget", v)); return Status::Ok(); }},
-      {"--policy", [](SimCliOptions& o, const std::string& v) -> Status {
-         o.policies.clear();
-         std::stringstream in(v);
-         for (std::string p; std::getline(in, p, ',');) {
-           if (p == "all") { o.policies = PolicyNames(); continue; }
-           StatusOr<std::unique_ptr<SimPolicy>> made = MakePolicy(p);
-           if (!made.ok()) return made.status().WithContext("--policy");
-           o.policies.push_back(p);
-         }
-         if (o.policies.empty()) return BadValue("--policy", v, "a comma-separated list of policies");
-         return Status::Ok(); }},
-      {"--dtype", [](SimCliOptions& o, const std::string& v) -> Status {
-         if (v == "bf16") o.synth.dtype = DType::kBf16;
-         else if (v == "fp16") o.synth.dtype = DType::kFp16;
-         else if (v == "fp32") o.synth.dtype = DType::kFp32;
-         else return BadValue("--dtype", v, "bf16, fp16 or fp32");
-         return Status::Ok(); }},
-      {"--micro-batch", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(o.synth.micro_batch, ParseCount("--micro-batch", v)); return Status::Ok(); }},
-      {"--seq-len", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(o.synth.seq_len, ParseCount("--seq-len", v)); return Status::Ok(); }},
-      {"--ranks", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(o.synth.ranks, ParseCount("--ranks", v)); return Status::Ok(); }},
-      {"--steps", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(o.sim.steps, ParseCount("--steps", v)); return Status::Ok(); }},
-      {"--device-tflops", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(double x, ParsePositive("--device-tflops", v));
-         o.synth.device_flops = x * 1e12; return Status::Ok(); }},
-      {"--host-adam-rate", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(o.synth.host_adam_params_per_s, ParsePositive("--host-adam-rate", v));
-         return Status::Ok(); }},
-      {"--h2d-gbps", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(double x, ParsePositive("--h2d-gbps", v)); o.sim.links.h2d_bps = x * 1e9; return Status::Ok(); }},
-      {"--d2h-gbps", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(double x, ParsePositive("--d2h-gbps", v)); o.sim.links.d2h_bps = x * 1e9; return Status::Ok(); }},
-      {"--nvme-read-gbps", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(double x, ParsePositive("--nvme-read-gbps", v)); o.sim.links.nvme_read_bps = x * 1e9; return Status::Ok(); }},
-      {"--nvme-write-gbps", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(double x, ParsePositive("--nvme-write-gbps", v)); o.sim.links.nvme_write_bps = x * 1e9; return Status::Ok(); }},
-      {"--net-gbps", [](SimCliOptions& o, const std::string& v) -> Status {
-         TC_ASSIGN_OR_RETURN(double x, ParsePositive("--net-gbps", v));
-         o.sim.links.collective_bps = x * 1e9; o.synth.collective_bps = x * 1e9; return Status::Ok(); }},
-  };
-  return *flags;
-}
-
-std::vector<std::string> FlagNames() {
-  std::vector<std::string> names = {"--json", "--help", "--separate-pcie"};
-  for (const auto& [name, setter] : ValueFlags()) names.push_back(name);
+  if (names.empty()) return Status::InvalidArgument("got '" + list + "', expected a comma-separated list of policies");
   return names;
 }
 
-Status CheckRequired(const SimCliOptions& o) {
-  if (o.model.empty() == o.trace_path.empty()) {
-    return Status::InvalidArgument("expected exactly one of --model PRESET or --trace FILE");
-  }
-  if (o.sim.budgets.device == 0) return Status::InvalidArgument("--device-budget: expected a size such as 24GiB");
-  if (o.sim.budgets.host == 0) return Status::InvalidArgument("--host-budget: expected a size such as 200GiB");
-  return Status::Ok();
+CLI::Validator PolicyList() {
+  return CLI::Validator([](std::string& v) { return ParsePolicies(v).status().message(); }, "");
+}
+
+CLI::Validator PositiveNumber() {
+  return CliCheck("a positive number", [](const std::string& v) {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    return !v.empty() && *end == '\0' && d > 0 && d <= 1e30;
+  });
+}
+
+CLI::Validator Count() { return CliWholeNumber(1, 1'000'000); }
+
+void AddInputFlags(CLI::App& app, SimCliOptions& o, SimFlags& f) {
+  app.add_option("--model", o.model, "synthesise the trace of a preset (tiny, gpt2, opt-6.7b, llama-2-7b, ...)")
+      ->type_name("PRESET");
+  app.add_option("--trace", o.trace_path, "read a JSON-lines trace (docs/trace-format.md)")->type_name("FILE");
+  AddSizeOption(app, "--device-budget", &o.sim.budgets.device,
+                "device memory for 16-bit parameters and gradient staging (\"24GiB\")")->required();
+  AddSizeOption(app, "--host-budget", &o.sim.budgets.host, "pinned host memory (\"200GiB\")")->required();
+  AddSizeOption(app, "--nvme-budget", &o.sim.budgets.nvme, "NVMe capacity (0: unlimited)", 0)
+      ->default_str("unlimited");
+  app.add_option("--policy", f.policy, "comma-separated: tencache, zero-infinity, 10cache-window, lru, belady; or all")
+      ->type_name("LIST")->check(PolicyList());
+  app.add_flag("--json", o.json, "one JSON object {\"results\": [...]} instead of a table");
+  app.add_option("--steps", o.sim.steps, "steady-state steps to count after 2 warm-up steps")
+      ->type_name("N")->check(Count());
+  app.add_option("--write-trace", o.write_trace, "also write the trace used to FILE")->type_name("FILE");
+}
+
+void AddModelFlags(CLI::App& app, SynthOptions& s, SimFlags& f) {
+  const std::string group = "With --model";
+  app.add_option("--dtype", f.dtype, "bf16, fp16 or fp32")->type_name("T")->check(CliOneOf({"bf16", "fp16", "fp32"}))
+      ->group(group);
+  app.add_option("--micro-batch", s.micro_batch, "sequences per rank per step")->type_name("N")->check(Count())
+      ->group(group);
+  app.add_option("--seq-len", s.seq_len, "tokens per sequence (default: the preset's)")->type_name("N")
+      ->check(Count())->default_str("")->group(group);
+  app.add_option("--ranks", s.ranks, "data-parallel ZeRO-3 ranks")->type_name("N")->check(Count())->group(group);
+  app.add_option("--device-tflops", f.device_tflops, "sustained device speed, TFLOP/s")->type_name("X")
+      ->check(PositiveNumber())->group(group);
+  app.add_option("--host-adam-rate", f.host_adam_rate, "host Adam updates, parameters per second")->type_name("X")
+      ->check(PositiveNumber())->default_str("1000000000")->group(group);
+}
+
+void AddLinkFlags(CLI::App& app, SimFlags& f) {
+  const std::string group = "Links";
+  auto gbps = [&](const std::string& name, double* value, const std::string& help) {
+    app.add_option(name, *value, help)->type_name("GB/S")->check(PositiveNumber())->group(group);
+  };
+  gbps("--h2d-gbps", &f.h2d_gbps, "host->device GB/s");
+  gbps("--d2h-gbps", &f.d2h_gbps, "device->host GB/s");
+  gbps("--nvme-read-gbps", &f.nvme_read_gbps, "NVMe->host GB/s");
+  gbps("--nvme-write-gbps", &f.nvme_write_gbps, "host->NVMe GB/s");
+  gbps("--net-gbps", &f.net_gbps, "collective bandwidth per rank, GB/s");
+  app.add_flag("--separate-pcie", f.separate_pcie, "collectives do not share the PCIe lanes with host copies")
+      ->group(group);
+}
+
+void ApplyFlags(const SimFlags& f, SimCliOptions* o) {
+  o->policies = ParsePolicies(f.policy).value();  // checked while parsing
+  o->synth.dtype = f.dtype == "fp16" ? DType::kFp16 : f.dtype == "fp32" ? DType::kFp32 : DType::kBf16;
+  o->synth.device_flops = f.device_tflops * 1e12;
+  o->synth.host_adam_params_per_s = f.host_adam_rate;
+  o->sim.links.h2d_bps = f.h2d_gbps * 1e9;
+  o->sim.links.d2h_bps = f.d2h_gbps * 1e9;
+  o->sim.links.nvme_read_bps = f.nvme_read_gbps * 1e9;
+  o->sim.links.nvme_write_bps = f.nvme_write_gbps * 1e9;
+  o->sim.links.collective_bps = o->synth.collective_bps = f.net_gbps * 1e9;
+  o->sim.links.collectives_share_pcie = !f.separate_pcie;
 }
 
 }  // namespace
 
-StatusOr<SimCliOptions> ParseSimArgs(const std::vector<std::string>& args) {
-  SimCliOptions o;
-  o.policies = PolicyNames();
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    const size_t eq = flag.find('=');
-    const bool inline_value = flag.rfind("--", 0) == 0 && eq != std::string::npos;
-    if (inline_value) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    if (flag == "--json" || flag == "--help" || flag == "-h" || flag == "--separate-pcie") {
-      if (inline_value) return BadValue(flag, value, "no value");
-      if (flag == "--json") o.json = true;
-      else if (flag == "--separate-pcie") o.sim.links.collectives_share_pcie = false;
-      else o.help = true;
-      continue;
-    }
-    auto it = ValueFlags().find(flag);
-    if (it == ValueFlags().end()) {
-      return Status::InvalidArgument("unknown flag '" + flag + "'" + DidYouMean(flag, FlagNames()) +
-                                     "; run tencache-sim --help");
-    }
-    if (!inline_value) {
-      if (i + 1 >= args.size()) return Status::InvalidArgument(flag + ": expected a value");
-      value = args[++i];
-    }
-    TC_RETURN_IF_ERROR(it->second(o, value));
+int ParseSimArgs(const std::vector<std::string>& args, SimCliOptions* options, std::ostream& out,
+                 std::ostream& err) {
+  *options = SimCliOptions();
+  SimFlags flags;
+  std::unique_ptr<CLI::App> app = MakeCliApp(
+      "tencache-sim", "Compares cache policies on a preset model (--model) or a recorded trace (--trace): hit "
+                      "rates, bytes moved, stall and step time per steady-state step.");
+  app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
+  AddInputFlags(*app, *options, flags);
+  AddModelFlags(*app, options->synth, flags);
+  AddLinkFlags(*app, flags);
+  if (const int code = ParseCli(*app, args, out, err); code >= 0) return code;
+  ApplyFlags(flags, options);
+  if (options->model.empty() == options->trace_path.empty()) {
+    err << "tencache-sim: expected exactly one of --model PRESET or --trace FILE; see tencache-sim --help\n";
+    return 2;
   }
-  if (!o.help) TC_RETURN_IF_ERROR(CheckRequired(o));
-  return o;
+  return -1;
 }
 
 std::string FormatResultsJson(const std::vector<PolicyResult>& results) {
@@ -238,16 +200,9 @@ StatusOr<std::string> RunSim(const SimCliOptions& o) {
 }
 
 int SimMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  StatusOr<SimCliOptions> o = ParseSimArgs(args);
-  if (!o.ok()) {
-    err << "tencache-sim: " << o.status().message() << "\n";
-    return ExitCodeFor(o.status());
-  }
-  if (o->help) {
-    out << SimUsage();
-    return 0;
-  }
-  StatusOr<std::string> text = RunSim(*o);
+  SimCliOptions options;
+  if (const int code = ParseSimArgs(args, &options, out, err); code >= 0) return code;
+  StatusOr<std::string> text = RunSim(options);
   if (!text.ok()) {
     err << "tencache-sim: " << text.status().message() << "\n";
     return ExitCodeFor(text.status());

@@ -1,10 +1,11 @@
 // The tencache-sim command line: parse flags, build or read a trace, run the
 // chosen policies through one CacheSimulator, print a table or JSON.
 //
-// Every bad input (unknown flag, preset or policy, unparseable size or number,
-// missing trace file) comes back as a Status naming the flag, the value and the
-// expected form; main() maps it to exit code 2 with ExitCodeFor. Pure functions
-// over their arguments; thread-safe.
+// Flags are parsed with CLI11 (common/cli.h): `--flag value` or `--flag=value`,
+// `--help`, `--version`. Every bad input (unknown flag, preset or policy,
+// unparseable size or number, missing trace file) gives one message naming the
+// flag, the value and the expected form, and exit code 2. Pure functions over
+// their arguments; thread-safe.
 #pragma once
 
 #include <iosfwd>
@@ -24,13 +25,15 @@ struct SimCliOptions {
   std::string write_trace;  // --write-trace FILE: save the (synthesised) trace
   std::vector<std::string> policies;
   bool json = false;
-  bool help = false;
   SynthOptions synth;
   SimConfig sim;
 };
 
-StatusOr<SimCliOptions> ParseSimArgs(const std::vector<std::string>& args);
-std::string SimUsage();
+// Parses `args` (without the program name) into *options. Returns -1 when the
+// simulation should run; otherwise the exit code, after printing the help or the
+// version to `out` (0) or one error line to `err` (2).
+int ParseSimArgs(const std::vector<std::string>& args, SimCliOptions* options, std::ostream& out,
+                 std::ostream& err);
 // Runs the simulation; the table or JSON text on success.
 StatusOr<std::string> RunSim(const SimCliOptions& options);
 std::string FormatResultsJson(const std::vector<PolicyResult>& results);

@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libtorch-dev libopenblas0-pthread
   fio
+  libcli11-dev gnuplot-nox
 )
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

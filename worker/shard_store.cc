@@ -112,6 +112,9 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
   TensorCacheOptions options;
   options.device_budget = o.device_budget;
   options.host_budget = o.host_budget;
+  options.nvme_budget = o.nvme_budget;
+  options.nvme_budget_key = "cache.nvme_budget";
+  options.host_budget_key = "cache.host_budget";
   // The trainer pins at most one parameter shard per size class on the device
   // (the head's two blocks differ in size) and three shards of a block on the
   // host (an update: parameter or master, and moments; a stored gradient is
@@ -121,8 +124,9 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
   options.min_device_slots_per_class = 1;
   options.min_host_slots_per_class = 3;
   options.grow_when_pinned = false;
-  TC_ASSIGN_OR_RETURN(std::unique_ptr<TensorCache> cache, TensorCache::Create(options, specs, std::move(tiers)));
-  return std::unique_ptr<ShardStore>(std::make_unique<CachedShardStore>(std::move(cache), layout));
+  StatusOr<std::unique_ptr<TensorCache>> cache = TensorCache::Create(options, specs, std::move(tiers));
+  if (!cache.ok()) return cache.status().WithContext("rank " + std::to_string(o.rank) + "'s shards");
+  return std::unique_ptr<ShardStore>(std::make_unique<CachedShardStore>(std::move(*cache), layout));
 }
 
 }  // namespace tencache

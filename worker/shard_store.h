@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,11 @@ std::unique_ptr<ShardStore> MakeMemoryShardStore(const ShardLayout& layout);
 struct CachedStoreOptions {
   uint64_t device_budget = 0;  // bytes of device slots
   uint64_t host_budget = 0;    // bytes of pinned host slots
+  // Bytes of NVMe (job key cache.nvme_budget; nullopt: room for every shard).
+  // A write-back beyond it fails the Acquire/Prefetch that caused it with
+  // ResourceExhausted naming the key; 0 (no NVMe file) makes creation fail with
+  // InvalidArgument unless host_budget holds every shard.
+  std::optional<uint64_t> nvme_budget;
   std::string nvme_dir;        // this rank's NVMe file goes here
   int rank = 0;
   bool cuda = false;           // real GPU device tier; else the simulated one

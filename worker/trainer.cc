@@ -120,6 +120,17 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communica
 
 Status Trainer::Init() {
   ranks_ = comm_->size();
+  if (job_.train.micro_batch == 0) {
+    return Status::InvalidArgument(job_.Where("train.micro_batch") + ": 'auto' is resolved by the planner: run the job "
+                                   "with tencache-launch (workers read its OUT/job.resolved.yaml), or set a number");
+  }
+  const ClusterSpec& cl = job_.cluster;
+  if (cl.nodes > 0 && cl.ranks_per_node > 0 && cl.nodes * cl.ranks_per_node != ranks_) {
+    return Status::InvalidArgument(job_.Where("cluster.ranks_per_node") + ": the job is planned for " +
+                                   std::to_string(cl.nodes) + " node(s) x " + std::to_string(cl.ranks_per_node) +
+                                   " rank(s) (cluster.nodes x cluster.ranks_per_node), but " + std::to_string(ranks_) +
+                                   " rank(s) were started");
+  }
   const int per_pass = job_.train.micro_batch * ranks_;
   if (job_.train.global_batch % per_pass != 0) {
     return Status::InvalidArgument(job_.Where("train.global_batch") + ": expected a multiple of ranks (" +
@@ -166,6 +177,7 @@ Status Trainer::Init() {
     // auto: room for every shard, so nothing needs to leave the tier.
     o.device_budget = job_.cache.device_budget.value_or(state_bytes_);
     o.host_budget = job_.cache.host_budget.value_or(state_bytes_);
+    o.nvme_budget = job_.cache.nvme_budget;  // auto: room for every shard
     o.nvme_dir = job_.cache.nvme_path;
     o.rank = comm_->rank();
     TC_ASSIGN_OR_RETURN(store_, MakeCachedShardStore(layout_, o));

@@ -1,9 +1,12 @@
 // tencache-worker: one MPI rank of a training job. Run under mpirun:
 //   mpirun -n 2 tencache-worker --job configs/examples/quickstart.yaml --steps 20
-// Rank 0 logs each step and writes one JSON line per step to --metrics. This
+// Rank 0 logs each step and writes one JSON line per step to --metrics (and,
+// with --report-lines, to stdout for the launcher); --probe measures this
+// machine's speed at the job's work instead of training. This
 // file is the CLI edge: flags, MPI setup, and turning a Status into a message
 // and an exit code (2 for bad input). On an error every rank is stopped.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,18 +17,15 @@
 #include <thread>
 #include <vector>
 
+#include "common/cli.h"
 #include "common/job_spec.h"
+#include "common/report_lines.h"
+#include "worker/machine_probe.h"
 #include "worker/mpi_communicator.h"
 #include "worker/trainer.h"
 
 namespace tencache {
 namespace {
-
-const char kUsage[] =
-    "usage: tencache-worker --job JOB.yaml [--set KEY=VALUE]... [--steps N] [--metrics FILE] [--sample N]\n"
-    "                       [--trace FILE]\n"
-    "  run under mpirun; one process per rank\n"
-    "  --trace FILE  rank 0 writes its profiled step's trace for tencache-sim --trace FILE\n";
 
 struct Args {
   std::string job;
@@ -34,52 +34,35 @@ struct Args {
   std::string metrics;
   std::string trace;
   int sample = 48;
+  bool report_lines = false;
+  bool probe = false;
 };
 
-Status ParseArgs(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](std::string* out) -> Status {
-      if (i + 1 >= argc) return Status::InvalidArgument(arg + ": expected a value after it");
-      *out = argv[++i];
-      return Status::Ok();
-    };
-    auto count = [&](int* out) -> Status {
-      std::string v;
-      TC_RETURN_IF_ERROR(value(&v));
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 0 || n > 100000000) {
-        return Status::InvalidArgument(arg + ": expected a non-negative integer, got '" + v + "'");
-      }
-      *out = int(n);
-      return Status::Ok();
-    };
-    if (arg == "--job") {
-      TC_RETURN_IF_ERROR(value(&a->job));
-    } else if (arg == "--set") {
-      std::string kv;
-      TC_RETURN_IF_ERROR(value(&kv));
-      a->overrides.push_back(kv);
-    } else if (arg == "--steps") {
-      TC_RETURN_IF_ERROR(count(&a->steps));
-    } else if (arg == "--metrics") {
-      TC_RETURN_IF_ERROR(value(&a->metrics));
-    } else if (arg == "--trace") {
-      TC_RETURN_IF_ERROR(value(&a->trace));
-    } else if (arg == "--sample") {
-      TC_RETURN_IF_ERROR(count(&a->sample));
-    } else {
-      return Status::InvalidArgument("unknown argument '" + arg + "'; expected --job, --set, --steps, --metrics, --trace or --sample");
-    }
-  }
-  if (a->job.empty()) return Status::InvalidArgument("--job: expected a JOB.yaml path");
-  return Status::Ok();
+std::unique_ptr<CLI::App> MakeApp(Args* a) {
+  auto app = MakeCliApp("tencache-worker", "One MPI rank of a tencache training job; run it under mpirun, "
+                                           "one process per rank (tencache-launch does).");
+  app->add_option("--job", a->job, "the job file (tencache-launch gives the resolved one)")->required();
+  app->add_option("--set", a->overrides, "override one job key, KEY=VALUE (repeatable)");
+  app->add_option("--steps", a->steps, "optimizer steps to run (default: train.steps)")
+      ->check(CLI::Range(0, 100000000));
+  app->add_option("--metrics", a->metrics, "rank 0 writes one JSON line per step to FILE");
+  app->add_flag("--report-lines", a->report_lines,
+                "print lines for tencache-launch (common/report_lines.h): each rank's PID, rank 0's metrics");
+  app->add_option("--trace", a->trace, "rank 0 writes its profiled step's trace for tencache-sim --trace FILE");
+  app->add_option("--sample", a->sample, "bytes of text to sample at the end (0: none)")
+      ->check(CLI::Range(0, 100000000));
+  app->add_flag("--probe", a->probe,
+                std::string("measure this machine's speed at the job's work instead of training; rank 0 prints "
+                            "one JSON line after '") + kReportProbePrefix + "'");
+  return app;
 }
 
-Status Run(int argc, char** argv, int rank) {
-  Args args;
-  TC_RETURN_IF_ERROR(ParseArgs(argc, argv, &args));
+Status Run(const Args& args, int rank) {
+  if (args.report_lines) {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    std::cout << kReportPidPrefix << getpid() << " " << host << std::endl;
+  }
   TC_ASSIGN_OR_RETURN(JobSpec job, LoadJobFile(args.job, args.overrides));
   if (job.train.data.empty()) {
     return Status::InvalidArgument(job.source + ": key 'train.data': the worker needs a corpus to train on");
@@ -98,6 +81,11 @@ Status Run(int argc, char** argv, int rank) {
   auto log = [rank](const std::string& line) {
     if (rank == 0) std::cout << "tencache-worker: " << line << std::endl;
   };
+  if (args.probe) {
+    TC_ASSIGN_OR_RETURN(ProbeResult probe, ProbeMachine(job, comm.get(), torch::get_num_threads()));
+    if (rank == 0) std::cout << kReportProbePrefix << probe.ToJson().dump() << std::endl;
+    return Status::Ok();
+  }
   TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, comm.get(), corpus, log));
   log(trainer->Describe() + "; " + std::to_string(torch::get_num_threads()) + " compute thread(s) per rank (" +
       std::to_string(local_ranks) + " rank(s) on this machine)");
@@ -115,6 +103,7 @@ Status Run(int argc, char** argv, int rank) {
                   static_cast<long long>(m.step), m.loss, m.step_time_s, m.tokens_per_s, m.device_hit_rate, m.stall_s);
     log(line);
     if (metrics.is_open()) metrics << m.ToJson() << "\n" << std::flush;
+    if (args.report_lines) std::cout << kReportMetricsPrefix << m.ToJson() << std::endl;
   }
   if (rank == 0 && !args.trace.empty()) {
     Status wrote = trainer->WriteTrace(args.trace);
@@ -137,12 +126,13 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-    if (rank == 0) std::fputs(tencache::kUsage, stdout);
+  tencache::Args args;
+  std::unique_ptr<CLI::App> app = tencache::MakeApp(&args);
+  if (int code = tencache::ParseCli(*app, argc, argv); code >= 0) {
     MPI_Finalize();
-    return 0;
+    return code;
   }
-  tencache::Status status = tencache::Run(argc, argv, rank);
+  tencache::Status status = tencache::Run(args, rank);
   if (!status.ok()) {
     std::fprintf(stderr, "tencache-worker (rank %d): %s\n", rank, status.message().c_str());
     const int code = tencache::ExitCodeFor(status);

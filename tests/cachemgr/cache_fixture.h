@@ -19,10 +19,9 @@ inline std::vector<TensorSpec> UniformSpecs(int n, uint64_t bytes, Tier home = T
   return specs;
 }
 
-// `device`: the device store (nullptr: a fresh simulated one), e.g. a GatedTierStore.
-inline std::unique_ptr<TensorCache> MakeCache(const TempDir& dir, TensorCacheOptions options,
-                                              std::vector<TensorSpec> specs, FileEnv* env = nullptr,
-                                              std::unique_ptr<TierStore> device = nullptr) {
+// The simulated device (or `device`, e.g. a GatedTierStore), an unpinned host
+// tier and an NVMe tier in `dir` (through `env`, nullptr: POSIX).
+inline TierSet MakeTiers(const TempDir& dir, FileEnv* env = nullptr, std::unique_ptr<TierStore> device = nullptr) {
   TierSet tiers;
   tiers.device = device ? std::move(device) : std::move(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
   HostTierOptions ho;
@@ -34,7 +33,22 @@ inline std::unique_ptr<TensorCache> MakeCache(const TempDir& dir, TensorCacheOpt
   no.block_size = 64 << 10;
   no.env = env;
   tiers.nvme = std::move(NvmeTier::Open(no).value());
-  auto cache = TensorCache::Create(options, std::move(specs), std::move(tiers));
+  return tiers;
+}
+
+// The NVMe file MakeTiers' tier uses (rank 0).
+inline std::string NvmeFile(const TempDir& dir) { return dir.path() + "/rank-0.tcnvme"; }
+
+inline StatusOr<std::unique_ptr<TensorCache>> TryMakeCache(const TempDir& dir, TensorCacheOptions options,
+                                                           std::vector<TensorSpec> specs) {
+  return TensorCache::Create(options, std::move(specs), MakeTiers(dir));
+}
+
+// `device`: the device store (nullptr: a fresh simulated one), e.g. a GatedTierStore.
+inline std::unique_ptr<TensorCache> MakeCache(const TempDir& dir, TensorCacheOptions options,
+                                              std::vector<TensorSpec> specs, FileEnv* env = nullptr,
+                                              std::unique_ptr<TierStore> device = nullptr) {
+  auto cache = TensorCache::Create(options, std::move(specs), MakeTiers(dir, env, std::move(device)));
   EXPECT_TRUE(cache.ok()) << cache.status().ToString();
   return cache.ok() ? std::move(*cache) : nullptr;
 }

@@ -6,6 +6,10 @@
 #include <fstream>
 #include <set>
 
+#include "common/byte_size.h"
+#include "launcher/planner.h"
+#include "launcher/resource_model.h"
+
 namespace tencache {
 namespace {
 
@@ -42,6 +46,34 @@ TEST(Catalog, ShipsEveryInstanceOfTheFactsTable) {
   for (const GpuSpec& g : c->gpus()) EXPECT_FALSE(g.source.empty()) << g.name;
 }
 
+TEST(Catalog, EveryShippedInstanceSaysWhereItsLocalNvmeCameFrom) {
+  // "-" in the facts table meant unknown; every instance has since been checked
+  // against its provider's specification, so none is left unknown, and every
+  // known or none entry names its source.
+  Catalog c = *Catalog::Load(DefaultCatalogPath());
+  for (const InstanceSpec& s : c.instances()) {
+    EXPECT_FALSE(s.nvme.unknown()) << s.type;
+    EXPECT_FALSE(s.nvme.source.empty()) << s.type;
+    EXPECT_FALSE(s.nvme.note.empty()) << s.type << ": the bandwidth assumption or why none";
+    if (s.nvme.known()) {
+      EXPECT_EQ(s.nvme.state, NvmeSpec::State::kKnown) << s.type;
+    }
+  }
+  const auto nvme = [&](const std::string& type) { return (*c.FindInstance(type))->nvme; };
+  EXPECT_EQ(nvme("p5.4xlarge").capacity_bytes(), 3800000000000ull);
+  EXPECT_EQ(nvme("g6e.xlarge").capacity_bytes(), 250000000000ull);
+  EXPECT_EQ(nvme("p5en.48xlarge").capacity_bytes(), 30400000000000ull);
+  EXPECT_EQ(nvme("a3-highgpu-8g").disks, 16);
+  EXPECT_EQ(nvme("a3-highgpu-8g").capacity_bytes(), 16 * 375000000000ull);
+  EXPECT_EQ(nvme("Standard_NC96ads_A100_v4").disks, 4);
+  EXPECT_EQ(nvme("Standard_NC96ads_A100_v4").capacity_bytes(), 4 * 960000000000ull);
+  // Attachable Local SSD is not part of the machine type or its price: none,
+  // and the note says it can be attached.
+  EXPECT_TRUE(nvme("a2-highgpu-8g").none());
+  EXPECT_NE(nvme("a2-highgpu-8g").note.find("attachable"), std::string::npos);
+  EXPECT_EQ(nvme("a2-highgpu-8g").capacity_bytes(), 0u);
+}
+
 TEST(Catalog, UnknownInstanceSuggests) {
   Catalog c = *Catalog::Load(DefaultCatalogPath());
   StatusOr<const InstanceSpec*> s = c.FindInstance("p4d.24xlarg");
@@ -58,9 +90,16 @@ class BadCatalog : public ::testing::Test {
                                          " memory_bw_gbps: 500, p2p_gbps: 10, h2d_gbps: 10, source: test}\n";
   }
   void TearDown() override { fs::remove_all(dir_); }
-  Status LoadWith(const std::string& instances) {
+  Status LoadWith(const std::string& instances) { return Load(instances).status(); }
+  StatusOr<Catalog> Load(const std::string& instances) {
     std::ofstream(dir_ / "cloud.yaml") << "provider: test\ninstances:\n" << instances;
-    return Catalog::Load(dir_.string()).status();
+    return Catalog::Load(dir_.string());
+  }
+  // One instance t1 with 16 GiB of GPU and host memory and `nvme` as given
+  // (empty: no nvme key).
+  static std::string Entry(const std::string& nvme) {
+    return "  - {type: t1, gpu: X1, gpu_count: 1, gpu_memory_gib: 16, vcpus: 4, ram_gib: 16, network_gbps: 10," +
+           (nvme.empty() ? std::string() : " nvme: " + nvme + ",") + " price: {on_demand: 1, source: test}}\n";
   }
   fs::path dir_;
 };
@@ -85,6 +124,114 @@ TEST_F(BadCatalog, UnknownGpuAndNegativeNumbers) {
                "  - {type: t1, gpu: X1, gpu_count: 1, gpu_memory_gib: 16, vcpus: 4, ram_gib: 16,"
                " network_gbps: 10, price: {on_demand: 1, source: test}}\n");
   EXPECT_NE(s.message().find("listed twice"), std::string::npos) << s.message();
+}
+
+TEST_F(BadCatalog, LocalNvmeIsKnownNoneOrUnknown) {
+  StatusOr<Catalog> c = Load(Entry("{disks: 2, disk_gb: 1000, read_gbps_per_disk: 3, write_gbps_per_disk: 1.5, "
+                                   "note: assumed, source: spec}"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const NvmeSpec& known = c->instances()[0].nvme;
+  EXPECT_EQ(known.state, NvmeSpec::State::kKnown);
+  EXPECT_TRUE(known.known());
+  EXPECT_EQ(known.capacity_bytes(), 2000000000000ull);
+  EXPECT_EQ(known.source, "spec");
+
+  for (const char* none : {"none", "{state: none, note: not in the price, source: spec}"}) {
+    c = Load(Entry(none));
+    ASSERT_TRUE(c.ok()) << none << ": " << c.status().ToString();
+    EXPECT_TRUE(c->instances()[0].nvme.none()) << none;
+    EXPECT_FALSE(c->instances()[0].nvme.unknown()) << none;
+    EXPECT_EQ(c->instances()[0].nvme.capacity_bytes(), 0u) << none;
+  }
+  EXPECT_EQ(Load(Entry("{state: none, note: not in the price, source: spec}"))->instances()[0].nvme.note,
+            "not in the price");
+
+  // A missing key is unknown, never none.
+  for (const char* unknown : {"unknown", "{state: unknown, note: spec not found}", ""}) {
+    c = Load(Entry(unknown));
+    ASSERT_TRUE(c.ok()) << unknown << ": " << c.status().ToString();
+    EXPECT_TRUE(c->instances()[0].nvme.unknown()) << unknown;
+    EXPECT_FALSE(c->instances()[0].nvme.none()) << unknown;
+    EXPECT_EQ(c->instances()[0].nvme.state, NvmeSpec::State::kUnknown) << unknown;
+  }
+}
+
+TEST_F(BadCatalog, BadLocalNvmeNamesFileEntryAndTheExpectedForm) {
+  Status s = LoadWith(Entry("maybe"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(ExitCodeFor(s), 2);
+  for (const char* part : {"cloud.yaml:", "instance 't1'", "key 'nvme'", "expected a mapping {disks, disk_gb",
+                           "'none'", "'unknown'", "got 'maybe'"}) {
+    EXPECT_NE(s.message().find(part), std::string::npos) << part << " in " << s.message();
+  }
+  s = LoadWith(Entry("{state: maybe}"));
+  EXPECT_EQ(ExitCodeFor(s), 2);
+  EXPECT_NE(s.message().find("instance 't1' nvme: key 'state': expected 'none' or 'unknown'"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("got 'maybe'"), std::string::npos) << s.message();
+  s = LoadWith(Entry("{state: none, disks: 2}"));
+  EXPECT_NE(s.message().find("key 'disks': expected no disks with state 'none'"), std::string::npos) << s.message();
+  s = LoadWith(Entry("{disks: 2, disk_gb: 1000}"));
+  EXPECT_NE(s.message().find("key 'read_gbps_per_disk': expected a positive number"), std::string::npos)
+      << s.message();
+  s = LoadWith(Entry("[1, 2]"));
+  EXPECT_NE(s.message().find("key 'nvme': expected a mapping"), std::string::npos) << s.message();
+}
+
+TEST_F(BadCatalog, UnknownLocalNvmeIsAssumedNoneAndThePlanSaysSo) {
+  StatusOr<Catalog> c = Load(Entry("unknown"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  StatusOr<JobSpec> job = ParseJobText("model: {preset: llama-2-7b}\n"
+                                       "train: {tokens_per_epoch: 1e9, micro_batch: 1, global_batch: 8}\n",
+                                       "job.yaml", {});
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const InstanceSpec& t1 = c->instances()[0];
+  const std::string line =
+      "local NVMe unknown in the catalog for t1: assumed none (set cluster.volume to assume an attached volume)";
+
+  // 108 GB of states, 16 GiB of GPU and host memory: the NVMe tier is needed.
+  Candidate cand = EvaluateCandidate(*job, t1, *c->FindGpu("X1"), 1, ModelAssumptions());
+  ASSERT_FALSE(cand.feasible);
+  EXPECT_NE(cand.reason.find("NVMe per node; local NVMe unknown in the catalog"), std::string::npos) << cand.reason;
+  EXPECT_EQ(cand.reason.find("has 0"), std::string::npos) << cand.reason;
+  EXPECT_EQ(cand.assumptions, std::vector<std::string>{line});
+
+  // The plan prints it: the reason in the table, the assumption in the JSON.
+  PlanResult plan = *PlanJob(*job, *c, ModelAssumptions());
+  const std::string table = RenderPlanTable(plan, false);
+  EXPECT_NE(table.find("t1: needs"), std::string::npos) << table;
+  EXPECT_NE(table.find("local NVMe unknown in the catalog"), std::string::npos) << table;
+  EXPECT_EQ(PlanToJson(plan, false)["candidates"][0]["assumptions"][0], line);
+
+  // With cluster.volume the volume is the NVMe tier, and the plan says that the
+  // local NVMe was unknown and what it assumed instead.
+  job->cluster.volume.size = 2 * kTiB;
+  cand = EvaluateCandidate(*job, t1, *c->FindGpu("X1"), 1, ModelAssumptions());
+  ASSERT_TRUE(cand.feasible) << cand.reason;
+  EXPECT_GT(cand.placement.bytes[kNvme], 0u);
+  EXPECT_EQ(cand.assumptions, std::vector<std::string>{"local NVMe unknown in the catalog for t1: assumed an "
+                                                       "attached volume of " + FormatBytes(2 * kTiB) +
+                                                       " per node (cluster.volume)"});
+
+  // A job that fits in GPU and host memory needs no NVMe tier: nothing to say.
+  job = ParseJobText("model: {preset: gpt2}\ntrain: {tokens_per_epoch: 1e9, micro_batch: 1, global_batch: 8}\n",
+                     "job.yaml", {});
+  cand = EvaluateCandidate(*job, t1, *c->FindGpu("X1"), 1, ModelAssumptions());
+  ASSERT_TRUE(cand.feasible) << cand.reason;
+  EXPECT_TRUE(cand.assumptions.empty());
+}
+
+TEST_F(BadCatalog, NoneLocalNvmeKeepsTheHasZeroReason) {
+  StatusOr<Catalog> c = Load(Entry("none"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  JobSpec job = *ParseJobText("model: {preset: llama-2-7b}\n"
+                              "train: {tokens_per_epoch: 1e9, micro_batch: 1, global_batch: 8}\n",
+                              "job.yaml", {});
+  Candidate cand = EvaluateCandidate(job, c->instances()[0], *c->FindGpu("X1"), 1, ModelAssumptions());
+  ASSERT_FALSE(cand.feasible);
+  EXPECT_NE(cand.reason.find("NVMe per node, has 0 (no local NVMe; set cluster.volume)"), std::string::npos)
+      << cand.reason;
+  EXPECT_TRUE(cand.assumptions.empty());
 }
 
 TEST(Catalog, MissingPath) {

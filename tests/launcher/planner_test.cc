@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 
 namespace tencache {
 namespace {
@@ -110,6 +115,84 @@ TEST_F(PlannerTest, JsonCarriesTheDocumentedFields) {
     for (const char* key : {"gpu_bytes", "cpu_bytes", "nvme_bytes"}) EXPECT_TRUE(c["per_rank"].contains(key));
   }
   EXPECT_EQ(j["chosen"], plan.candidates[0].instance->type);
+}
+
+TEST_F(PlannerTest, MultiNodePlansArePricedForAllTheirNodes) {
+  // cost per epoch = epoch hours x price per node-hour x nodes, for every
+  // instance type and node count of the whole catalog; the JSON's
+  // price_per_hour_usd is the price of all nodes together. (2 x g6e.xlarge at
+  // $1.861 per node-hour is $3.722 per hour: an epoch of 691 h costs $2,572.)
+  PlanResult plan = *PlanJob(Job(kLlama7b, {"cluster.max_nodes=4"}), catalog_, ModelAssumptions());
+  ASSERT_EQ(plan.evaluated.size(), catalog_.instances().size() * 4);
+  int multi_node_feasible = 0;
+  for (const Candidate& c : plan.evaluated) {
+    if (!c.feasible) continue;
+    if (c.nodes > 1) ++multi_node_feasible;
+    const double expect = c.epoch_hours * c.price_per_node_hour * c.nodes;
+    EXPECT_NEAR(c.cost_per_epoch_usd, expect, 1e-12 * expect) << c.instance->type << " x" << c.nodes;
+    EXPECT_DOUBLE_EQ(c.price_per_node_hour, c.instance->price_on_demand) << c.instance->type;
+  }
+  EXPECT_GT(multi_node_feasible, 0);
+  const nlohmann::ordered_json j = PlanToJson(plan, true);
+  ASSERT_EQ(j["candidates"].size(), plan.evaluated.size());
+  for (size_t i = 0; i < plan.evaluated.size(); ++i) {
+    const Candidate& c = plan.evaluated[i];
+    const auto& jc = j["candidates"][i];
+    ASSERT_EQ(jc["instance_type"], c.instance->type);
+    ASSERT_EQ(jc["nodes"], c.nodes);
+    const double hourly = c.price_per_node_hour * c.nodes;
+    EXPECT_NEAR(jc["price_per_hour_usd"].get<double>(), hourly, 1e-12 * hourly) << c.instance->type << " x" << c.nodes;
+    if (c.feasible) {
+      EXPECT_NEAR(jc["cost_per_epoch_usd"].get<double>(), jc["epoch_hours"].get<double>() * hourly,
+                  1e-12 * c.cost_per_epoch_usd)
+          << c.instance->type << " x" << c.nodes;
+    }
+  }
+}
+
+TEST_F(PlannerTest, UseSpotIsRefusedWhenTheCatalogHasNoSpotPrice) {
+  StatusOr<PlanResult> plan = PlanJob(Job(kLlama7b, {"cluster.use_spot=true"}), catalog_, ModelAssumptions());
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(ExitCodeFor(plan.status()), 2);
+  const std::string& m = plan.status().message();
+  EXPECT_NE(m.find("--set cluster.use_spot=true: key 'cluster.use_spot'"), std::string::npos) << m;
+  EXPECT_NE(m.find("the catalog at " + DefaultCatalogPath() + " has no spot price for any candidate"),
+            std::string::npos)
+      << m;
+  EXPECT_TRUE(PlanJob(Job(kLlama7b, {"cluster.use_spot=false"}), catalog_, ModelAssumptions()).ok());
+}
+
+TEST_F(PlannerTest, UseSpotPricesTheCandidatesThatHaveASpotPrice) {
+  // A catalog where one instance type has a spot price and one has none: the
+  // plan runs, the first is priced at spot, the second stays infeasible.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tencache_planner_spot_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "gpus.yaml") << "gpus:\n  - {name: X1, bf16_tflops: 100, fp32_tflops: 10, memory_gib: 80,"
+                                       " memory_bw_gbps: 2000, p2p_gbps: 10, h2d_gbps: 25, source: test}\n";
+  std::ofstream(dir / "cloud.yaml")
+      << "provider: test\ninstances:\n"
+         "  - {type: with-spot, gpu: X1, gpu_count: 1, gpu_memory_gib: 80, vcpus: 16, ram_gib: 256, network_gbps: 10,"
+         " nvme: none, price: {on_demand: 4, spot: 1.5, source: test}}\n"
+         "  - {type: no-spot, gpu: X1, gpu_count: 1, gpu_memory_gib: 80, vcpus: 16, ram_gib: 256, network_gbps: 10,"
+         " nvme: none, price: {on_demand: 3, source: test}}\n";
+  StatusOr<Catalog> catalog = Catalog::Load(dir.string());
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  StatusOr<PlanResult> plan =
+      PlanJob(Job(kLlama7b, {"cluster.use_spot=true", "cluster.max_nodes=2"}), *catalog, ModelAssumptions());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->chosen, 0);
+  const Candidate& spot = plan->candidates[0];
+  EXPECT_EQ(spot.instance->type, "with-spot");
+  EXPECT_TRUE(spot.spot);
+  EXPECT_DOUBLE_EQ(spot.price_per_node_hour, 1.5);
+  EXPECT_NEAR(spot.cost_per_epoch_usd, spot.epoch_hours * 1.5 * spot.nodes, 1e-12 * spot.cost_per_epoch_usd);
+  ASSERT_EQ(plan->candidates.size(), 2u);
+  EXPECT_EQ(plan->candidates[1].instance->type, "no-spot");
+  EXPECT_FALSE(plan->candidates[1].feasible);
+  EXPECT_NE(plan->candidates[1].reason.find("no spot price in the catalog (cluster.use_spot)"), std::string::npos)
+      << plan->candidates[1].reason;
 }
 
 TEST_F(PlannerTest, WholeCatalogPlansWellUnderASecond) {

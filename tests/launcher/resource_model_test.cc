@@ -98,12 +98,12 @@ TEST_F(ResourceModelTest, NeedsNvme) {
 
 TEST_F(ResourceModelTest, InfeasibleWithTheExactShortfall) {
   JobSpec job = Job("llama-2-70b", 1, 8);
-  Candidate c = Eval(job, "g6e.xlarge", 1);  // no local NVMe, no volume
+  Candidate c = Eval(job, "g2-standard-12", 1);  // no local NVMe, no volume
   ASSERT_FALSE(c.feasible);
   const uint64_t need = c.states.total() - c.placement.bytes[kGpu] - c.placement.bytes[kCpu];
   EXPECT_EQ(c.reason, "needs " + FormatBytes(need) + " NVMe per node, has 0 (no local NVMe; set cluster.volume)");
   job.cluster.volume.size = 2 * kTiB;
-  EXPECT_TRUE(Eval(job, "g6e.xlarge", 1).feasible);
+  EXPECT_TRUE(Eval(job, "g2-standard-12", 1).feasible);
 }
 
 TEST_F(ResourceModelTest, ActivationsThatDoNotFitTheGpu) {

@@ -46,7 +46,7 @@ TEST(SimCliTest, BadInputExitsTwoNamingTheFlag) {
   std::vector<Case> cases = {
       {{"--model", "opt-7b"}, "opt-7b"},
       {{"--model", "tiny", "--policy", "belady,lfu"}, "--policy: unknown policy 'lfu'"},
-      {{"--model", "tiny", "--bogus", "1"}, "unknown flag '--bogus'"},
+      {{"--model", "tiny", "--bogus", "1"}, "--bogus"},
       {{"--trace", "/nonexistent.jsonl"}, "/nonexistent.jsonl"},
       {{"--model", "tiny", "--ranks", "zero"}, "--ranks: got 'zero'"},
       {{"--model", "tiny", "--h2d-gbps", "-1"}, "--h2d-gbps"},
@@ -65,6 +65,57 @@ TEST(SimCliTest, BadInputExitsTwoNamingTheFlag) {
   EXPECT_EQ(RunCli({"--model", "tiny", "--device-budget", "1GiB"}, &out, &err), 2);
   EXPECT_NE(err.find("--host-budget"), std::string::npos) << err;
   EXPECT_EQ(RunCli({"--model", "gpt2", "--device-budget", "1KiB", "--host-budget", "1KiB"}, &out, &err), 2);
+}
+
+TEST(SimCliTest, FlagEqualsValueMeansTheSameAsTwoWords) {
+  std::string spaced, joined, err;
+  ASSERT_EQ(RunCli({"--model", "tiny", "--device-budget", "1MiB", "--host-budget", "1GiB", "--ranks", "2",
+                 "--h2d-gbps", "12", "--policy", "lru", "--json"}, &spaced, &err), 0) << err;
+  ASSERT_EQ(RunCli({"--model=tiny", "--device-budget=1MiB", "--host-budget=1GiB", "--ranks=2", "--h2d-gbps=12",
+                 "--policy=lru", "--json"}, &joined, &err), 0) << err;
+  EXPECT_EQ(spaced, joined);
+  EXPECT_EQ(nlohmann::json::parse(joined)["results"].size(), 1u);
+  std::string last;  // a repeated flag: the last value wins
+  ASSERT_EQ(RunCli({"--model=tiny", "--device-budget=1MiB", "--host-budget=1GiB", "--ranks=2", "--h2d-gbps=12",
+                 "--policy=belady", "--policy=lru", "--json"}, &last, &err), 0) << err;
+  EXPECT_EQ(last, joined);
+}
+
+TEST(SimCliTest, VersionAndHelpExitZero) {
+  std::string out, err;
+  EXPECT_EQ(RunCli({"--version"}, &out, &err), 0);
+  EXPECT_EQ(out, std::string("tencache-sim ") + TENCACHE_VERSION + "\n");  // "tencache-sim 0.1.0"
+  EXPECT_EQ(err, "");
+  for (const char* help : {"--help", "-h"}) {
+    EXPECT_EQ(RunCli({help}, &out, &err), 0) << help;  // no budgets needed for help
+    for (const char* flag : {"--device-budget SIZE", "--policy", "--separate-pcie", "--write-trace"}) {
+      EXPECT_NE(out.find(flag), std::string::npos) << flag << "\n" << out;
+    }
+    EXPECT_EQ(out.find("e+"), std::string::npos) << out;  // defaults as people write them
+  }
+}
+
+TEST(SimCliTest, UnknownFlagOrBadValueIsOneLineNamingTheFlag) {
+  const std::vector<std::string> base = {"--model", "tiny", "--device-budget", "1GiB", "--host-budget", "8GiB"};
+  struct Case { std::vector<std::string> extra; std::vector<const char*> needles; };
+  const std::vector<Case> cases = {
+      {{"--devce-budget=2GiB"}, {"--devce-budget", "not expected"}},
+      {{"--steps=0"}, {"--steps: got '0', expected a whole number from 1 to"}},
+      {{"--net-gbps", "fast"}, {"--net-gbps: got 'fast', expected a positive number"}},
+      {{"--nvme-budget=lots"}, {"--nvme-budget: 'lots' is not a byte size"}},
+      {{"--device-budget=0"}, {"--device-budget: got '0', expected a size of more than 0"}},
+      {{"--json=maybe"}, {"--json"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    std::string out, err;
+    EXPECT_EQ(RunCli(args, &out, &err), 2) << c.extra[0];
+    EXPECT_EQ(out, "");
+    for (const char* needle : c.needles) EXPECT_NE(err.find(needle), std::string::npos) << err;
+    EXPECT_EQ(err.find('\n'), err.size() - 1) << err;  // one line
+    EXPECT_EQ(err.rfind("tencache-sim: ", 0), 0u) << err;
+  }
 }
 
 TEST(SimCliTest, WrittenTraceReplaysToTheSameResults) {

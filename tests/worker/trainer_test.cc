@@ -332,7 +332,7 @@ TEST(Trainer, BadBatchAndPolicyAreErrorsNamingTheKey) {
 
 TEST(Trainer, TinyModelLearnsTheCorpus) {
   StatusOr<JobSpec> job = LoadJobFile(std::string(TENCACHE_SOURCE_DIR) + "/configs/examples/quickstart.yaml",
-                                      {"cache.nvme_path=" + NvmeDir("quick")});
+                                      {"cache.nvme_path=" + NvmeDir("quick"), "train.micro_batch=8"});
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   auto solo = MakeSoloCommunicator();
   std::unique_ptr<Trainer> trainer = Trainer::Create(*job, solo.get(), Corpus(), [](const std::string&) {}).value();

@@ -82,7 +82,7 @@ TEST_F(WorkerMpi, BadInputStopsEveryRankWithExitCode2) {
   EXPECT_EQ(r.code, 2) << r.out;
   r = Launch(1, "--stpes 1");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("unknown argument '--stpes'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--stpes"), std::string::npos) << r.out;
 }
 
 }  // namespace

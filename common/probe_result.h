@@ -1,0 +1,38 @@
+// ProbeResult: how fast this machine runs a job's own work (the compute of one
+// micro-batch per block kind, AdamW, memcpy, collectives), as
+// `tencache-worker --probe` measures it and the launcher's resource model
+// reads it for the local candidate. A value type with a JSON form.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace tencache {
+
+struct ProbeResult {
+  std::string dtype;            // what the model computes in: "bf16" or "fp32"
+  int threads = 1;              // compute threads per rank
+  int ranks = 1;
+  // One micro-batch of the job's model in its compute dtype, as the worker runs
+  // it: forward without autograd, then recompute + backward.
+  double embed_s = 0;           // embedding block, forward + backward
+  double layer_s = 0;           // one transformer layer, forward + recompute + backward
+  double head_s = 0;            // final norm + LM head + loss, forward + backward
+  double matmul_tflops = 0;     // the MLP's up-projection matmul alone, TFLOP/s
+  double matmul_fp32_tflops = 0;  // the same matmul in fp32 (bf16 may have no native instructions here)
+  double adamw_params_per_s = 0;  // AdamW on fp32 master + moments, this rank's threads
+  double copy_gbps = 0;         // memcpy of the largest shard (the simulated device tier's copies)
+  // Collectives over the run's ranks (0 with one rank): bus bandwidth, GB/s,
+  // of an all-gather of the largest parameter shard, and the time of a
+  // 4-byte all-gather (latency).
+  double allgather_gbps = 0;
+  double reduce_scatter_gbps = 0;
+  double collective_latency_s = 0;
+  nlohmann::ordered_json ToJson() const;
+  static StatusOr<ProbeResult> FromJson(const nlohmann::json& j);
+};
+
+}  // namespace tencache

@@ -1,0 +1,359 @@
+#include "launcher/launch_run.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "common/byte_size.h"
+#include "common/job_spec.h"
+#include "common/report_lines.h"
+#include "launcher/local_machine.h"
+#include "launcher/local_runner.h"
+#include "launcher/planner.h"
+#include "launcher/report_render.h"
+#include "launcher/resolved_job.h"
+#include "launcher/run_report.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kDiskProbeBytes = 256ull << 20;
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "tencache-launch: %s\n", s.message().c_str());
+  return ExitCodeFor(s);
+}
+
+std::string DefaultWorker() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  for (const fs::path& p : {self.parent_path() / "tencache-worker", self.parent_path() / ".." / "worker" / "tencache-worker"}) {
+    if (fs::exists(p, ec)) return fs::weakly_canonical(p, ec).string();
+  }
+  return "tencache-worker";  // on PATH
+}
+
+std::string Stamp() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return buf;
+}
+
+Status WriteFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) return Status::IoError(path.string() + ": cannot write");
+  return Status::Ok();
+}
+
+std::string Shell(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const std::string& a : argv) {
+    const bool plain = a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@") ==
+                       std::string::npos;
+    s += (s.empty() ? "" : " ") + (plain && !a.empty() ? a : "'" + a + "'");
+  }
+  return s;
+}
+
+std::vector<std::pair<std::string, std::string>> RootEnv(bool as_root) {
+  if (!as_root) return {};
+  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+}
+
+// The micro-batch the probe measures: the job's, or the planner's likely choice
+// on this machine (the largest that divides global_batch / ranks).
+int ProbeMicroBatch(const JobSpec& job, int ranks) {
+  if (job.train.micro_batch > 0) return job.train.micro_batch;
+  return job.train.global_batch % ranks == 0 ? job.train.global_batch / ranks : 1;
+}
+
+// Speeds nobody measured, for a dry run on a machine never probed (said so).
+LocalProbes NominalProbes() {
+  LocalProbes p;
+  p.disk = {1.0, 1.0, 0, "not measured (dry run): nominal 1 GB/s"};
+  p.compute.dtype = "nominal";
+  p.compute.embed_s = 1e-3;
+  p.compute.layer_s = 1e-2;
+  p.compute.head_s = 1e-2;
+  p.compute.matmul_tflops = p.compute.matmul_fp32_tflops = 0.05;
+  p.compute.adamw_params_per_s = 1e8;
+  p.compute.copy_gbps = 5;
+  p.compute.allgather_gbps = p.compute.reduce_scatter_gbps = 1;
+  p.compute.collective_latency_s = 5e-5;
+  return p;
+}
+
+struct Probing {
+  const LaunchOptions* opt;
+  const JobSpec* job;
+  const MachineFacts* facts;
+  int ranks;
+  int micro_batch;
+  std::string cache_file;
+};
+
+StatusOr<LocalProbes> MeasureProbes(const Probing& p, bool as_root) {
+  LocalProbes probes;
+  std::printf("Probing this machine (%s): NVMe tier at %s, the model's compute under mpirun -n %d ...\n",
+              p.facts->hostname.c_str(), p.job->cache.nvme_path.c_str(), p.ranks);
+  std::fflush(stdout);
+  TC_ASSIGN_OR_RETURN(probes.disk, ProbeDisk(p.job->cache.nvme_path, kDiskProbeBytes));
+  MpirunSpec spec;
+  spec.mpirun = p.opt->mpirun;
+  spec.worker = p.opt->worker.empty() ? DefaultWorker() : p.opt->worker;
+  spec.job = p.opt->job_path;
+  spec.ranks = p.ranks;
+  spec.as_root = as_root;
+  for (const std::string& o : p.opt->overrides) spec.worker_args.insert(spec.worker_args.end(), {"--set", o});
+  spec.worker_args.insert(spec.worker_args.end(),
+                          {"--set", "train.micro_batch=" + std::to_string(p.micro_batch), "--probe"});
+  std::vector<std::string> argv = MpirunCommand(spec);
+  TC_ASSIGN_OR_RETURN(std::string out, CaptureOutput(argv, RootEnv(as_root), 300));
+  const std::string tag = std::string("<stdout>:") + kReportProbePrefix;
+  const size_t at = out.find(tag);
+  if (at == std::string::npos) return Status::Internal("the compute probe printed no result: " + Shell(argv));
+  const size_t start = at + tag.size();
+  nlohmann::json j = nlohmann::json::parse(out.substr(start, out.find('\n', start) - start), nullptr, false);
+  if (j.is_discarded()) return Status::Internal("the compute probe printed an unreadable result");
+  TC_ASSIGN_OR_RETURN(probes.compute, ProbeResult::FromJson(j));
+  TC_RETURN_IF_ERROR(WriteProbeCache(p.cache_file, ProbeCacheKey(*p.job, *p.facts, p.ranks), probes));
+  return probes;
+}
+
+nlohmann::ordered_json MachineJson(const MachineFacts& f, const LocalProbes& p, int ranks, int micro_batch) {
+  return {{"facts", f.ToJson()},
+          {"ranks", ranks},
+          {"probe_micro_batch", micro_batch},
+          {"probes", {{"cached", p.cached},
+                      {"disk", {{"read_gbps", p.disk.read_gbps}, {"write_gbps", p.disk.write_gbps},
+                                {"bytes", p.disk.bytes}, {"engine", p.disk.engine}}},
+                      {"compute", p.compute.ToJson()}}}};
+}
+
+StatusOr<std::vector<nlohmann::json>> ReadMetrics(const fs::path& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) lines.push_back(j);
+  }
+  return lines;
+}
+
+// report.json, report.md and the pictures, and the summary on stdout.
+int Report(const fs::path& dir, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
+           const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes) {
+  StatusOr<std::vector<nlohmann::json>> metrics = ReadMetrics(dir / "metrics.jsonl");
+  ReportInputs in;
+  in.job = &job;
+  in.catalog = &catalog;
+  in.predicted = &predicted;
+  in.metrics = *metrics;
+  in.status = status;
+  in.machine = machine;
+  in.assumptions = notes;
+  StatusOr<nlohmann::ordered_json> report = BuildReport(in);
+  if (!report.ok()) {
+    std::fprintf(stderr, "tencache-launch: no report for %s: %s\n", dir.c_str(), report.status().message().c_str());
+    return 1;
+  }
+  if (Status s = WriteFile(dir / "report.json", report->dump(2) + "\n"); !s.ok()) return Fail(s);
+  std::string summary;
+  std::vector<std::string> warnings;
+  Status rendered = RenderReport(dir.string(), &summary, &warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "tencache-launch: report: %s\n", w.c_str());
+  if (!rendered.ok()) {
+    std::fprintf(stderr, "tencache-launch: report: %s\n", rendered.message().c_str());
+    return 1;
+  }
+  std::printf("\n%s\nReport: %s/report.md (report.json, pictures beside it)\n", summary.c_str(), dir.c_str());
+  return 0;
+}
+
+StatusOr<Catalog> LoadCatalog(const std::string& flag, const JobSpec& job) {
+  return Catalog::Load(!flag.empty() ? flag : !job.cluster.catalog.empty() ? job.cluster.catalog : DefaultCatalogPath());
+}
+
+Status CheckLocalJob(const JobSpec& job) {
+  if (job.cluster.target == Target::kK8s) {
+    return Status::InvalidArgument(job.Where("cluster.target") + ": k8s: tencache-launch does not submit to "
+                                   "Kubernetes yet; run it with cluster.target local, or use `tencache-launch plan`");
+  }
+  if (job.cluster.nodes > 1) {
+    return Status::InvalidArgument(job.Where("cluster.nodes") + ": " + std::to_string(job.cluster.nodes) +
+                                   ": cluster.target local runs on this one machine; set cluster.nodes to 1 or auto");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int LaunchRun(const LaunchOptions& opt) {
+  std::vector<std::string> overrides = opt.overrides;
+  if (opt.steps >= 0) overrides.push_back("train.steps=" + std::to_string(opt.steps));
+  StatusOr<JobSpec> loaded = LoadJobFile(opt.job_path, overrides);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const JobSpec& job = *loaded;
+  if (Status s = CheckLocalJob(job); !s.ok()) return Fail(s);
+  StatusOr<Catalog> catalog = LoadCatalog(opt.catalog, job);
+  if (!catalog.ok()) return Fail(catalog.status());
+  const fs::path out = !opt.out.empty() ? fs::path(opt.out) : fs::path("runs") / (job.name + "-" + Stamp());
+  const bool as_root = getuid() == 0;
+
+  // This machine as a candidate, measured (or read from the per-machine cache).
+  const MachineFacts facts = ReadMachineFacts(job.cache.nvme_path);
+  const int ranks = LocalRanks(job, facts);
+  Probing probing{&opt, &job, &facts, ranks, ProbeMicroBatch(job, ranks), (out.parent_path() / ".probe-cache.json").string()};
+  JobSpec probed = job;
+  probed.train.micro_batch = probing.micro_batch;
+  StatusOr<LocalProbes> probes = ReadProbeCache(probing.cache_file, ProbeCacheKey(probed, facts, ranks));
+  if (!probes.ok() || opt.reprobe) {
+    if (opt.dry_run) {
+      probes = NominalProbes();
+    } else {
+      std::error_code ec;
+      fs::create_directories(out, ec);
+      probes = MeasureProbes(probing, as_root);
+      if (!probes.ok()) return Fail(probes.status().WithContext("probing this machine"));
+    }
+  }
+  const LocalCandidate local = MakeLocalCandidate(probed, facts, *probes, ranks);
+  StatusOr<PlanResult> plan = PlanJob(job, *catalog, ModelAssumptions(), &local);
+  if (!plan.ok()) return Fail(plan.status());
+  const std::string plan_text = RenderPlanTable(*plan, false);
+  std::printf("%s\n", plan_text.c_str());
+  if (!plan->local->feasible) {
+    return Fail(Status::InvalidArgument(opt.job_path + ": this machine cannot run the job: " + plan->local->reason +
+                                        "; change the budgets, micro_batch or model (or --set them)"));
+  }
+  StatusOr<ResolvedJob> resolved = ResolveJob(job, *plan->local);
+  if (!resolved.ok()) return Fail(resolved.status());
+  const std::string resolved_text = RenderResolvedJob(*resolved, {
+      "tencache-launch: the job as this run executes it (every auto resolved by the plan).",
+      "Source: " + opt.job_path + "; run on: this machine (" + facts.hostname + "), " +
+          std::to_string(resolved->job.ranks()) + " rank(s).",
+      "Workers read this file and nothing else."});
+  if (StatusOr<JobSpec> back = ParseJobText(resolved_text, (out / "job.resolved.yaml").string()); !back.ok()) {
+    return Fail(Status::Internal("the resolved job does not read back: " + back.status().message()));
+  }
+  MpirunSpec spec;
+  spec.mpirun = opt.mpirun;
+  spec.worker = opt.worker.empty() ? DefaultWorker() : opt.worker;
+  spec.job = fs::absolute(out / "job.resolved.yaml").string();
+  spec.ranks = resolved->job.ranks();
+  spec.as_root = as_root;
+  spec.worker_args = {"--sample", "0"};
+  const std::vector<std::string> argv = MpirunCommand(spec);
+  if (opt.dry_run) {
+    std::printf("Dry run: nothing started.\n\n--- %s/job.resolved.yaml ---\n%s\n--- command ---\n%s%s\n",
+                out.c_str(), resolved_text.c_str(), as_root ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "",
+                Shell(argv).c_str());
+    return 0;
+  }
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  const nlohmann::ordered_json machine = MachineJson(facts, *probes, ranks, probing.micro_batch);
+  for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
+           {"job.resolved.yaml", resolved_text}, {"plan.txt", plan_text},
+           {"plan.json", PlanToJson(*plan, false).dump(2) + "\n"}, {"machine.json", machine.dump(2) + "\n"}}) {
+    if (Status s = WriteFile(out / name, text); !s.ok()) return Fail(s);
+  }
+  fs::remove(out / "metrics.jsonl", ec);
+  if (as_root) std::printf("Running as root: mpirun gets --allow-run-as-root (Open MPI refuses root otherwise).\n");
+  std::printf("Run folder: %s\nCommand: %s\n", out.c_str(), Shell(argv).c_str());
+  std::fflush(stdout);
+
+  RunOptions run;
+  run.argv = argv;
+  run.env = RootEnv(as_root);
+  run.log_dir = (out / "logs").string();
+  run.metrics_path = (out / "metrics.jsonl").string();
+  run.total_steps = resolved->job.train.steps;
+  run.progress_in_place = isatty(1);
+  run.progress_every_s = opt.progress_every_s;
+  StatusOr<RunOutcome> outcome = RunLocal(run);
+  if (!outcome.ok()) return Fail(outcome.status());
+  const std::string status = outcome->exit_code == 0 ? "finished" : outcome->interrupted ? "interrupted" : "failed";
+  nlohmann::ordered_json run_json = {{"status", status}, {"exit_code", outcome->exit_code},
+                                     {"steps_done", outcome->steps_done}, {"failed_rank", outcome->failed_rank},
+                                     {"failure", outcome->failure}, {"last_stderr", outcome->last_stderr},
+                                     {"stop_seconds", outcome->stop_seconds}, {"command", argv}};
+  (void)WriteFile(out / "run.json", run_json.dump(2) + "\n");
+  const Candidate predicted =
+      EvaluateCandidate(resolved->job, local.instance, local.gpu, 1, local.assumptions);
+  int code = outcome->steps_done > 0 ? Report(out, resolved->job, *catalog, predicted, machine, status, local.notes) : 0;
+  if (outcome->interrupted) {
+    std::fprintf(stderr, "tencache-launch: interrupted after %d step(s); every rank stopped in %.1f s. Run folder: %s\n",
+                 outcome->steps_done, outcome->stop_seconds, out.c_str());
+    return 130;
+  }
+  if (outcome->exit_code != 0) {
+    std::string who = outcome->failed_rank >= 0 ? "rank " + std::to_string(outcome->failed_rank) : "a rank";
+    std::fprintf(stderr, "tencache-launch: %s failed%s%s after %d step(s); the other ranks were stopped.\n",
+                 who.c_str(), outcome->failure.empty() ? "" : ": ", outcome->failure.c_str(), outcome->steps_done);
+    if (!outcome->last_stderr.empty()) {
+      std::fprintf(stderr, "Last stderr lines of %s (%s/logs/rank-%d.err):\n", who.c_str(), out.c_str(),
+                   outcome->failed_rank);
+      for (const std::string& l : outcome->last_stderr) std::fprintf(stderr, "  %s\n", l.c_str());
+    }
+    return 1;
+  }
+  return code;
+}
+
+int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
+  const fs::path dir(dir_arg);
+  StatusOr<JobSpec> job = LoadJobFile((dir / "job.resolved.yaml").string());
+  if (!job.ok()) return Fail(job.status().WithContext(dir_arg + ": not a tencache-launch run folder"));
+  StatusOr<Catalog> catalog = LoadCatalog(catalog_flag, *job);
+  if (!catalog.ok()) return Fail(catalog.status());
+  std::ifstream in(dir / "machine.json");
+  nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
+  if (m.is_discarded() || !m.is_object()) {
+    return Fail(Status::InvalidArgument((dir / "machine.json").string() + ": missing or not JSON"));
+  }
+  MachineFacts facts;
+  LocalProbes probes;
+  int ranks = 1, mb = 1;
+  try {
+    const nlohmann::json& f = m.at("facts");
+    facts.hostname = f.at("hostname").get<std::string>();
+    facts.cores = f.at("cores").get<int>();
+    facts.ram_bytes = f.at("ram_bytes").get<uint64_t>();
+    facts.gpus = f.at("gpus").get<int>();
+    facts.nvme_path = f.at("nvme_path").get<std::string>();
+    facts.nvme_free_bytes = f.at("nvme_free_bytes").get<uint64_t>();
+    ranks = m.at("ranks").get<int>();
+    mb = m.at("probe_micro_batch").get<int>();
+    const nlohmann::json& d = m.at("probes").at("disk");
+    probes.disk = {d.at("read_gbps").get<double>(), d.at("write_gbps").get<double>(), d.at("bytes").get<uint64_t>(),
+                   d.at("engine").get<std::string>()};
+    StatusOr<ProbeResult> c = ProbeResult::FromJson(m.at("probes").at("compute"));
+    if (!c.ok()) return Fail(c.status());
+    probes.compute = *c;
+    probes.cached = m.at("probes").at("cached").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    return Fail(Status::InvalidArgument((dir / "machine.json").string() + ": " + e.what()));
+  }
+  JobSpec probed = *job;
+  probed.train.micro_batch = mb;
+  const LocalCandidate local = MakeLocalCandidate(probed, facts, probes, ranks);
+  const Candidate predicted = EvaluateCandidate(*job, local.instance, local.gpu, 1, local.assumptions);
+  std::string status = "interrupted";
+  std::ifstream run_in(dir / "run.json");
+  nlohmann::json run = nlohmann::json::parse(run_in, nullptr, false);
+  if (!run.is_discarded() && run.is_object()) status = run.value("status", status);
+  return Report(dir, *job, *catalog, predicted, m, status, local.notes);
+}
+
+}  // namespace tencache

@@ -1,0 +1,45 @@
+// LaunchRun: `tencache-launch run` (and `report`) from a job file to a finished
+// run folder: load, plan (with this machine as a candidate for cluster.target
+// local), resolve every auto into OUT/job.resolved.yaml, run the ranks under
+// Open MPI, and report measured against predicted cost. Every file a run
+// leaves is in its folder:
+//   job.resolved.yaml  what every worker reads
+//   plan.txt, plan.json  the plan, this machine included
+//   machine.json       this machine's facts and probes
+//   logs/              rank-N.out / rank-N.err, mpirun.err
+//   metrics.jsonl      rank 0's per-step metrics
+//   run.json           how the run ended
+//   report.json, report.md, *.png, plots/   the report
+// Single-threaded; one launch per process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tencache {
+
+struct LaunchOptions {
+  std::string job_path;
+  std::vector<std::string> overrides;  // --set KEY=VALUE
+  std::string out;                     // "": runs/NAME-YYYYmmdd-HHMMSS
+  int steps = -1;                      // --steps: train.steps for this run
+  bool dry_run = false;                // print the resolved job and commands, start nothing
+  bool reprobe = false;                // measure this machine again even when cached
+  std::string catalog;                 // --catalog
+  std::string worker;                  // tencache-worker; "": next to this program
+  std::string mpirun = "mpirun";
+  double progress_every_s = 5;         // between progress lines when stdout is not a terminal
+};
+
+// The process exit code: 0 when the run finished, 2 for bad input (the
+// message on stderr names the key or file), 1 when a rank failed, 130 when
+// interrupted.
+int LaunchRun(const LaunchOptions& options);
+
+// Rebuilds report.json, report.md and the pictures of the run in `dir`
+// (finished or interrupted). Same exit codes.
+int RebuildReport(const std::string& dir, const std::string& catalog);
+
+}  // namespace tencache

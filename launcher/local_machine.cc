@@ -1,0 +1,286 @@
+#include "launcher/local_machine.h"
+
+#include <dlfcn.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cachemgr/nvme_tier.h"
+#include "cachemgr/size_class_pool.h"
+#include "common/byte_size.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+uint64_t MeminfoBytes(const std::string& field) {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    std::istringstream fields(line.substr(field.size() + 1));
+    uint64_t kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+// The CUDA driver, where one is installed: device count, first name, memory.
+void ReadGpus(MachineFacts* f) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return;
+  using InitFn = int (*)(unsigned);
+  using CountFn = int (*)(int*);
+  using GetFn = int (*)(int*, int);
+  using NameFn = int (*)(char*, int, int);
+  using MemFn = int (*)(size_t*, int);
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
+  auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
+  auto name = reinterpret_cast<NameFn>(dlsym(lib, "cuDeviceGetName"));
+  auto mem = reinterpret_cast<MemFn>(dlsym(lib, "cuDeviceTotalMem_v2"));
+  int n = 0, dev = 0;
+  if (init && count && get && name && mem && init(0) == 0 && count(&n) == 0 && n > 0 && get(&dev, 0) == 0) {
+    char buf[256] = {0};
+    size_t bytes = 0;
+    if (name(buf, sizeof buf - 1, dev) == 0) f->gpu_name = buf;
+    if (mem(&bytes, dev) == 0) f->gpu_memory_bytes = bytes;
+    f->gpus = n;
+  }
+  dlclose(lib);
+}
+
+uint64_t FreeBytesAt(const std::string& path) {
+  fs::path p = fs::absolute(path);
+  std::error_code ec;
+  while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();
+  struct statvfs st;
+  if (p.empty() || statvfs(p.c_str(), &st) != 0) return 0;
+  return uint64_t(st.f_bavail) * st.f_frsize;
+}
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Bytes of this rank's parameter shards: what the worker's device tier holds.
+uint64_t ParamShardBytes(const JobSpec& job, int ranks) {
+  const uint64_t w = DTypeBytes(job.dtype == DType::kBf16 ? DType::kBf16 : DType::kFp32);
+  uint64_t total = 0;
+  for (uint64_t n : job.model.BlockParamCounts()) total += SlotBytesFor((n + ranks - 1) / ranks * w);
+  return total;
+}
+
+std::string Num(double v, const char* fmt) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::ordered_json MachineFacts::ToJson() const {
+  return {{"hostname", hostname},           {"cores", cores},
+          {"ram_bytes", ram_bytes},         {"ram_available_bytes", ram_available_bytes},
+          {"gpus", gpus},                   {"gpu_name", gpu_name},
+          {"gpu_memory_bytes", gpu_memory_bytes}, {"nvme_path", nvme_path},
+          {"nvme_free_bytes", nvme_free_bytes}};
+}
+
+MachineFacts ReadMachineFacts(const std::string& nvme_path) {
+  MachineFacts f;
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0) f.hostname = host;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  f.cores = online > 0 ? int(online) : std::max(1, int(std::thread::hardware_concurrency()));
+  f.ram_bytes = MeminfoBytes("MemTotal");
+  f.ram_available_bytes = MeminfoBytes("MemAvailable");
+  ReadGpus(&f);
+  f.nvme_path = nvme_path;
+  f.nvme_free_bytes = FreeBytesAt(nvme_path);
+  return f;
+}
+
+StatusOr<DiskProbe> ProbeDisk(const std::string& dir, uint64_t bytes) {
+  NvmeTierOptions o;
+  o.dir = (fs::path(dir) / ".probe").string();
+  o.rank = int(getpid());
+  o.checksums = false;  // the raw engine: checksums are memory work the compute probe covers
+  std::error_code ec;
+  fs::create_directories(o.dir, ec);
+  if (ec) return Status::IoError("cache.nvme_path '" + dir + "': cannot create " + o.dir + ": " + ec.message());
+  TC_ASSIGN_OR_RETURN(std::unique_ptr<NvmeTier> tier, NvmeTier::Open(o));
+  bytes = (bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+  DiskProbe p;
+  p.bytes = bytes;
+  Status st;
+  {
+    TC_ASSIGN_OR_RETURN(uint64_t base, tier->Reserve(bytes));
+    void* buf = std::aligned_alloc(kSlotAlignment, bytes);
+    if (buf == nullptr) return Status::ResourceExhausted("disk probe: cannot allocate " + FormatBytes(bytes));
+    std::memset(buf, 0x5a, bytes);
+    const auto timeout = std::chrono::milliseconds(120000);
+    double t0 = Seconds();
+    st = tier->Write(base, buf, bytes, "disk probe", timeout);
+    const double write_s = Seconds() - t0;
+    t0 = Seconds();
+    if (st.ok()) st = tier->Read(base, buf, bytes, "disk probe", timeout);
+    const double read_s = Seconds() - t0;
+    std::free(buf);
+    p.write_gbps = double(bytes) / write_s / 1e9;
+    p.read_gbps = double(bytes) / read_s / 1e9;
+    p.engine = tier->Describe();
+  }
+  const std::string file = tier->file_path();
+  tier.reset();
+  fs::remove(file, ec);
+  fs::remove(fs::path(dir) / ".probe", ec);
+  if (!st.ok()) return st.WithContext("disk probe at cache.nvme_path '" + dir + "'");
+  return p;
+}
+
+std::string ProbeCacheKey(const JobSpec& job, const MachineFacts& facts, int ranks) {
+  const ModelShape& m = job.model;
+  std::ostringstream k;
+  k << facts.hostname << "|" << fs::absolute(job.cache.nvme_path).lexically_normal().string() << "|" << m.name
+    << ":" << m.layers << "x" << m.hidden << "x" << m.ffn_hidden << "x" << m.heads << "/" << m.vocab << "@"
+    << m.seq_len << "|" << DTypeName(job.dtype) << "|mb" << job.train.micro_batch << "|r" << ranks;
+  return k.str();
+}
+
+StatusOr<LocalProbes> ReadProbeCache(const std::string& cache_file, const std::string& key) {
+  std::ifstream in(cache_file);
+  if (!in) return Status::NotFound(cache_file + ": no probe cache");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains(key)) return Status::NotFound(key + ": not cached");
+  const nlohmann::json& e = j[key];
+  LocalProbes p;
+  try {
+    p.disk.read_gbps = e.at("disk").at("read_gbps").get<double>();
+    p.disk.write_gbps = e.at("disk").at("write_gbps").get<double>();
+    p.disk.bytes = e.at("disk").at("bytes").get<uint64_t>();
+    p.disk.engine = e.at("disk").at("engine").get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    return Status::NotFound(key + ": cache entry unreadable");
+  }
+  StatusOr<ProbeResult> compute = ProbeResult::FromJson(e.value("compute", nlohmann::json::object()));
+  if (!compute.ok()) return Status::NotFound(key + ": cache entry unreadable");
+  p.compute = *compute;
+  p.cached = true;
+  return p;
+}
+
+Status WriteProbeCache(const std::string& cache_file, const std::string& key, const LocalProbes& p) {
+  nlohmann::json j = nlohmann::json::object();
+  {
+    std::ifstream in(cache_file);
+    if (in) j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) j = nlohmann::json::object();
+  }
+  j[key] = {{"disk", {{"read_gbps", p.disk.read_gbps}, {"write_gbps", p.disk.write_gbps},
+                      {"bytes", p.disk.bytes}, {"engine", p.disk.engine}}},
+            {"compute", p.compute.ToJson()},
+            {"measured_at", std::time(nullptr)}};
+  std::error_code ec;
+  fs::create_directories(fs::path(cache_file).parent_path(), ec);
+  const std::string tmp = cache_file + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    if (!out) return Status::IoError(tmp + ": cannot write the probe cache");
+  }
+  fs::rename(tmp, cache_file, ec);
+  if (ec) return Status::IoError(cache_file + ": " + ec.message());
+  return Status::Ok();
+}
+
+int LocalRanks(const JobSpec& job, const MachineFacts& facts) {
+  if (job.cluster.ranks_per_node > 0) return job.cluster.ranks_per_node;
+  // Ranks follow the cores, not the GPUs, while the worker computes on the CPU.
+  const int mb = std::max(1, job.train.micro_batch);
+  const int sequences = job.train.global_batch / mb;  // micro-batches per step over all ranks
+  for (int r = std::min(facts.cores, sequences); r > 1; --r) {
+    if (sequences % r == 0) return r;
+  }
+  return 1;
+}
+
+LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts, const LocalProbes& probes,
+                                  int ranks) {
+  const ProbeResult& c = probes.compute;
+  LocalCandidate l;
+  const uint64_t device = job.cache.device_budget.value_or(ParamShardBytes(job, ranks));
+  InstanceSpec& in = l.instance;
+  in.provider = "local";
+  in.type = "local";
+  in.gpu = "simulated";
+  in.gpu_count = ranks;  // one simulated device per rank
+  in.gpu_memory_gib = double(device) / double(kGiB);
+  in.vcpus = facts.cores;
+  in.ram_gib = double(facts.ram_bytes) / double(kGiB);
+  in.nvme.disks = 1;
+  in.nvme.disk_gb = double(facts.nvme_free_bytes) / 1e9;
+  in.nvme.read_gbps_per_disk = probes.disk.read_gbps;
+  in.nvme.write_gbps_per_disk = probes.disk.write_gbps;
+  in.nvme.note = "measured at " + facts.nvme_path;
+  in.price_source = "this machine: not priced";
+  in.file = "(this machine)";
+
+  // The probe's compute of one micro-batch, as a rate over the FLOPs the model
+  // counts for it: the resource model then charges exactly the probed time.
+  const double compute_s = c.embed_s + job.model.layers * c.layer_s + c.head_s;
+  const double rate_tflops = MicroStepFlops(job.model, std::max(1, job.train.micro_batch)) / compute_s / 1e12;
+  GpuSpec& g = l.gpu;
+  g.name = "simulated";
+  g.bf16_tflops = g.fp32_tflops = rate_tflops;
+  g.memory_gib = in.gpu_memory_gib;
+  g.memory_bw_gbps = g.h2d_gbps = c.copy_gbps;
+  g.p2p_gbps = ranks > 1 ? c.allgather_gbps : 1e6;
+  g.source = "tencache-worker --probe";
+
+  ModelAssumptions& a = l.assumptions;
+  a.compute_efficiency = a.h2d_efficiency = a.collective_efficiency = a.nvme_efficiency = 1.0;
+  a.gpu_headroom_fraction = 0;
+  a.gpu_reserved_bytes = 0;
+  a.block_overhead_s = 0;
+  a.cpu_adam_params_per_s_per_vcpu = c.adamw_params_per_s / std::max(1, c.threads);
+  a.collective_latency_s = ranks > 1 ? c.collective_latency_s : 0;
+  a.device_in_host_memory = true;
+  a.collectives_block_compute = true;
+
+  const std::string when = probes.cached ? " (cached probe)" : "";
+  l.notes.push_back("this machine: " + std::to_string(facts.cores) + " cores, " + FormatBytes(facts.ram_bytes) +
+                    " RAM, " + (facts.gpus > 0 ? std::to_string(facts.gpus) + " x " + facts.gpu_name +
+                                                     " (not used: the worker computes on the CPU)"
+                                               : std::string("no GPU")) +
+                    "; device tier simulated in host memory, " + FormatBytes(device) + " per rank");
+  l.notes.push_back("compute measured" + when + ": one micro-batch " + Num(compute_s * 1e3, "%.1f") + " ms (" +
+                    Num(rate_tflops * 1e3, "%.1f") + " GFLOP/s effective, matmul alone " +
+                    Num(c.matmul_tflops * 1e3, "%.1f") + " GFLOP/s, " + c.dtype + ", " + std::to_string(c.threads) +
+                    " thread(s) per rank)");
+  if (c.dtype == "bf16" && c.matmul_fp32_tflops > 2 * c.matmul_tflops) {
+    l.notes.push_back("warning: this CPU multiplies bf16 matrices " + Num(c.matmul_fp32_tflops / c.matmul_tflops, "%.0f") +
+                      "x slower than fp32 (no native bf16 instructions): model.dtype fp32 trains faster here");
+  }
+  l.notes.push_back("NVMe tier measured" + when + " at " + facts.nvme_path + ": write " +
+                    Num(probes.disk.write_gbps, "%.2f") + " GB/s, read " + Num(probes.disk.read_gbps, "%.2f") +
+                    " GB/s (" + probes.disk.engine + ")");
+  l.notes.push_back("memory measured" + when + ": AdamW " + Num(c.adamw_params_per_s / 1e6, "%.0f") +
+                    "M params/s per rank, copy " + Num(c.copy_gbps, "%.1f") + " GB/s" +
+                    (ranks > 1 ? ", all-gather " + Num(c.allgather_gbps, "%.2f") + " GB/s, latency " +
+                                     Num(c.collective_latency_s * 1e6, "%.0f") + " us"
+                               : std::string()));
+  return l;
+}
+
+}  // namespace tencache

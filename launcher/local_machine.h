@@ -1,0 +1,80 @@
+// LocalMachine: the machine tencache-launch runs on, as a plan candidate for
+// `cluster.target: local`. Its facts are read from the OS (cores, RAM, GPUs
+// through the CUDA driver when one is present, free space at cache.nvme_path);
+// its speeds are measured by two short probes: the NVMe tier's own O_DIRECT
+// engine writing and reading a file at cache.nvme_path, and
+// `tencache-worker --probe` running the job's model under mpirun with the run's
+// rank count. Probe results are cached per machine (hostname, path, model,
+// dtype, micro-batch, ranks) in a JSON file beside the run folders, so that a
+// second run on the same machine starts at once.
+// Thread-compatible; used once per launch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/job_spec.h"
+#include "common/probe_result.h"
+#include "launcher/catalog.h"
+#include "launcher/resource_model.h"
+
+namespace tencache {
+
+struct MachineFacts {
+  std::string hostname;
+  int cores = 1;
+  uint64_t ram_bytes = 0;            // MemTotal
+  uint64_t ram_available_bytes = 0;  // MemAvailable
+  int gpus = 0;                      // CUDA devices (0 where no driver answers)
+  std::string gpu_name;
+  uint64_t gpu_memory_bytes = 0;     // per GPU
+  std::string nvme_path;
+  uint64_t nvme_free_bytes = 0;      // at nvme_path (or its nearest existing parent)
+  nlohmann::ordered_json ToJson() const;
+};
+
+// Never fails: what cannot be read is left at its default and the rest stands.
+MachineFacts ReadMachineFacts(const std::string& nvme_path);
+
+struct DiskProbe {
+  double read_gbps = 0, write_gbps = 0;  // GB/s through the NVMe tier (O_DIRECT where the file system allows)
+  uint64_t bytes = 0;
+  std::string engine;                    // the NVMe tier's Describe()
+};
+// Writes then reads `bytes` in a scratch file under `dir`, removed afterwards.
+StatusOr<DiskProbe> ProbeDisk(const std::string& dir, uint64_t bytes);
+
+// Everything measured about this machine for one job shape.
+struct LocalProbes {
+  DiskProbe disk;
+  ProbeResult compute;
+  bool cached = false;  // read from the cache file rather than measured now
+};
+
+// The key under which probes are cached: the machine and what the job asks of it.
+std::string ProbeCacheKey(const JobSpec& job, const MachineFacts& facts, int ranks);
+// Reads `key` from the cache file; NotFound when absent or unreadable.
+StatusOr<LocalProbes> ReadProbeCache(const std::string& cache_file, const std::string& key);
+Status WriteProbeCache(const std::string& cache_file, const std::string& key, const LocalProbes& probes);
+
+// Ranks for this machine: one per GPU; without one, the most ranks (at most the
+// cores) that divide train.global_batch / micro_batch (a micro-batch of auto is
+// taken as 1 here). cluster.ranks_per_node, when set, wins.
+int LocalRanks(const JobSpec& job, const MachineFacts& facts);
+
+// This machine as an instance type, its GPU (or the simulated device: its
+// memory is the device budget, cache.device_budget or, with auto, every
+// parameter shard of a rank) and the model assumptions its probes replace.
+struct LocalCandidate {
+  InstanceSpec instance;
+  GpuSpec gpu;
+  ModelAssumptions assumptions;
+  std::vector<std::string> notes;  // what was measured and what assumed, for the plan and the report
+};
+LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts, const LocalProbes& probes,
+                                  int ranks);
+
+}  // namespace tencache

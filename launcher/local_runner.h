@@ -1,0 +1,71 @@
+// LocalRunner: runs a job's ranks on this machine under Open MPI and follows
+// them. mpirun is started with an argument vector (never a shell string), in
+// its own process group, with --tag-output so that every line names its rank;
+// the runner files each rank's stdout and stderr under OUT/logs/, picks rank 0's
+// per-step metrics out of its stdout (the worker's --report-lines protocol) into
+// OUT/metrics.jsonl and a progress line, forwards SIGINT / SIGTERM, and when a
+// rank dies names it with its last stderr lines. Every rank is gone within
+// 10 s of a signal or a death: mpirun is asked first (SIGTERM), then mpirun and
+// every rank that reported its PID are killed.
+// One run at a time per process (it installs signal handlers while running).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/report_lines.h"
+#include "common/status.h"
+
+namespace tencache {
+
+struct MpirunSpec {
+  std::string mpirun = "mpirun";
+  std::string worker;          // path of tencache-worker
+  std::string job;             // the resolved job file
+  int ranks = 1;
+  int steps = -1;              // --steps for the worker; -1: train.steps
+  bool as_root = false;        // add --allow-run-as-root
+  bool oversubscribe = true;   // more ranks than cores is allowed (simulated devices)
+  std::vector<std::string> worker_args;  // extra worker flags
+};
+// The mpirun argument vector for `spec` (argv[0] is spec.mpirun).
+std::vector<std::string> MpirunCommand(const MpirunSpec& spec);
+
+struct RunOptions {
+  std::vector<std::string> argv;   // what to start (MpirunCommand)
+  std::vector<std::pair<std::string, std::string>> env;  // added to the environment
+  std::string log_dir;             // per-rank logs: rank-N.out, rank-N.err, mpirun.err
+  std::string metrics_path;        // rank 0's metrics, one JSON object a line
+  int total_steps = 0;             // for step k/N and the ETA
+  bool progress_in_place = false;  // a terminal: one line rewritten in place; else a line every few seconds
+  double progress_every_s = 5;
+  // Called with each metrics object as it arrives (may be empty).
+  std::function<void(const nlohmann::json&)> on_metrics;
+};
+
+struct RunOutcome {
+  int exit_code = 0;                      // 0: every rank finished
+  bool interrupted = false;               // stopped by SIGINT / SIGTERM
+  int failed_rank = -1;                   // the rank that died first, where known
+  std::string failure;                    // what mpirun or the rank said
+  std::vector<std::string> last_stderr;   // that rank's last stderr lines
+  int steps_done = 0;
+  double stop_seconds = 0;                // from the signal or death to every rank gone
+};
+
+// Runs `argv` to completion and returns its stdout; stderr is appended to
+// `stderr_text` when given. InvalidArgument-free: IoError when it cannot start,
+// Timeout (after killing it) past `timeout_s`, Internal with its stderr when it
+// exits non-zero.
+StatusOr<std::string> CaptureOutput(const std::vector<std::string>& argv,
+                                    const std::vector<std::pair<std::string, std::string>>& env, double timeout_s,
+                                    std::string* stderr_text = nullptr);
+
+// Runs to completion. A Status only when the program cannot be started or the
+// log folder written; a failed run is a RunOutcome with exit_code != 0.
+StatusOr<RunOutcome> RunLocal(const RunOptions& options);
+
+}  // namespace tencache

@@ -1,0 +1,182 @@
+#include "launcher/resolved_job.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/byte_size.h"
+#include "common/shard_bytes.h"
+
+namespace tencache {
+namespace {
+
+constexpr uint64_t kSlot = 4096;  // the cache's slot alignment: each tensor rounds up to it
+
+std::string Quote(const std::string& s) { return nlohmann::json(s).dump(); }  // a YAML double-quoted scalar
+
+std::string Size(uint64_t bytes) { return bytes == 0 ? "0" : std::to_string(bytes); }
+
+// Per-rank budgets in the worker's accounting. The host tier is inclusive:
+// every shard passes through it (the optimizer updates on the host), so a host
+// budget that holds every shard needs no NVMe at all.
+Status ResolveBudgets(const JobSpec& job, const Candidate& c, ResolvedJob* r) {
+  const ShardBytes s = ShardBytesPerRank(job.model, job.dtype, c.ranks);
+  const uint64_t rounding = s.tensors * kSlot;
+  CacheSpec& cache = r->job.cache;
+  const uint64_t device_need = s.param + uint64_t(job.model.num_blocks()) * kSlot;
+  if (!job.cache.device_budget) {
+    cache.device_budget = std::min(device_need, c.capacity[kGpu]);
+    r->why["cache.device_budget"] = "planned: " + std::string(*cache.device_budget >= device_need
+        ? "every parameter shard of this rank (" + FormatBytes(s.param) + ")"
+        : "the device memory left after activations and working buffers (" + FormatBytes(c.capacity[kGpu]) +
+              "; parameter shards are " + FormatBytes(s.param) + ")");
+  }
+  const uint64_t host_need = s.total() + rounding;
+  if (!job.cache.host_budget) {
+    cache.host_budget = std::min(host_need, c.capacity[kCpu]);
+    r->why["cache.host_budget"] = "planned: " + std::string(*cache.host_budget >= host_need
+        ? "every shard of this rank (" + FormatBytes(s.total()) + ": parameters, masters, moments, gradients)"
+        : "the host memory per rank (" + FormatBytes(c.capacity[kCpu]) + "; the shards are " +
+              FormatBytes(s.total()) + ")");
+  }
+  if (!job.cache.nvme_budget) {
+    if (*cache.host_budget >= host_need) {
+      cache.nvme_budget = 0;
+      r->why["cache.nvme_budget"] = "planned: 0, every shard fits the host budget (no NVMe file)";
+    } else {
+      // The NVMe tier keeps at most one extent per shard.
+      cache.nvme_budget = std::min(host_need, c.capacity[kNvme]);
+      r->why["cache.nvme_budget"] = "planned: one extent per shard that may leave the host (" +
+                                    FormatBytes(host_need) + "), within " + FormatBytes(c.capacity[kNvme]) +
+                                    " of NVMe per rank";
+    }
+  }
+  if (*cache.host_budget < host_need && *cache.nvme_budget == 0) {
+    return Status::InvalidArgument(job.Where("cache.nvme_budget") + ": 0, but cache.host_budget " +
+                                   FormatBytes(*cache.host_budget) + " holds less than this rank's " +
+                                   FormatBytes(s.total()) + " of shards; raise one of them");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ResolvedJob> ResolveJob(const JobSpec& job, const Candidate& run) {
+  ResolvedJob r;
+  r.job = job;
+  ClusterSpec& cl = r.job.cluster;
+  if (cl.nodes == 0) r.why["cluster.nodes"] = "planned: " + std::to_string(run.nodes) + " x " + run.instance->type;
+  if (cl.ranks_per_node == 0) {
+    r.why["cluster.ranks_per_node"] =
+        "planned: " + std::string(run.instance->type == "local" ? "this machine's cores and batch allow "
+                                                                 : "one rank per GPU: ") +
+        std::to_string(run.instance->gpu_count);
+  }
+  cl.nodes = run.nodes;
+  cl.ranks_per_node = run.instance->gpu_count;
+  cl.max_nodes = std::max(cl.max_nodes, cl.nodes);
+  if (job.train.micro_batch == 0) {
+    r.why["train.micro_batch"] = "planned: the largest micro-batch that fits (" +
+                                 std::to_string(job.train.global_batch / (run.micro_batch * run.ranks)) +
+                                 " accumulation step(s))";
+  }
+  r.job.train.micro_batch = run.micro_batch;
+  TC_RETURN_IF_ERROR(ResolveBudgets(job, run, &r));
+  return r;
+}
+
+std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::string>& header) {
+  const JobSpec& j = r.job;
+  const ModelShape& m = j.model;
+  std::vector<std::pair<std::string, std::string>> kv = {
+      {"name", Quote(j.name)},
+      {"model.preset", m.name == "custom" ? "" : Quote(m.name)},
+      {"model.dtype", DTypeName(j.dtype)},
+      {"model.layers", std::to_string(m.layers)},
+      {"model.hidden", std::to_string(m.hidden)},
+      {"model.heads", std::to_string(m.heads)},
+      {"model.kv_heads", std::to_string(m.kv_heads)},
+      {"model.ffn_hidden", std::to_string(m.ffn_hidden)},
+      {"model.seq_len", std::to_string(m.seq_len)},
+      {"model.vocab", std::to_string(m.vocab)},
+      {"model.max_positions", std::to_string(m.max_positions)},
+      {"model.mlp", MlpKindName(m.mlp)},
+      {"model.norm", NormKindName(m.norm)},
+      {"model.position", PositionKindName(m.position)},
+      {"model.bias", m.bias ? "true" : "false"},
+      {"model.tied_embeddings", m.tied_embeddings ? "true" : "false"},
+      {"train.data", j.train.data.empty() ? "" : Quote(std::filesystem::absolute(j.train.data).string())},
+      {"train.tokens_per_epoch", std::to_string(j.train.tokens_per_epoch)},
+      {"train.micro_batch", std::to_string(j.train.micro_batch)},
+      {"train.global_batch", std::to_string(j.train.global_batch)},
+      {"train.steps", std::to_string(j.train.steps)},
+      {"train.lr", nlohmann::json(j.train.lr).dump()},
+      {"train.weight_decay", nlohmann::json(j.train.weight_decay).dump()},
+      {"train.seed", std::to_string(j.train.seed)},
+      {"train.checkpoint_every", std::to_string(j.train.checkpoint_every)},
+      {"train.checkpoint_dir", Quote(j.train.checkpoint_dir)},
+      {"cluster.target", j.cluster.target == Target::kLocal ? "local" : "k8s"},
+      {"cluster.nodes", std::to_string(j.cluster.nodes)},
+      {"cluster.ranks_per_node", std::to_string(j.cluster.ranks_per_node)},
+      {"cluster.max_nodes", std::to_string(j.cluster.max_nodes)},
+      {"cluster.instance_types", ""},
+      {"cluster.objective", j.cluster.objective == Objective::kCost ? "cost" : "time"},
+      {"cluster.use_spot", j.cluster.use_spot ? "true" : "false"},
+      {"cluster.max_price_per_hour", nlohmann::json(j.cluster.max_price_per_hour).dump()},
+      {"cluster.catalog", j.cluster.catalog.empty() ? "" : Quote(j.cluster.catalog)},
+      {"cluster.volume.size", j.cluster.volume.size == 0 ? "" : std::to_string(j.cluster.volume.size)},
+      {"cluster.volume.read_gbps", nlohmann::json(j.cluster.volume.read_gbps).dump()},
+      {"cluster.volume.write_gbps", nlohmann::json(j.cluster.volume.write_gbps).dump()},
+      {"cache.policy", CachePolicyName(j.cache.policy)},
+      {"cache.device_budget", Size(j.cache.device_budget.value_or(0))},
+      {"cache.host_budget", Size(j.cache.host_budget.value_or(0))},
+      {"cache.nvme_budget", Size(j.cache.nvme_budget.value_or(0))},
+      {"cache.nvme_path", Quote(j.cache.nvme_path)},
+      {"cache.prefetch", j.cache.prefetch ? "true" : "false"},
+  };
+  if (!j.cluster.instance_types.empty()) {
+    std::string list = "[";
+    for (size_t i = 0; i < j.cluster.instance_types.size(); ++i) {
+      list += (i ? ", " : "") + Quote(j.cluster.instance_types[i]);
+    }
+    kv[30].second = list + "]";
+  }
+  std::ostringstream out;
+  for (const std::string& h : header) out << "# " << h << "\n";
+  std::string section;
+  for (const auto& [key, value] : kv) {
+    const size_t dot = key.rfind('.');
+    const std::string parent = dot == std::string::npos ? "" : key.substr(0, dot);
+    std::string comment;
+    if (auto w = r.why.find(key); w != r.why.end()) comment = w->second;
+    else if (auto l = j.locations.find(key); l != j.locations.end()) comment = "from " + l->second;
+    else if (key.rfind("model.", 0) == 0 && m.name != "custom" && key != "model.preset") comment = "the preset's";
+    else comment = "default";
+    if (value.empty()) {
+      out << "# " << key << ": not set (" << comment << ")\n";
+      continue;
+    }
+    // Open each enclosing mapping once (keys are listed section by section).
+    if (parent != section) {
+      std::stringstream parts(parent);
+      std::string part, path;
+      int depth = 0;
+      while (std::getline(parts, part, '.')) {
+        path += (path.empty() ? "" : ".") + part;
+        if (section.compare(0, path.size(), path) != 0 || (section.size() > path.size() && section[path.size()] != '.')) {
+          out << std::string(2 * depth, ' ') << part << ":\n";
+        }
+        ++depth;
+      }
+      section = parent;
+    }
+    const int depth = int(std::count(key.begin(), key.end(), '.'));
+    out << std::string(2 * depth, ' ') << key.substr(dot == std::string::npos ? 0 : dot + 1) << ": " << value
+        << "  # " << comment << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace tencache

@@ -1,0 +1,62 @@
+// RunReport: what a run measured against what the plan predicted, and what it
+// would cost on every catalog instance type, model-only and calibrated on the
+// run. BuildReport writes the object that OUT/report.json holds (its fields are
+// listed in docs/launcher.md); launcher/report_render.h turns it into
+// report.md and pictures.
+//
+// Calibration: what a run measures that carries to other machines — the bytes
+// the cache moved per link over the bytes the model predicted for this run,
+// and the share of transfer time the run did not hide behind compute — replaces
+// the model's assumptions when every catalog instance is re-predicted; what
+// does not carry (this machine's compute, memory and collective speeds) stays
+// an assumption, and the report labels each. Pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/job_spec.h"
+#include "launcher/catalog.h"
+#include "launcher/planner.h"
+#include "launcher/resource_model.h"
+
+namespace tencache {
+
+// The medians of a run's per-step metrics after warm-up (steps 0 and 1 — the
+// profiled step and the first planned one — are left out when at least four
+// steps ran). Bytes are per step, summed over ranks.
+struct MeasuredRun {
+  int steps = 0;
+  int warmup = 0;
+  double step_time_s = 0, tokens_per_s = 0, stall_s = 0, device_hit_rate = 0;
+  double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;
+  double peak_device = 0, peak_host = 0, peak_nvme = 0;  // max over steps (each the max over ranks)
+  double loss_first = 0, loss_last = 0;
+  nlohmann::ordered_json ToJson() const;
+};
+// InvalidArgument when no step has been measured.
+StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics);
+
+// Calibrated assumptions from `run` (measured) on `predicted` (the model's step
+// for the same job and budgets on this machine); `carried` / `assumed` say
+// what was taken from the run and what was not.
+struct Calibration {
+  ModelAssumptions assumptions;
+  std::vector<std::string> carried, assumed;
+};
+Calibration Calibrate(const MeasuredRun& run, const Candidate& predicted, int ranks, const ModelAssumptions& base);
+
+struct ReportInputs {
+  const JobSpec* job = nullptr;          // the resolved job
+  const Catalog* catalog = nullptr;
+  const Candidate* predicted = nullptr;  // the run's candidate (this machine), as planned
+  std::vector<nlohmann::json> metrics;   // rank 0's lines
+  std::string status;                    // finished | interrupted | failed
+  nlohmann::ordered_json machine;        // facts and probes
+  std::vector<std::string> assumptions;
+};
+StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in);
+
+}  // namespace tencache

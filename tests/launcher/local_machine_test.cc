@@ -1,0 +1,105 @@
+// This machine as a candidate: facts from the OS, the disk probe through the
+// NVMe tier, the probe cache, the rank count, and the candidate's figures.
+#include "launcher/local_machine.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/shard_bytes.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path Scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("tencache_local_machine_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+JobSpec Job(const std::vector<std::string>& overrides = {}) {
+  return ParseJobText("model: {preset: tiny, dtype: fp32}\ntrain: {tokens_per_epoch: 1000, global_batch: 12}\n",
+                      "j.yaml", overrides).value();
+}
+
+TEST(LocalMachine, FactsComeFromTheOs) {
+  const MachineFacts f = ReadMachineFacts("/tmp/does/not/exist/yet");
+  EXPECT_GE(f.cores, 1);
+  EXPECT_GT(f.ram_bytes, 0u);
+  EXPECT_GT(f.ram_available_bytes, 0u);
+  EXPECT_FALSE(f.hostname.empty());
+  EXPECT_GT(f.nvme_free_bytes, 0u);  // measured at the nearest existing parent
+}
+
+TEST(LocalMachine, DiskProbeMeasuresAndLeavesNothingBehind) {
+  const fs::path dir = Scratch("disk");
+  StatusOr<DiskProbe> p = ProbeDisk(dir.string(), 8 << 20);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_GT(p->read_gbps, 0);
+  EXPECT_GT(p->write_gbps, 0);
+  EXPECT_EQ(p->bytes, 8u << 20);
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
+TEST(LocalMachine, ProbeCacheRoundTripsByKey) {
+  const fs::path file = Scratch("cache") / "probes.json";
+  LocalProbes p;
+  p.disk = {1.5, 0.5, 4096, "engine"};
+  p.compute.dtype = "fp32";
+  p.compute.layer_s = 0.25;
+  MachineFacts f = ReadMachineFacts("/tmp");
+  const std::string key = ProbeCacheKey(Job(), f, 2);
+  EXPECT_FALSE(ReadProbeCache(file.string(), key).ok());
+  ASSERT_TRUE(WriteProbeCache(file.string(), key, p).ok());
+  StatusOr<LocalProbes> back = ReadProbeCache(file.string(), key);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->cached);
+  EXPECT_DOUBLE_EQ(back->disk.read_gbps, 1.5);
+  EXPECT_DOUBLE_EQ(back->compute.layer_s, 0.25);
+  EXPECT_FALSE(ReadProbeCache(file.string(), ProbeCacheKey(Job(), f, 3)).ok());  // another rank count
+  EXPECT_NE(ProbeCacheKey(Job({"model.dtype=bf16"}), f, 2), key);
+  fs::remove_all(file.parent_path());
+}
+
+TEST(LocalMachine, RanksFollowCoresAndTheBatch) {
+  MachineFacts f;
+  f.cores = 8;
+  EXPECT_EQ(LocalRanks(Job(), f), 6);                                // 12 sequences: 6 divides, 8 and 7 do not
+  EXPECT_EQ(LocalRanks(Job({"train.micro_batch=4"}), f), 3);        // 3 micro-batches
+  EXPECT_EQ(LocalRanks(Job({"cluster.ranks_per_node=5"}), f), 5);   // set: it wins
+  f.cores = 1;
+  EXPECT_EQ(LocalRanks(Job(), f), 1);
+}
+
+TEST(LocalMachine, CandidateChargesExactlyTheProbedCompute) {
+  const JobSpec job = Job({"train.micro_batch=2"});
+  MachineFacts f;
+  f.cores = 2;
+  f.ram_bytes = 8ull << 30;
+  f.nvme_free_bytes = 10ull << 30;
+  f.nvme_path = "/tmp";
+  LocalProbes p;
+  p.disk = {2, 1, 0, "x"};
+  p.compute.threads = 1;
+  p.compute.embed_s = 0.001;
+  p.compute.layer_s = 0.01;
+  p.compute.head_s = 0.004;
+  p.compute.adamw_params_per_s = 1e9;
+  p.compute.copy_gbps = 10;
+  p.compute.allgather_gbps = 1e6;  // collectives free, to isolate compute
+  const LocalCandidate l = MakeLocalCandidate(job, f, p, 2);
+  EXPECT_EQ(l.instance.gpu_count, 2);
+  EXPECT_TRUE(l.assumptions.device_in_host_memory);
+  // The simulated device holds every parameter shard (auto).
+  EXPECT_GE(l.instance.gpu_memory_gib * double(1ull << 30), double(ShardBytesPerRank(job.model, job.dtype, 2).param));
+  Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
+  ASSERT_TRUE(c.feasible) << c.reason;
+  EXPECT_NEAR(c.step.compute_s, 0.001 + job.model.layers * 0.01 + 0.004, 1e-6);
+}
+
+}  // namespace
+}  // namespace tencache

@@ -1,0 +1,124 @@
+// The local runner against stand-in programs that print what mpirun prints:
+// rank-tagged lines, metrics, a rank's error, Open MPI's death notice. Signals
+// are raised from the metrics callback, so nothing waits on a timer.
+#include "launcher/local_runner.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path Scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("tencache_local_runner_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+RunOptions Options(const fs::path& dir, const std::string& script) {
+  RunOptions o;
+  o.argv = {"/bin/sh", "-c", script};
+  o.log_dir = (dir / "logs").string();
+  o.metrics_path = (dir / "metrics.jsonl").string();
+  o.total_steps = 2;
+  o.progress_every_s = 0;
+  return o;
+}
+
+TEST(LocalRunner, MpirunCommandIsAnArgumentVector) {
+  MpirunSpec s;
+  s.worker = "/w/tencache-worker";
+  s.job = "/run/job resolved.yaml";  // a space stays inside one argument
+  s.ranks = 3;
+  s.steps = 7;
+  s.as_root = true;
+  const std::vector<std::string> argv = MpirunCommand(s);
+  const std::vector<std::string> expect = {"mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-n", "3",
+                                           "/w/tencache-worker", "--job", "/run/job resolved.yaml", "--report-lines",
+                                           "--steps", "7"};
+  EXPECT_EQ(argv, expect);
+}
+
+TEST(LocalRunner, FilesEachRanksLinesAndRankZerosMetrics) {
+  const fs::path dir = Scratch("ok");
+  StatusOr<RunOutcome> r = RunLocal(Options(dir,
+      "echo '[1,0]<stdout>:TENCACHE_PID 11 host'; echo '[1,1]<stdout>:TENCACHE_PID 12 host';"
+      "echo '[1,0]<stdout>:TENCACHE_METRICS {\"step\":0,\"loss\":5.5,\"step_time_s\":0.1}';"
+      "echo '[1,1]<stderr>:a warning' ;"
+      "echo '[1,0]<stdout>:TENCACHE_METRICS {\"step\":1,\"loss\":5.0,\"step_time_s\":0.1}'"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->steps_done, 2);
+  EXPECT_EQ(r->failed_rank, -1);
+  EXPECT_EQ(Read(dir / "logs" / "rank-1.err"), "a warning\n");
+  EXPECT_NE(Read(dir / "logs" / "rank-0.out").find("TENCACHE_PID 11"), std::string::npos);
+  const std::string metrics = Read(dir / "metrics.jsonl");
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 2);
+  fs::remove_all(dir);
+}
+
+TEST(LocalRunner, ADeadRankIsNamedWithItsLastStderrLines) {
+  const fs::path dir = Scratch("dead");
+  StatusOr<RunOutcome> r = RunLocal(Options(dir,
+      "echo '[1,1]<stderr>:loading'; echo '[1,1]<stderr>:tencache-worker (rank 1): tensor x: EIO' ;"
+      "echo 'MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD' >&2; exit 5"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_code, 5);
+  EXPECT_EQ(r->failed_rank, 1);
+  EXPECT_EQ(r->failure, "tensor x: EIO");
+  ASSERT_EQ(r->last_stderr.size(), 2u);
+  EXPECT_EQ(r->last_stderr[0], "loading");
+  EXPECT_NE(Read(dir / "logs" / "mpirun.err").find("MPI_ABORT"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(LocalRunner, OpenMpisDeathNoticeNamesTheRank) {
+  const fs::path dir = Scratch("signal");
+  StatusOr<RunOutcome> r = RunLocal(Options(dir,
+      "echo 'mpirun noticed that process rank 1 with PID 4242 on node vm exited on signal 9 (Killed).' >&2; exit 137"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->failed_rank, 1);
+  EXPECT_EQ(r->failure, "killed by signal 9 (Killed) on vm");
+  EXPECT_NE(r->exit_code, 0);
+  fs::remove_all(dir);
+}
+
+TEST(LocalRunner, SigtermIsForwardedAndTheRunStops) {
+  const fs::path dir = Scratch("term");
+  RunOptions o = Options(dir,
+      "trap 'echo stopped >&2; exit 143' TERM;"
+      "echo '[1,0]<stdout>:TENCACHE_METRICS {\"step\":0,\"loss\":5.5,\"step_time_s\":0.1}';"
+      "while :; do sleep 0.05; done");
+  o.on_metrics = [](const nlohmann::json&) { raise(SIGTERM); };  // as if the user pressed Ctrl-C now
+  StatusOr<RunOutcome> r = RunLocal(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->interrupted);
+  EXPECT_NE(r->exit_code, 0);
+  EXPECT_LT(r->stop_seconds, 10.0);
+  EXPECT_EQ(Read(dir / "logs" / "mpirun.err"), "stopped\n");
+  fs::remove_all(dir);
+}
+
+TEST(LocalRunner, CaptureOutputReportsFailures) {
+  StatusOr<std::string> ok = CaptureOutput({"/bin/sh", "-c", "echo hello"}, {{"X", "1"}}, 30);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, "hello\n");
+  StatusOr<std::string> bad = CaptureOutput({"/bin/sh", "-c", "echo oops >&2; exit 3"}, {}, 30);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("oops"), std::string::npos);
+  EXPECT_FALSE(CaptureOutput({"/nonexistent/program"}, {}, 30).ok());
+}
+
+}  // namespace
+}  // namespace tencache

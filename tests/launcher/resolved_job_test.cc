@@ -1,0 +1,127 @@
+// The resolved job: every auto replaced by the plan's value, written with a
+// comment per key, and read back by the parser to the same job.
+#include "launcher/resolved_job.h"
+
+#include <gtest/gtest.h>
+
+#include "common/shard_bytes.h"
+#include "launcher/catalog.h"
+#include "launcher/local_machine.h"
+#include "launcher/planner.h"
+
+namespace tencache {
+namespace {
+
+const char kJob[] =
+    "name: resolve-me\n"
+    "model: {preset: tiny, dtype: fp32}\n"
+    "train: {tokens_per_epoch: 100000, micro_batch: auto, global_batch: 8}\n"
+    "cluster: {nodes: auto, ranks_per_node: auto, instance_types: [g5.xlarge]}\n";
+
+LocalProbes Probes() {
+  LocalProbes p;
+  p.disk = {2.0, 1.0, 1 << 20, "test"};
+  p.compute.dtype = "fp32";
+  p.compute.threads = 1;
+  p.compute.embed_s = 1e-4;
+  p.compute.layer_s = 1e-3;
+  p.compute.head_s = 1e-3;
+  p.compute.adamw_params_per_s = 1e9;
+  p.compute.copy_gbps = 10;
+  p.compute.allgather_gbps = 2;
+  p.compute.collective_latency_s = 1e-5;
+  return p;
+}
+
+MachineFacts Facts() {
+  MachineFacts f;
+  f.hostname = "test";
+  f.cores = 2;
+  f.ram_bytes = 16ull << 30;
+  f.nvme_path = "/tmp/x";
+  f.nvme_free_bytes = 100ull << 30;
+  return f;
+}
+
+// Resolves the job for this (described) machine's plan, feasible or not.
+StatusOr<ResolvedJob> Resolve(const std::vector<std::string>& overrides, Candidate* used = nullptr) {
+  StatusOr<JobSpec> job = ParseJobText(kJob, "job.yaml", overrides);
+  if (!job.ok()) return job.status();
+  const LocalCandidate local = MakeLocalCandidate(*job, Facts(), Probes(), LocalRanks(*job, Facts()));
+  StatusOr<Catalog> catalog = Catalog::Load(DefaultCatalogPath());
+  if (!catalog.ok()) return catalog.status();
+  StatusOr<PlanResult> plan = PlanJob(*job, *catalog, ModelAssumptions(), &local);
+  if (!plan.ok()) return plan.status();
+  if (used != nullptr) *used = *plan->local;
+  return ResolveJob(*job, *plan->local);
+}
+
+TEST(ResolvedJob, EveryAutoIsReplacedAndSaysWhy) {
+  Candidate planned;
+  StatusOr<ResolvedJob> r = Resolve({}, &planned);
+  ASSERT_TRUE(planned.feasible) << planned.reason;
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const JobSpec& j = r->job;
+  EXPECT_EQ(j.cluster.nodes, 1);
+  EXPECT_EQ(j.cluster.ranks_per_node, 2);  // two cores, eight sequences
+  EXPECT_EQ(j.train.micro_batch, 4);       // the largest that divides 8 / 2
+  const ShardBytes s = ShardBytesPerRank(j.model, j.dtype, 2);
+  EXPECT_GE(*j.cache.device_budget, s.param);
+  EXPECT_GE(*j.cache.host_budget, s.total());
+  EXPECT_EQ(*j.cache.nvme_budget, 0u);  // everything fits the host
+  for (const char* key : {"cluster.nodes", "cluster.ranks_per_node", "train.micro_batch", "cache.device_budget",
+                          "cache.host_budget", "cache.nvme_budget"}) {
+    ASSERT_TRUE(r->why.count(key)) << key;
+    EXPECT_EQ(r->why.at(key).rfind("planned: ", 0), 0u) << r->why.at(key);
+  }
+}
+
+TEST(ResolvedJob, TextReadsBackToTheSameJob) {
+  StatusOr<ResolvedJob> r = Resolve({"cache.host_budget=1MiB", "train.lr=0.002"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string text = RenderResolvedJob(*r, {"header line"});
+  EXPECT_EQ(text.rfind("# header line\n", 0), 0u);
+  EXPECT_NE(text.find("host_budget: 1048576  # from --set cache.host_budget=1MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("micro_batch: 4  # planned:"), std::string::npos) << text;
+  StatusOr<JobSpec> back = ParseJobText(text, "resolved.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << text;
+  const JobSpec& a = r->job;
+  const JobSpec& b = *back;
+  EXPECT_EQ(b.name, a.name);
+  EXPECT_EQ(b.model.ParamCount(), a.model.ParamCount());
+  EXPECT_EQ(b.dtype, a.dtype);
+  EXPECT_EQ(b.train.micro_batch, a.train.micro_batch);
+  EXPECT_EQ(b.train.lr, a.train.lr);
+  EXPECT_EQ(b.cluster.nodes, a.cluster.nodes);
+  EXPECT_EQ(b.cluster.ranks_per_node, a.cluster.ranks_per_node);
+  EXPECT_EQ(b.cluster.instance_types, a.cluster.instance_types);
+  EXPECT_EQ(b.cache.device_budget, a.cache.device_budget);
+  EXPECT_EQ(b.cache.host_budget, a.cache.host_budget);
+  EXPECT_EQ(b.cache.nvme_budget, a.cache.nvme_budget);
+  // 1 MiB of host cannot hold every shard: the NVMe tier gets one extent per shard.
+  EXPECT_GT(*b.cache.nvme_budget, 0u);
+}
+
+TEST(ResolvedJob, ZeroNvmeWithTooSmallAHostIsRefusedNamingTheKeys) {
+  Candidate planned;
+  StatusOr<ResolvedJob> r = Resolve({"cache.host_budget=1MiB", "cache.nvme_budget=0"}, &planned);
+  EXPECT_FALSE(planned.feasible);  // the planner refuses it first
+  EXPECT_NE(planned.reason.find("(cache.nvme_budget)"), std::string::npos) << planned.reason;
+  ASSERT_FALSE(r.ok());  // and resolving says why in the worker's accounting
+  EXPECT_EQ(ExitCodeFor(r.status()), 2);
+  EXPECT_NE(r.status().message().find("cache.nvme_budget"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("cache.host_budget 1.00 MiB holds less"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(ResolvedJob, HostBudgetBeyondThisMachineIsInfeasibleWithTheNumbers) {
+  StatusOr<JobSpec> job = ParseJobText(kJob, "job.yaml", {"cache.host_budget=200GiB"});
+  ASSERT_TRUE(job.ok());
+  const LocalCandidate local = MakeLocalCandidate(*job, Facts(), Probes(), 2);
+  Candidate c = EvaluateWithMicroBatch(*job, local.instance, local.gpu, 1, local.assumptions);
+  EXPECT_FALSE(c.feasible);
+  EXPECT_NE(c.reason.find("cache.host_budget 200 GiB per rank exceeds the"), std::string::npos) << c.reason;
+}
+
+}  // namespace
+}  // namespace tencache

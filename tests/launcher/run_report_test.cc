@@ -1,0 +1,70 @@
+// The run report's numbers: medians after warm-up, calibration from measured
+// bytes and stall, and job cost = steps x step time x price x nodes.
+#include "launcher/run_report.h"
+
+#include <gtest/gtest.h>
+
+namespace tencache {
+namespace {
+
+nlohmann::json Step(int step, double time, double loss, double h2d = 0, double stall = 0) {
+  return {{"step", step}, {"loss", loss}, {"step_time_s", time}, {"tokens_per_s", 1000 / time},
+          {"stall_s", stall}, {"device_hit_rate", 1.0}, {"bytes_h2d", h2d}, {"bytes_d2h", 0},
+          {"bytes_nvme_read", 0}, {"bytes_nvme_write", 0}, {"device_used_bytes", 10.0 * step},
+          {"host_used_bytes", 5}, {"nvme_used_bytes", 0}};
+}
+
+TEST(RunReport, MediansLeaveOutTwoWarmupSteps) {
+  std::vector<nlohmann::json> m = {Step(0, 9, 5.5), Step(1, 7, 5.0), Step(2, 1, 4.0), Step(3, 3, 3.5),
+                                   Step(4, 2, 3.0)};
+  StatusOr<MeasuredRun> r = Summarise(m);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->warmup, 2);
+  EXPECT_DOUBLE_EQ(r->step_time_s, 2.0);  // median of 1, 3, 2
+  EXPECT_DOUBLE_EQ(r->loss_first, 5.5);
+  EXPECT_DOUBLE_EQ(r->loss_last, 3.0);
+  EXPECT_DOUBLE_EQ(r->peak_device, 40.0);
+  EXPECT_FALSE(Summarise({}).ok());
+  StatusOr<MeasuredRun> short_run = Summarise({Step(0, 4, 5), Step(1, 2, 4)});
+  EXPECT_EQ(short_run->warmup, 0);
+  EXPECT_DOUBLE_EQ(short_run->step_time_s, 3.0);
+}
+
+TEST(RunReport, CalibrationCarriesBytesAndStallOnly) {
+  Candidate predicted;
+  predicted.step.bytes_h2d = 1000;  // per rank
+  predicted.step.h2d_s = 0.5;
+  MeasuredRun run;
+  run.bytes_h2d = 3000;  // two ranks: 1500 each
+  run.stall_s = 0.2;     // 0.1 per rank
+  const Calibration c = Calibrate(run, predicted, 2, ModelAssumptions());
+  EXPECT_DOUBLE_EQ(c.assumptions.transfer_bytes_factor[0], 1.5);
+  EXPECT_DOUBLE_EQ(c.assumptions.transfer_bytes_factor[1], 1.0);  // no d2h: the model's count stands
+  EXPECT_DOUBLE_EQ(c.assumptions.exposed_transfer_fraction, 0.2);
+  EXPECT_DOUBLE_EQ(c.assumptions.compute_efficiency, ModelAssumptions().compute_efficiency);
+  EXPECT_FALSE(c.carried.empty());
+  bool compute_assumed = false;
+  for (const std::string& a : c.assumed) compute_assumed |= a.rfind("compute speed", 0) == 0;
+  EXPECT_TRUE(compute_assumed);
+}
+
+TEST(RunReport, CalibratedTransfersCostMoreTime) {
+  StatusOr<JobSpec> job = ParseJobText(
+      "model: {preset: opt-6.7b}\ntrain: {tokens_per_epoch: 1000000000, micro_batch: 1, global_batch: 8}\n"
+      "cache: {device_budget: 8GiB}\n", "j.yaml");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  StatusOr<Catalog> catalog = Catalog::Load(DefaultCatalogPath());
+  ASSERT_TRUE(catalog.ok());
+  const InstanceSpec* g5 = *catalog->FindInstance("g5.xlarge");
+  ModelAssumptions base, slow;
+  slow.transfer_bytes_factor = {2, 2, 2, 2};
+  slow.exposed_transfer_fraction = 0.5;
+  Candidate a = EvaluateCandidate(*job, *g5, *catalog->FindGpu(g5->gpu), 1, base);
+  Candidate b = EvaluateCandidate(*job, *g5, *catalog->FindGpu(g5->gpu), 1, slow);
+  ASSERT_TRUE(a.feasible) << a.reason;
+  EXPECT_GT(b.step.step_s, a.step.step_s);
+  EXPECT_DOUBLE_EQ(b.step.bytes_h2d, a.step.bytes_h2d);  // the model's byte count is not the calibration's
+}
+
+}  // namespace
+}  // namespace tencache
