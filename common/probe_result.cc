@@ -17,6 +17,7 @@ nlohmann::ordered_json ProbeResult::ToJson() const {
   j["allgather_gbps"] = allgather_gbps;
   j["reduce_scatter_gbps"] = reduce_scatter_gbps;
   j["collective_latency_s"] = collective_latency_s;
+  j["reference_step_s"] = reference_step_s;
   return j;
 }
 
@@ -36,6 +37,7 @@ StatusOr<ProbeResult> ProbeResult::FromJson(const nlohmann::json& j) {
     r.allgather_gbps = j.at("allgather_gbps").get<double>();
     r.reduce_scatter_gbps = j.at("reduce_scatter_gbps").get<double>();
     r.collective_latency_s = j.at("collective_latency_s").get<double>();
+    r.reference_step_s = j.at("reference_step_s").get<double>();
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("probe result: ") + e.what());
   }

@@ -17,10 +17,11 @@ struct ProbeResult {
   int threads = 1;              // compute threads per rank
   int ranks = 1;
   // One micro-batch of the job's model in its compute dtype, as the worker runs
-  // it: forward without autograd, then recompute + backward.
+  // it (forward without autograd, then recompute + backward), split by block
+  // kind: embed_s + layers x layer_s + head_s is one micro-batch's compute.
   double embed_s = 0;           // embedding block, forward + backward
   double layer_s = 0;           // one transformer layer, forward + recompute + backward
-  double head_s = 0;            // final norm + LM head + loss, forward + backward
+  double head_s = 0;            // final norm + LM head + loss, forward + backward, and the pass around them
   double matmul_tflops = 0;     // the MLP's up-projection matmul alone, TFLOP/s
   double matmul_fp32_tflops = 0;  // the same matmul in fp32 (bf16 may have no native instructions here)
   double adamw_params_per_s = 0;  // AdamW on fp32 master + moments, this rank's threads
@@ -31,6 +32,10 @@ struct ProbeResult {
   double allgather_gbps = 0;
   double reduce_scatter_gbps = 0;
   double collective_latency_s = 0;
+  // The whole step of the in-memory reference (cache.policy none) at the
+  // probe's micro-batch and ranks: what the blocks' compute, collectives and
+  // AdamW leave over is the per-step overhead (data, loss, framework).
+  double reference_step_s = 0;
   nlohmann::ordered_json ToJson() const;
   static StatusOr<ProbeResult> FromJson(const nlohmann::json& j);
 };

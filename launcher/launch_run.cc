@@ -89,6 +89,7 @@ LocalProbes NominalProbes() {
   p.compute.copy_gbps = 5;
   p.compute.allgather_gbps = p.compute.reduce_scatter_gbps = 1;
   p.compute.collective_latency_s = 5e-5;
+  p.compute.reference_step_s = 0;
   return p;
 }
 
@@ -213,9 +214,10 @@ int LaunchRun(const LaunchOptions& opt) {
   // This machine as a candidate, measured (or read from the per-machine cache).
   const MachineFacts facts = ReadMachineFacts(job.cache.nvme_path);
   const int ranks = LocalRanks(job, facts);
-  Probing probing{&opt, &job, &facts, ranks, ProbeMicroBatch(job, ranks), (out.parent_path() / ".probe-cache.json").string()};
   JobSpec probed = job;
-  probed.train.micro_batch = probing.micro_batch;
+  probed.train.micro_batch = ProbeMicroBatch(job, ranks);
+  Probing probing{&opt, &probed, &facts, ranks, probed.train.micro_batch,
+                  (out.parent_path() / ".probe-cache.json").string()};
   StatusOr<LocalProbes> probes = ReadProbeCache(probing.cache_file, ProbeCacheKey(probed, facts, ranks));
   if (!probes.ok() || opt.reprobe) {
     if (opt.dry_run) {

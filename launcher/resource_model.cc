@@ -205,11 +205,11 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     opt_wr += states.bytes[c] * f[c][kNvme];
   }
   const auto& k = a.transfer_bytes_factor;
-  opt_rd *= k[2];
-  opt_wr *= k[3];
-  const double opt_io = std::max({opt_d2h / pcie, opt_h2d / pcie, opt_rd / nvme_rd + opt_wr / nvme_wr});
+  const double opt_io = std::max({k[1] * opt_d2h / pcie, k[0] * opt_h2d / pcie,
+                                  k[2] * opt_rd / nvme_rd + k[3] * opt_wr / nvme_wr});
+  out.optimizer_io_s = opt_io;
   out.optimizer_s = std::max({gpu_opt, adam, opt_io}) + a.exposed_transfer_fraction * opt_io;
-  out.step_s = out.accum_steps * out.micro_step_s + out.optimizer_s;
+  out.step_s = out.accum_steps * out.micro_step_s + out.optimizer_s + a.step_overhead_s;
   out.bytes_h2d = out.accum_steps * h2d_bytes + opt_h2d;
   out.bytes_d2h = out.accum_steps * d2h_bytes + opt_d2h;
   out.bytes_nvme_read = out.accum_steps * rd_bytes + opt_rd;

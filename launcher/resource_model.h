@@ -37,6 +37,7 @@ struct ModelAssumptions {
   bool flash_attention = true;           // no s^2 attention-score activations kept
   double block_overhead_s = 1.0e-4;      // kernel launches and syncs per block and pass
   double collective_latency_s = 0;       // per all-gather / reduce-scatter, on top of bytes / bandwidth
+  double step_overhead_s = 0;            // per step, outside the blocks (data, loss, framework): measured locally
   // A machine without a GPU (the local candidate): the device tier is simulated
   // in host memory, so the "GPU memory" is the device budget alone, and
   // activations and working buffers take host RAM instead.
@@ -97,6 +98,7 @@ struct StepBreakdown {
   double collective_s = 0;
   double micro_step_s = 0;    // with overlap: sum over blocks of the slowest lane, plus pipeline fill
   double optimizer_s = 0;
+  double optimizer_io_s = 0;  // the optimizer's own transfers (hidden behind its arithmetic, up to the slowest)
   double step_s = 0;          // accum_steps x micro_step_s + optimizer_s
   double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // per step, per rank
 };

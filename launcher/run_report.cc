@@ -119,7 +119,8 @@ Calibration Calibrate(const MeasuredRun& run, const Candidate& p, int ranks, con
   }
   // Transfer time at this machine's measured link speeds, against the stall the
   // run showed: the share not hidden behind compute.
-  const double transfer_s = p.step.h2d_s + p.step.d2h_s + p.step.nvme_s;
+  const double transfer_s =
+      p.step.accum_steps * (p.step.h2d_s + p.step.d2h_s + p.step.nvme_s) + p.step.optimizer_io_s;
   const double stall = run.stall_s / ranks;
   if (transfer_s > 0) {
     c.assumptions.exposed_transfer_fraction = std::clamp(stall / transfer_s, 0.0, 1.0);

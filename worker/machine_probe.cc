@@ -10,6 +10,7 @@
 
 #include "worker/adamw.h"
 #include "worker/gpt_model.h"
+#include "worker/trainer.h"
 
 namespace tencache {
 namespace {
@@ -31,6 +32,24 @@ double MedianSeconds(int repeats, const std::function<void()>& fn) {
   return t[t.size() / 2];
 }
 
+// Median over `repeats` of the slowest rank's seconds for `fn`, every rank
+// starting together: in training each collective waits for the slowest rank.
+StatusOr<double> SlowestRankSeconds(Communicator* comm, int repeats, const std::function<void()>& fn) {
+  fn();
+  std::vector<double> t;
+  std::vector<double> all(comm->size());
+  for (int i = 0; i < repeats; ++i) {
+    TC_RETURN_IF_ERROR(comm->Barrier());
+    const double t0 = Now();
+    fn();
+    const double mine = Now() - t0;
+    TC_RETURN_IF_ERROR(comm->AllGather(&mine, all.data(), sizeof(double)));
+    t.push_back(*std::max_element(all.begin(), all.end()));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // A block's flat parameters in the compute dtype, initialised as training does.
 torch::Tensor BlockParams(const GptModel& model, int block, torch::Dtype dtype) {
   std::vector<float> init(size_t(model.layout(block).numel));
@@ -38,36 +57,63 @@ torch::Tensor BlockParams(const GptModel& model, int block, torch::Dtype dtype) 
   return torch::from_blob(init.data(), {int64_t(init.size())}, torch::kFloat32).to(dtype).clone();
 }
 
-// One micro-batch through each kind of block, as Trainer::MicroStep runs them.
-Status ProbeCompute(const JobSpec& job, torch::Dtype dtype, ProbeResult* r) {
-  GptModel model(job.model);
-  const int64_t B = job.train.micro_batch, T = job.model.seq_len, C = job.model.hidden;
-  const int last = job.model.layers + 1;
-  torch::manual_seed(1);
-  torch::Tensor tokens = torch::randint(0, job.model.vocab, {B, T}, torch::kLong);
-  torch::Tensor targets = torch::randint(0, job.model.vocab, {B, T}, torch::kLong);
-  torch::Tensor embed = BlockParams(model, 0, dtype), layer = BlockParams(model, 1, dtype);
-  torch::Tensor head = BlockParams(model, last, dtype);
-  torch::Tensor x = (torch::randn({B, T, C}) * 0.5).to(dtype);
-  const int repeats = 5;
-  r->embed_s = MedianSeconds(repeats, [&] {
-    { torch::NoGradGuard g; model.Embed(embed, tokens); }
-    torch::Tensor flat = embed.detach().requires_grad_(true);
-    torch::Tensor out = model.Embed(flat, tokens);
-    torch::autograd::grad({out}, {flat}, {torch::ones_like(out)});
-  });
-  r->layer_s = MedianSeconds(repeats, [&] {
-    { torch::NoGradGuard g; model.Layer(1, layer, x); }
-    torch::Tensor flat = layer.detach().requires_grad_(true), in = x.detach().requires_grad_(true);
-    torch::Tensor out = model.Layer(1, flat, in);
-    torch::autograd::grad({out}, {in, flat}, {torch::ones_like(out)});
-  });
-  r->head_s = MedianSeconds(repeats, [&] {
-    torch::Tensor fl = head.detach().requires_grad_(true), f0 = embed.detach().requires_grad_(true);
+// One micro-batch through the model as Trainer::MicroStep runs it: the
+// embedding and every layer forward without autograd, keeping each layer's
+// input; the head's loss with autograd; each layer recomputed and
+// differentiated in reverse; the embedding's backward. Distinct weights per
+// layer (up to kProbeLayers), so that caches miss as they do in training.
+constexpr int kProbeLayers = 8;
+
+struct ProbeModel {
+  GptModel model;
+  torch::Tensor tokens, targets, embed, head;
+  std::vector<torch::Tensor> layers;
+};
+
+StatusOr<double> MicroBatchSeconds(const ProbeModel& p, int layers, int repeats, Communicator* comm) {
+  return SlowestRankSeconds(comm, repeats, [&] {
+    std::vector<torch::Tensor> inputs(layers);
+    torch::Tensor x;
+    {
+      torch::NoGradGuard g;
+      x = p.model.Embed(p.embed, p.tokens);
+      for (int l = 0; l < layers; ++l) {
+        inputs[l] = x;
+        x = p.model.Layer(1, p.layers[l], x);
+      }
+    }
     torch::Tensor in = x.detach().requires_grad_(true);
-    torch::Tensor loss = model.HeadLoss(fl, f0, in, targets);
-    torch::autograd::grad({loss}, {in, fl, f0});
+    torch::Tensor fl = p.head.detach().requires_grad_(true), f0 = p.embed.detach().requires_grad_(true);
+    torch::Tensor dx = torch::autograd::grad({p.model.HeadLoss(fl, f0, in, p.targets)}, {in, fl, f0})[0];
+    for (int l = layers - 1; l >= 0; --l) {
+      torch::Tensor flat = p.layers[l].detach().requires_grad_(true), li = inputs[l].detach().requires_grad_(true);
+      dx = torch::autograd::grad({p.model.Layer(1, flat, li)}, {li, flat}, {dx})[0];
+    }
+    torch::Tensor fe = p.embed.detach().requires_grad_(true);
+    torch::autograd::grad({p.model.Embed(fe, p.tokens)}, {fe}, {dx});
   });
+}
+
+Status ProbeCompute(const JobSpec& job, torch::Dtype dtype, Communicator* comm, ProbeResult* r) {
+  ProbeModel p{GptModel(job.model), {}, {}, {}, {}, {}};
+  const int64_t B = job.train.micro_batch, T = job.model.seq_len, C = job.model.hidden;
+  torch::manual_seed(1);
+  p.tokens = torch::randint(0, job.model.vocab, {B, T}, torch::kLong);
+  p.targets = torch::randint(0, job.model.vocab, {B, T}, torch::kLong);
+  p.embed = BlockParams(p.model, 0, dtype);
+  p.head = BlockParams(p.model, job.model.layers + 1, dtype);
+  const int layers = std::min(job.model.layers, kProbeLayers);
+  for (int l = 0; l < layers; ++l) p.layers.push_back(BlockParams(p.model, 1 + l, dtype));
+  const int repeats = 9;
+  TC_ASSIGN_OR_RETURN(const double without_layers, MicroBatchSeconds(p, 0, repeats, comm));
+  TC_ASSIGN_OR_RETURN(const double with_layers, MicroBatchSeconds(p, layers, repeats, comm));
+  r->layer_s = std::max(0.0, with_layers - without_layers) / layers;
+  r->embed_s = MedianSeconds(repeats, [&] {
+    torch::Tensor fe = p.embed.detach().requires_grad_(true);
+    torch::Tensor out = p.model.Embed(fe, p.tokens);
+    torch::autograd::grad({out}, {fe}, {torch::ones_like(out)});
+  });
+  r->head_s = std::max(0.0, without_layers - r->embed_s);
   torch::Tensor a = torch::randn({B * T, C}).to(dtype), w = torch::randn({C, job.model.ffn_hidden}).to(dtype);
   const double flops = 2.0 * double(B * T) * C * job.model.ffn_hidden;
   r->matmul_tflops = flops / MedianSeconds(repeats, [&] { torch::mm(a, w); }) / 1e12;
@@ -118,9 +164,25 @@ Status ProbeCollectives(const JobSpec& job, Communicator* comm, ProbeResult* r, 
   return Status::Ok();
 }
 
+// The median step of the in-memory reference after two warm-up steps.
+StatusOr<double> ReferenceStepSeconds(const JobSpec& job, Communicator* comm,
+                                      std::shared_ptr<const TokenCorpus> corpus) {
+  JobSpec ref = job;
+  ref.cache.policy = CachePolicy::kNone;
+  TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Trainer::Create(ref, comm, std::move(corpus), [](const std::string&) {}));
+  std::vector<double> times;
+  for (int s = 0; s < 12; ++s) {
+    TC_ASSIGN_OR_RETURN(StepMetrics m, t->Step());
+    if (s >= 2) times.push_back(m.step_time_s);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 }  // namespace
 
-StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int threads) {
+StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int threads,
+                                   std::shared_ptr<const TokenCorpus> corpus) {
   if (job.train.micro_batch <= 0) {
     return Status::InvalidArgument(job.Where("train.micro_batch") + ": the probe needs a resolved micro-batch");
   }
@@ -131,12 +193,13 @@ StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int t
   r.threads = threads;
   r.ranks = comm->size();
   try {
-    TC_RETURN_IF_ERROR(ProbeCompute(job, mixed ? torch::kBFloat16 : torch::kFloat32, &r));
+    TC_RETURN_IF_ERROR(ProbeCompute(job, mixed ? torch::kBFloat16 : torch::kFloat32, comm, &r));
     ProbeMemory(job, comm->size(), threads, &r);
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("probe: libtorch: ") + e.what_without_backtrace());
   }
   TC_RETURN_IF_ERROR(ProbeCollectives(job, comm, &r, mixed));
+  TC_ASSIGN_OR_RETURN(r.reference_step_s, ReferenceStepSeconds(job, comm, std::move(corpus)));
   return r;
 }
 

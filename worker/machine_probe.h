@@ -8,16 +8,22 @@
 // after one warm-up. Collective: every rank calls ProbeMachine.
 #pragma once
 
+#include <memory>
+
 #include "common/job_spec.h"
 #include "common/probe_result.h"
 #include "common/status.h"
 #include "worker/communicator.h"
+#include "worker/token_corpus.h"
 
 namespace tencache {
 
 
-// REQUIRES: the job's model trains in the worker (CheckWorkerSupports) and its
-// micro_batch is resolved (> 0).
-StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int threads);
+// Also runs a few steps of the in-memory reference (cache.policy none) on
+// `corpus`: the whole step as the worker runs it, to which the launcher's model
+// adds what the cache moves. REQUIRES: the job's model trains in the worker
+// (CheckWorkerSupports) and its micro_batch is resolved (> 0).
+StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int threads,
+                                   std::shared_ptr<const TokenCorpus> corpus);
 
 }  // namespace tencache

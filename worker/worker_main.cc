@@ -82,7 +82,7 @@ Status Run(const Args& args, int rank) {
     if (rank == 0) std::cout << "tencache-worker: " << line << std::endl;
   };
   if (args.probe) {
-    TC_ASSIGN_OR_RETURN(ProbeResult probe, ProbeMachine(job, comm.get(), torch::get_num_threads()));
+    TC_ASSIGN_OR_RETURN(ProbeResult probe, ProbeMachine(job, comm.get(), torch::get_num_threads(), corpus));
     if (rank == 0) std::cout << kReportProbePrefix << probe.ToJson().dump() << std::endl;
     return Status::Ok();
   }
