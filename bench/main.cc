@@ -12,7 +12,6 @@ int main(int argc, char** argv) {
   namespace bench = tencache::bench;
   std::unique_ptr<CLI::App> app = tencache::MakeCliApp("tencache-bench", "Benchmarks of tencache's components.");
   app->require_subcommand(0, 1);  // none: the message below, naming them
-  app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
   std::vector<bench::Benchmark> benchmarks = {bench::AddNvmeBench(*app), bench::AddCacheBench(*app)};
 #ifdef TENCACHE_BENCH_TRAIN
   benchmarks.push_back(bench::AddTrainBench(*app));

@@ -27,12 +27,14 @@ namespace tencache {
 
 inline const char* TencacheVersion() { return TENCACHE_VERSION; }
 
-// An app named `program` with `--version` ("tencache-sim 0.1.0") and help on
-// every subcommand.
+// An app named `program` with `--version` ("tencache-sim 0.1.0"), help on
+// every subcommand, and the last of a repeated single-value flag winning.
 inline std::unique_ptr<CLI::App> MakeCliApp(const std::string& program, const std::string& description) {
   auto app = std::make_unique<CLI::App>(description, program);
   app->set_version_flag("--version", program + " " + TencacheVersion());
   app->option_defaults()->always_capture_default();
+  // A flag given twice: the last wins (lists such as --set gather every one).
+  app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   return app;
 }
 

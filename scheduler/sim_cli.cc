@@ -131,7 +131,6 @@ int ParseSimArgs(const std::vector<std::string>& args, SimCliOptions* options, s
   std::unique_ptr<CLI::App> app = MakeCliApp(
       "tencache-sim", "Compares cache policies on a preset model (--model) or a recorded trace (--trace): hit "
                       "rates, bytes moved, stall and step time per steady-state step.");
-  app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
   AddInputFlags(*app, *options, flags);
   AddModelFlags(*app, options->synth, flags);
   AddLinkFlags(*app, flags);

@@ -34,6 +34,7 @@ TEST(RunReport, CalibrationCarriesBytesAndStallOnly) {
   Candidate predicted;
   predicted.step.bytes_h2d = 1000;  // per rank
   predicted.step.h2d_s = 0.5;
+  predicted.step.accum_steps = 1;
   MeasuredRun run;
   run.bytes_h2d = 3000;  // two ranks: 1500 each
   run.stall_s = 0.2;     // 0.1 per rank
