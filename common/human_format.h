@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tencache {
 
@@ -28,5 +29,9 @@ std::string FormatPercent(double fraction);
 // The same with a sign, for errors: 0.053 -> "+5.3 %", -0.12 -> "-12.0 %";
 // anything that rounds to zero is "0.0 %".
 std::string FormatSignedPercent(double fraction);
+
+// Rows as text: columns padded to their widest cell, two spaces apart, no
+// trailing spaces, one line per row.
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace tencache

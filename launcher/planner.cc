@@ -149,24 +149,6 @@ std::string Count(double n) {
   return Num("%.0f", n);
 }
 
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()));
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::ostringstream out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    out << line << "\n";
-  }
-  return out.str();
-}
-
 std::vector<std::string> Row(const Candidate& c, bool chosen) {
   const bool priced = c.instance->provider != "local";
   return {c.instance->type,
@@ -207,7 +189,7 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
                   c.nodes == plan.candidates[plan.chosen].nodes;
     rows.push_back(Row(c, chosen));
   }
-  if (rows.size() > 1) out << Table(rows);
+  if (rows.size() > 1) out << FormatTable(rows);
   else out << "No feasible plan.\n";
   out << "PLACEMENT: share of model states on GPU / pinned CPU / NVMe; budgets are per rank.\n";
   if (!infeasible.empty()) {
@@ -236,7 +218,7 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
     if (c.feasible) {
       std::vector<std::vector<std::string>> local_rows = {rows.front(), Row(c, false)};
       local_rows[1].back() = "run";
-      out << Table(local_rows);
+      out << FormatTable(local_rows);
     } else {
       out << "  infeasible: " << c.reason << "\n";
     }

@@ -328,21 +328,6 @@ std::string MdTable(const std::vector<std::vector<std::string>>& rows, size_t te
   return out.str();
 }
 
-// Columns padded to their widest cell, two spaces apart.
-std::string TextTable(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()));
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::ostringstream out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) line += row[i] + std::string(width[i] - row[i].size() + 2, ' ');
-    out << line.substr(0, line.find_last_not_of(' ') + 1) << "\n";
-  }
-  return out.str();
-}
 
 // What was measured against what the planner predicted, with the prediction
 // error; with `tiers`, also the hit rate and bytes per link (report.md has
@@ -500,7 +485,7 @@ std::string RenderSummary(const RunReport& r) {
   out << "\n";
   std::vector<std::vector<std::string>> rows = {{"", "MEASURED", "PREDICTED", "PREDICTION ERROR"}};
   for (auto& row : MeasuredRows(r, /*tiers=*/true)) rows.push_back(row);
-  out << TextTable(rows);
+  out << FormatTable(rows);
   std::vector<const CostRow*> feasible = FeasibleByCost(r);
   if (feasible.empty()) {
     out << "\nno feasible instance type in the catalog\n";
@@ -513,7 +498,7 @@ std::string RenderSummary(const RunReport& r) {
       cost.push_back({c.type, c.provider, Int(c.nodes), Usd(c.cal_cost), Usd(c.cost),
                       Hours(c.cal_epoch_hours ? c.cal_epoch_hours : c.epoch_hours)});
     }
-    out << TextTable(cost);
+    out << FormatTable(cost);
   }
   return out.str();
 }

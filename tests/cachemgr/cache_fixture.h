@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "cachemgr/device_tier.h"
 #include "cachemgr/fault_injection_file_env.h"
 #include "cachemgr/host_tier.h"
@@ -51,6 +53,22 @@ inline std::unique_ptr<TensorCache> MakeCache(const TempDir& dir, TensorCacheOpt
   auto cache = TensorCache::Create(options, std::move(specs), MakeTiers(dir, env, std::move(device)));
   EXPECT_TRUE(cache.ok()) << cache.status().ToString();
   return cache.ok() ? std::move(*cache) : nullptr;
+}
+
+// Writes a pattern from `seed` into tensor `id` in `tier` (a gtest failure if the acquire fails).
+inline void WriteTensor(TensorCache* c, TensorId id, uint32_t seed, Tier tier,
+                        std::chrono::milliseconds wait = std::chrono::milliseconds(10000)) {
+  auto h = c->Acquire(id, tier, AccessMode::kWrite, wait);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  FillPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+}
+
+// Whether tensor `id` in `tier` holds the pattern from `seed`.
+inline bool ReadMatches(TensorCache* c, TensorId id, uint32_t seed, Tier tier,
+                        std::chrono::milliseconds wait = std::chrono::milliseconds(10000)) {
+  auto h = c->Acquire(id, tier, AccessMode::kRead, wait);
+  EXPECT_TRUE(h.ok()) << h.status().ToString();
+  return h.ok() && CheckPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
 }
 
 }  // namespace tencache::testing

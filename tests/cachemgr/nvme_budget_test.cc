@@ -28,15 +28,10 @@ TensorCacheOptions Budgets(uint64_t device_slots, uint64_t host_slots, std::opti
 }
 
 void WriteTensor(TensorCache* c, TensorId id, uint32_t seed, Tier tier) {
-  auto h = c->Acquire(id, tier, AccessMode::kWrite, kWait);
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
-  testing::FillPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+  testing::WriteTensor(c, id, seed, tier, kWait);
 }
-
 bool ReadMatches(TensorCache* c, TensorId id, uint32_t seed, Tier tier) {
-  auto h = c->Acquire(id, tier, AccessMode::kRead, kWait);
-  EXPECT_TRUE(h.ok()) << h.status().ToString();
-  return h.ok() && testing::CheckPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+  return testing::ReadMatches(c, id, seed, tier, kWait);
 }
 
 bool ReadsZeros(TensorCache* c, TensorId id, Tier tier) {

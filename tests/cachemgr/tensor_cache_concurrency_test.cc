@@ -90,15 +90,10 @@ std::unique_ptr<TensorCache> GatedCache(const testing::TempDir& dir, const Tenso
 }
 
 void WriteTensor(TensorCache* c, TensorId id, uint32_t seed, Tier tier) {
-  auto h = c->Acquire(id, tier, AccessMode::kWrite, kWait);
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
-  testing::FillPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+  testing::WriteTensor(c, id, seed, tier, kWait);
 }
-
 bool ReadMatches(TensorCache* c, TensorId id, uint32_t seed, Tier tier) {
-  auto h = c->Acquire(id, tier, AccessMode::kRead, kWait);
-  EXPECT_TRUE(h.ok()) << h.status().ToString();
-  return h.ok() && testing::CheckPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+  return testing::ReadMatches(c, id, seed, tier, kWait);
 }
 
 // With one mover, jobs run in order: once a prefetch queued after `earlier`
