@@ -72,6 +72,28 @@ TEST(LaunchCli, JsonOutputParsesAndOverridesApply) {
   EXPECT_EQ(j["model"]["name"], "tiny");
 }
 
+TEST(LaunchCli, NoFeasiblePlanExitsNonZeroAndSaysWhatToChange) {
+  CommandResult r = RunLaunch("plan " + Example("llama-2-70b") +
+                              " --set cluster.instance_types=[g5.xlarge] --set cluster.max_nodes=1");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("No feasible plan."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no feasible plan for"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("raise cluster.max_nodes"), std::string::npos) << r.out;
+}
+
+TEST(LaunchCli, VersionAndHelpOnEverySubcommand) {
+  CommandResult r = RunLaunch("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("tencache-launch 0.1.0"), std::string::npos) << r.out;
+  for (const char* sub : {"plan", "run", "report"}) {
+    r = RunLaunch(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub << ": " << r.out;
+    EXPECT_NE(r.out.find("--help"), std::string::npos) << r.out;
+  }
+  r = RunLaunch("plan " + Example("quickstart") + " --json --set=train.steps=5");  // --flag=value
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
 TEST_F(BadJob, MissingFile) {
   CommandResult r = RunLaunch("plan /nonexistent/job.yaml");
   EXPECT_EQ(r.code, 2);
