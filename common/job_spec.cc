@@ -26,6 +26,15 @@ const char* CachePolicyName(CachePolicy p) {
   return "?";
 }
 
+const char* NvmeVolumeName(NvmeVolume v) {
+  switch (v) {
+    case NvmeVolume::kLocalPv: return "local-pv";
+    case NvmeVolume::kEphemeral: return "ephemeral";
+    case NvmeVolume::kHostPath: return "host-path";
+  }
+  return "?";
+}
+
 std::string JobSpec::Where(const std::string& key) const {
   auto it = locations.find(key);
   std::string where = it != locations.end() ? it->second : source;
@@ -50,6 +59,8 @@ const std::vector<std::string>& LeafKeys() {
       "cluster.target", "cluster.nodes", "cluster.ranks_per_node", "cluster.max_nodes", "cluster.instance_types", "cluster.objective",
       "cluster.use_spot", "cluster.max_price_per_hour", "cluster.catalog",
       "cluster.volume.size", "cluster.volume.read_gbps", "cluster.volume.write_gbps",
+      "cluster.image", "cluster.namespace", "cluster.nvme_volume", "cluster.nvme_storage_class",
+      "cluster.nvme_host_path", "cluster.checkpoint_claim", "cluster.data_claim",
       "cache.policy", "cache.device_budget", "cache.host_budget", "cache.nvme_budget",
       "cache.nvme_path", "cache.prefetch",
   };
@@ -447,6 +458,18 @@ Status ReadCluster(JobReader& r, JobSpec* job) {
   c.volume.size = volume.value_or(0);
   TC_RETURN_IF_ERROR(r.GetDouble("cluster.volume.read_gbps", 0.0, true, &c.volume.read_gbps));
   TC_RETURN_IF_ERROR(r.GetDouble("cluster.volume.write_gbps", 0.0, true, &c.volume.write_gbps));
+  KubernetesSpec& k = c.k8s;
+  TC_RETURN_IF_ERROR(r.GetString("cluster.image", &k.image));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.namespace", &k.namespace_));
+  TC_RETURN_IF_ERROR(r.GetEnum<NvmeVolume>("cluster.nvme_volume",
+                                           {{"local-pv", NvmeVolume::kLocalPv},
+                                            {"ephemeral", NvmeVolume::kEphemeral},
+                                            {"host-path", NvmeVolume::kHostPath}},
+                                           &k.nvme_volume));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.nvme_storage_class", &k.nvme_storage_class));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.nvme_host_path", &k.nvme_host_path));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.checkpoint_claim", &k.checkpoint_claim));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.data_claim", &k.data_claim));
   if (!c.catalog.empty() && fs::path(c.catalog).is_relative()) {
     c.catalog = (fs::path(job->source).parent_path() / c.catalog).lexically_normal().string();
   }

@@ -40,6 +40,22 @@ struct VolumeSpec {
 };
 
 enum class Target { kLocal, kK8s };
+
+// Where a Kubernetes worker keeps its NVMe tier: a claim on local PersistentVolumes
+// through a StorageClass (the default), a generic ephemeral volume from any
+// StorageClass, or a directory of the node.
+enum class NvmeVolume { kLocalPv, kEphemeral, kHostPath };
+const char* NvmeVolumeName(NvmeVolume v);
+
+struct KubernetesSpec {
+  std::string image;                                // the worker image (k8s/Dockerfile); required to render
+  std::string namespace_ = "tencache";
+  NvmeVolume nvme_volume = NvmeVolume::kLocalPv;
+  std::string nvme_storage_class = "tencache-local-nvme";  // local-pv and ephemeral ("" with ephemeral: the cluster's default)
+  std::string nvme_host_path = "/mnt/nvme/tencache";      // host-path
+  std::string checkpoint_claim;                     // a ReadWriteMany PVC for train.checkpoint_dir; "": an emptyDir
+  std::string data_claim;                           // a PVC holding train.data, mounted read-only at its folder
+};
 enum class Objective { kCost, kTime };
 
 struct ClusterSpec {
@@ -53,6 +69,7 @@ struct ClusterSpec {
   double max_price_per_hour = 0;  // USD for all nodes together; 0: no cap
   VolumeSpec volume;
   std::string catalog;            // directory or file; "" : the built-in catalog
+  KubernetesSpec k8s;             // cluster.target k8s
 };
 
 enum class CachePolicy { kTencache, kZeroInfinity, kTenCacheWindow, kLru, kNone };

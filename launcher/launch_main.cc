@@ -14,6 +14,7 @@
 #include "common/cli.h"
 #include "common/job_spec.h"
 #include "launcher/catalog.h"
+#include "launcher/launch_k8s.h"
 #include "launcher/launch_run.h"
 #include "launcher/local_machine.h"
 #include "launcher/planner.h"
@@ -83,11 +84,11 @@ int Main(int argc, char** argv) {
   // `tencache-launch JOB.yaml ...` is `tencache-launch run JOB.yaml ...`.
   std::vector<std::string> args(argv, argv + argc);
   if (argc > 1 && argv[1][0] != '-' && std::strcmp(argv[1], "plan") != 0 && std::strcmp(argv[1], "run") != 0 &&
-      std::strcmp(argv[1], "report") != 0) {
+      std::strcmp(argv[1], "report") != 0 && std::strcmp(argv[1], "render") != 0) {
     const std::string first = argv[1];
     const bool yaml = first.size() > 5 && (first.rfind(".yaml") == first.size() - 5 || first.rfind(".yml") == first.size() - 4);
     if (!yaml && first.find('/') == std::string::npos) {
-      std::fprintf(stderr, "tencache-launch: unknown command '%s'; expected plan, run, report or a JOB.yaml "
+      std::fprintf(stderr, "tencache-launch: unknown command '%s'; expected plan, run, render, report or a JOB.yaml "
                            "(see tencache-launch --help)\n", first.c_str());
       return 2;
     }
@@ -125,7 +126,15 @@ int Main(int argc, char** argv) {
   report_cmd->add_option("dir", report_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
   report_cmd->add_option("--catalog", report_catalog, "instance catalog (default: the run's)");
 
+  RenderOptions render;
+  CLI::App* render_cmd = app->add_subcommand("render", "print (or write to --out) the Kubernetes objects that run "
+                                                       "the chosen plan: a ConfigMap and a Kubeflow MPIJob");
+  AddJobOptions(render_cmd, &render.job_path, &render.overrides, &render.catalog);
+  render_cmd->add_option("--out", render.out, "write OUT/manifests.yaml and OUT/job.resolved.yaml instead of printing");
+  render_cmd->add_option("--name", render.name, "the MPIJob's name (default: the job's name and a unique suffix)");
+
   if (int code = ParseCli(*app, int(cargv.size()), cargv.data()); code >= 0) return code;
+  if (*render_cmd) return RenderJob(render);
   if (*plan_cmd) return RunPlan(plan);
   if (*run_cmd) return LaunchRun(run);
   return RebuildReport(report_dir, report_catalog);

@@ -16,6 +16,8 @@ constexpr uint64_t kSlot = 4096;  // the cache's slot alignment: each tensor rou
 
 std::string Quote(const std::string& s) { return nlohmann::json(s).dump(); }  // a YAML double-quoted scalar
 
+std::string OptionalQuote(const std::string& s) { return s.empty() ? "" : Quote(s); }
+
 std::string Size(uint64_t bytes) { return bytes == 0 ? "0" : std::to_string(bytes); }
 
 // Per-rank budgets in the worker's accounting. The host tier is inclusive:
@@ -129,6 +131,13 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
       {"cluster.volume.size", j.cluster.volume.size == 0 ? "" : std::to_string(j.cluster.volume.size)},
       {"cluster.volume.read_gbps", nlohmann::json(j.cluster.volume.read_gbps).dump()},
       {"cluster.volume.write_gbps", nlohmann::json(j.cluster.volume.write_gbps).dump()},
+      {"cluster.image", OptionalQuote(j.cluster.k8s.image)},
+      {"cluster.namespace", OptionalQuote(j.cluster.k8s.namespace_)},
+      {"cluster.nvme_volume", NvmeVolumeName(j.cluster.k8s.nvme_volume)},
+      {"cluster.nvme_storage_class", OptionalQuote(j.cluster.k8s.nvme_storage_class)},
+      {"cluster.nvme_host_path", OptionalQuote(j.cluster.k8s.nvme_host_path)},
+      {"cluster.checkpoint_claim", OptionalQuote(j.cluster.k8s.checkpoint_claim)},
+      {"cluster.data_claim", OptionalQuote(j.cluster.k8s.data_claim)},
       {"cache.policy", CachePolicyName(j.cache.policy)},
       {"cache.device_budget", Size(j.cache.device_budget.value_or(0))},
       {"cache.host_budget", Size(j.cache.host_budget.value_or(0))},
@@ -141,7 +150,9 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
     for (size_t i = 0; i < j.cluster.instance_types.size(); ++i) {
       list += (i ? ", " : "") + Quote(j.cluster.instance_types[i]);
     }
-    kv[30].second = list + "]";
+    for (auto& entry : kv) {
+      if (entry.first == "cluster.instance_types") entry.second = list + "]";
+    }
   }
   std::ostringstream out;
   for (const std::string& h : header) out << "# " << h << "\n";

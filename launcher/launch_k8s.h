@@ -1,0 +1,22 @@
+// LaunchK8s: `tencache-launch render` — the chosen plan of a job as the
+// Kubernetes objects that run it (launcher/k8s_render.h), printed or written
+// to a folder with the resolved job beside them. Single-threaded.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tencache {
+
+struct RenderOptions {
+  std::string job_path;
+  std::vector<std::string> overrides;  // --set KEY=VALUE
+  std::string catalog;                 // --catalog
+  std::string out;                     // "": print to stdout; else write OUT/manifests.yaml, OUT/job.resolved.yaml
+  std::string name;                    // "": the job's name plus a suffix unique to this submission
+};
+
+// Exit code: 0, 2 for bad input (named), 3 when no instance type is feasible.
+int RenderJob(const RenderOptions& options);
+
+}  // namespace tencache

@@ -1,0 +1,157 @@
+// Rendering a planned job as Kubernetes objects: golden files for the example
+// jobs (TENCACHE_UPDATE_GOLDEN=1 rewrites them), and the properties the MPI
+// Operator and a cautious cluster need, checked on the parsed objects.
+#include "launcher/k8s_render.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "command_runner.h"
+#include "launcher/catalog.h"
+#include "launcher/planner.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+
+const std::string kSource = TENCACHE_SOURCE_DIR;
+const char kImage[] = "registry.example.com/tencache/worker:0.1.0";
+
+CommandResult Render(const std::string& example, const std::string& extra = "") {
+  return testing::RunCommand("cd " + kSource + " && " + TENCACHE_LAUNCH_BIN + " render configs/examples/" + example +
+                             ".yaml --name " + example + "-golden --set cluster.image=" + kImage + " " + extra + " 2>&1");
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(K8sRender, ExamplesMatchTheirGoldenFiles) {
+  for (const char* example : {"quickstart", "llama-2-7b", "opt-13b", "llama-2-70b"}) {
+    CommandResult r = Render(example);
+    ASSERT_EQ(r.code, 0) << example << ": " << r.out;
+    const fs::path golden = fs::path(kSource) / "tests/launcher/golden" / (std::string(example) + ".k8s.yaml");
+    if (std::getenv("TENCACHE_UPDATE_GOLDEN") != nullptr) std::ofstream(golden) << r.out;
+    EXPECT_EQ(r.out, ReadFile(golden)) << example << ": rendering changed; if on purpose, rerun with "
+                                          "TENCACHE_UPDATE_GOLDEN=1 and review the diff";
+  }
+}
+
+// The documents of a render, parsed.
+std::vector<YAML::Node> Documents(const std::string& text) { return YAML::LoadAll(text); }
+
+YAML::Node Find(const std::vector<YAML::Node>& docs, const std::string& kind) {
+  for (const YAML::Node& d : docs) {
+    if (d["kind"].as<std::string>() == kind) return d;
+  }
+  return YAML::Node();
+}
+
+TEST(K8sRender, SeventyBOnSeveralNodesTargetsTheInstanceWithItsGpusAndNoPrivilege) {
+  CommandResult r = Render("llama-2-70b");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<YAML::Node> docs = Documents(r.out);
+  ASSERT_EQ(docs.size(), 2u);
+  const YAML::Node job = Find(docs, "MPIJob");
+  ASSERT_TRUE(job) << r.out;
+  EXPECT_EQ(job["apiVersion"].as<std::string>(), "kubeflow.org/v2beta1");
+  const YAML::Node spec = job["spec"];
+  EXPECT_EQ(spec["mpiImplementation"].as<std::string>(), "OpenMPI");
+  EXPECT_EQ(spec["launcherCreationPolicy"].as<std::string>(), "WaitForWorkersReady");
+  for (const char* k : {"cleanPodPolicy", "backoffLimit", "ttlSecondsAfterFinished"}) EXPECT_TRUE(spec["runPolicy"][k]) << k;
+  // The plan: 4 x p5.48xlarge, 8 GPUs each.
+  StatusOr<JobSpec> parsed = LoadJobFile(kSource + "/configs/examples/llama-2-70b.yaml");
+  StatusOr<Catalog> catalog = Catalog::Load(DefaultCatalogPath());
+  StatusOr<PlanResult> plan = PlanJob(*parsed, *catalog, ModelAssumptions());
+  const Candidate& chosen = plan->candidates[plan->chosen];
+  ASSERT_GT(chosen.nodes, 1);
+  EXPECT_EQ(spec["slotsPerWorker"].as<int>(), chosen.instance->gpu_count);
+  const YAML::Node worker = spec["mpiReplicaSpecs"]["Worker"];
+  EXPECT_EQ(worker["replicas"].as<int>(), chosen.nodes);
+  const YAML::Node pod = worker["template"]["spec"];
+  EXPECT_EQ(pod["nodeSelector"]["node.kubernetes.io/instance-type"].as<std::string>(), chosen.instance->type);
+  EXPECT_EQ(pod["tolerations"][0]["key"].as<std::string>(), "nvidia.com/gpu");
+  const YAML::Node c = pod["containers"][0];
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"].as<std::string>(), std::to_string(chosen.instance->gpu_count));
+  EXPECT_TRUE(c["resources"]["requests"]["memory"]);
+  EXPECT_TRUE(c["resources"]["requests"]["cpu"]);
+  for (const YAML::Node& replica : {spec["mpiReplicaSpecs"]["Launcher"], worker}) {
+    const YAML::Node p = replica["template"]["spec"];
+    EXPECT_TRUE(p["securityContext"]["runAsNonRoot"].as<bool>());
+    EXPECT_NE(p["securityContext"]["runAsUser"].as<int>(), 0);
+    const YAML::Node sc = p["containers"][0]["securityContext"];
+    EXPECT_FALSE(sc["allowPrivilegeEscalation"].as<bool>());
+    ASSERT_EQ(sc["capabilities"]["drop"].size(), 1u);
+    EXPECT_EQ(sc["capabilities"]["drop"][0].as<std::string>(), "ALL");
+    EXPECT_FALSE(sc["capabilities"]["add"]);
+    EXPECT_FALSE(sc["privileged"]);
+  }
+  bool shm = false, nvme = false, checkpoints = false;
+  for (const YAML::Node& v : pod["volumes"]) {
+    const std::string n = v["name"].as<std::string>();
+    shm |= n == "dshm" && v["emptyDir"]["medium"].as<std::string>() == "Memory";
+    nvme |= n == "nvme";
+    checkpoints |= n == "checkpoints" && v["persistentVolumeClaim"]["claimName"].as<std::string>() == "tencache-checkpoints";
+  }
+  EXPECT_TRUE(shm && nvme && checkpoints);
+  // The ConfigMap holds the resolved job, which parses and has no auto left.
+  const YAML::Node cm = Find(docs, "ConfigMap");
+  StatusOr<JobSpec> resolved = ParseJobText(cm["data"]["job.resolved.yaml"].as<std::string>(), "configmap");
+  ASSERT_TRUE(resolved.ok()) << resolved.status().message();
+  EXPECT_EQ(resolved->cluster.nodes, chosen.nodes);
+  EXPECT_EQ(resolved->cluster.ranks_per_node, chosen.instance->gpu_count);
+  EXPECT_EQ(resolved->cache.nvme_path, kK8sNvmeDir);
+  EXPECT_TRUE(resolved->cache.device_budget && resolved->cache.host_budget && resolved->cache.nvme_budget);
+}
+
+TEST(K8sRender, NvmeVolumeKinds) {
+  // A host budget that cannot hold every shard: the NVMe tier gets a volume.
+  const std::string small = "--set cache.host_budget=4GiB ";
+  CommandResult r = Render("llama-2-7b", small + "--set cluster.nvme_volume=host-path");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("path: \"/mnt/nvme/tencache\""), std::string::npos) << r.out;
+  r = Render("llama-2-7b", small + "--set cluster.nvme_volume=ephemeral --set cluster.nvme_storage_class=gp3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("storageClassName: \"gp3\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("volumeClaimTemplate"), std::string::npos);
+  r = Render("llama-2-7b", small);
+  EXPECT_NE(r.out.find("storageClassName: \"tencache-local-nvme\""), std::string::npos) << r.out;
+}
+
+TEST(K8sRender, NamesAreRfc1123AndUniquePerSubmission) {
+  StatusOr<std::string> a = SubmissionName("quickstart", SubmissionSuffix());
+  StatusOr<std::string> b = SubmissionName("quickstart", SubmissionSuffix());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);
+  StatusOr<std::string> long_name = SubmissionName(std::string(80, 'a'), "x1");
+  ASSERT_TRUE(long_name.ok());
+  EXPECT_LE(long_name->size(), 50u);
+  EXPECT_FALSE(SubmissionName("x", "UPPER").ok());
+  CommandResult r = testing::RunCommand("cd " + kSource + " && " + TENCACHE_LAUNCH_BIN +
+                                        " render configs/examples/llama-2-70b.yaml --name Bad_Name 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("RFC 1123"), std::string::npos) << r.out;
+}
+
+TEST(K8sRender, MissingImageOrBadNamespaceIsAClearError) {
+  CommandResult r = testing::RunCommand("cd " + kSource + " && " + TENCACHE_LAUNCH_BIN +
+                                        " render configs/examples/llama-2-7b.yaml 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("cluster.image"), std::string::npos) << r.out;
+  r = Render("llama-2-7b", "--set cluster.namespace=Not_Valid");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("cluster.namespace"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tencache
