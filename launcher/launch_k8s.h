@@ -1,6 +1,7 @@
 // LaunchK8s: `tencache-launch render` — the chosen plan of a job as the
 // Kubernetes objects that run it (launcher/k8s_render.h), printed or written
-// to a folder with the resolved job beside them. Single-threaded.
+// to a folder with the resolved job beside them — and a run on Kubernetes:
+// render, apply, follow, report. Single-threaded.
 #pragma once
 
 #include <string>
@@ -18,5 +19,11 @@ struct RenderOptions {
 
 // Exit code: 0, 2 for bad input (named), 3 when no instance type is feasible.
 int RenderJob(const RenderOptions& options);
+
+struct LaunchOptions;
+// `tencache-launch JOB.yaml` with cluster.target k8s: plan, resolve, render
+// into the run folder, `kubectl apply`, follow the job (launcher/k8s_runner.h)
+// with the same progress and report as a local run. Exit codes as LaunchRun's.
+int LaunchK8s(const LaunchOptions& options);
 
 }  // namespace tencache

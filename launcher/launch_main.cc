@@ -14,6 +14,7 @@
 #include "common/cli.h"
 #include "common/job_spec.h"
 #include "launcher/catalog.h"
+#include "launcher/k8s_runner.h"
 #include "launcher/launch_k8s.h"
 #include "launcher/launch_run.h"
 #include "launcher/local_machine.h"
@@ -73,6 +74,12 @@ int RunPlan(const PlanArgs& args) {
   return 0;
 }
 
+void AddKubectlOptions(CLI::App* cmd, std::string* kubectl, std::string* context, std::string* ns) {
+  cmd->add_option("--kubectl", *kubectl, "the kubectl program (cluster.target k8s)");
+  cmd->add_option("--context", *context, "kubectl context (default: the current one)");
+  cmd->add_option("--namespace", *ns, "namespace (default: cluster.namespace, tencache)");
+}
+
 void AddJobOptions(CLI::App* cmd, std::string* job, std::vector<std::string>* overrides, std::string* catalog) {
   cmd->add_option("job", *job, "the job file (see docs/job-yaml.md)")->required();
   cmd->add_option("--set", *overrides, "override one job key, KEY=VALUE, e.g. --set train.micro_batch=2 (repeatable)");
@@ -84,11 +91,12 @@ int Main(int argc, char** argv) {
   // `tencache-launch JOB.yaml ...` is `tencache-launch run JOB.yaml ...`.
   std::vector<std::string> args(argv, argv + argc);
   if (argc > 1 && argv[1][0] != '-' && std::strcmp(argv[1], "plan") != 0 && std::strcmp(argv[1], "run") != 0 &&
-      std::strcmp(argv[1], "report") != 0 && std::strcmp(argv[1], "render") != 0) {
+      std::strcmp(argv[1], "report") != 0 && std::strcmp(argv[1], "render") != 0 &&
+      std::strcmp(argv[1], "status") != 0 && std::strcmp(argv[1], "logs") != 0 && std::strcmp(argv[1], "delete") != 0) {
     const std::string first = argv[1];
     const bool yaml = first.size() > 5 && (first.rfind(".yaml") == first.size() - 5 || first.rfind(".yml") == first.size() - 4);
     if (!yaml && first.find('/') == std::string::npos) {
-      std::fprintf(stderr, "tencache-launch: unknown command '%s'; expected plan, run, render, report or a JOB.yaml "
+      std::fprintf(stderr, "tencache-launch: unknown command '%s'; expected plan, run, render, report, status, logs, delete or a JOB.yaml "
                            "(see tencache-launch --help)\n", first.c_str());
       return 2;
     }
@@ -117,6 +125,9 @@ int Main(int argc, char** argv) {
   run_cmd->add_flag("--reprobe", run.reprobe, "measure this machine again even when its probes are cached");
   run_cmd->add_option("--worker", run.worker, "tencache-worker to run (default: the one beside this program)");
   run_cmd->add_option("--mpirun", run.mpirun, "the mpirun program");
+  run_cmd->add_option("--target", run.target, "where to run: local (this machine) or k8s (a Kubeflow MPIJob); "
+                                             "default: cluster.target")->check(CLI::IsMember({"local", "k8s"}));
+  AddKubectlOptions(run_cmd, &run.kubectl, &run.context, &run.namespace_);
   run_cmd->add_option("--progress-every", run.progress_every_s,
                       "seconds between progress lines when stdout is not a terminal")->check(CLI::Range(0.0, 3600.0));
 
@@ -133,8 +144,24 @@ int Main(int argc, char** argv) {
   render_cmd->add_option("--out", render.out, "write OUT/manifests.yaml and OUT/job.resolved.yaml instead of printing");
   render_cmd->add_option("--name", render.name, "the MPIJob's name (default: the job's name and a unique suffix)");
 
+  // What SkyPilot users expect of sky status | logs | down, for Kubernetes runs.
+  KubectlOptions kube;
+  std::string job_name;
+  bool follow = false;
+  CLI::App* status_cmd = app->add_subcommand("status", "the tencache MPIJobs on the cluster, or one of them");
+  status_cmd->add_option("name", job_name, "an MPIJob's name (default: every tencache job)");
+  CLI::App* logs_cmd = app->add_subcommand("logs", "the launcher's log of a Kubernetes run");
+  logs_cmd->add_option("name", job_name, "the MPIJob's name")->required();
+  logs_cmd->add_flag("-f,--follow", follow, "keep printing as the log grows");
+  CLI::App* delete_cmd = app->add_subcommand("delete", "delete a Kubernetes run (its MPIJob and ConfigMap)");
+  delete_cmd->add_option("name", job_name, "the MPIJob's name")->required();
+  for (CLI::App* cmd : {status_cmd, logs_cmd, delete_cmd}) AddKubectlOptions(cmd, &kube.kubectl, &kube.context, &kube.namespace_);
+
   if (int code = ParseCli(*app, int(cargv.size()), cargv.data()); code >= 0) return code;
   if (*render_cmd) return RenderJob(render);
+  if (*status_cmd) return K8sStatus(kube, job_name);
+  if (*logs_cmd) return K8sLogs(kube, job_name, follow);
+  if (*delete_cmd) return K8sDelete(kube, job_name);
   if (*plan_cmd) return RunPlan(plan);
   if (*run_cmd) return LaunchRun(run);
   return RebuildReport(report_dir, report_catalog);

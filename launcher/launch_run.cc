@@ -12,6 +12,7 @@
 #include "common/byte_size.h"
 #include "common/job_spec.h"
 #include "common/report_lines.h"
+#include "launcher/launch_k8s.h"
 #include "launcher/local_machine.h"
 #include "launcher/local_runner.h"
 #include "launcher/planner.h"
@@ -151,9 +152,11 @@ StatusOr<std::vector<nlohmann::json>> ReadMetrics(const fs::path& path) {
   return lines;
 }
 
-// report.json, report.md and the pictures, and the summary on stdout.
-int Report(const fs::path& dir, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
-           const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes) {
+}  // namespace
+
+int WriteReport(const std::string& dir_name, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
+                const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes) {
+  const fs::path dir(dir_name);
   StatusOr<std::vector<nlohmann::json>> metrics = ReadMetrics(dir / "metrics.jsonl");
   ReportInputs in;
   in.job = &job;
@@ -181,15 +184,13 @@ int Report(const fs::path& dir, const JobSpec& job, const Catalog& catalog, cons
   return 0;
 }
 
+namespace {
+
 StatusOr<Catalog> LoadCatalog(const std::string& flag, const JobSpec& job) {
   return Catalog::Load(!flag.empty() ? flag : !job.cluster.catalog.empty() ? job.cluster.catalog : DefaultCatalogPath());
 }
 
 Status CheckLocalJob(const JobSpec& job) {
-  if (job.cluster.target == Target::kK8s) {
-    return Status::InvalidArgument(job.Where("cluster.target") + ": k8s: tencache-launch does not submit to "
-                                   "Kubernetes yet; run it with cluster.target local, or use `tencache-launch plan`");
-  }
   if (job.cluster.nodes > 1) {
     return Status::InvalidArgument(job.Where("cluster.nodes") + ": " + std::to_string(job.cluster.nodes) +
                                    ": cluster.target local runs on this one machine; set cluster.nodes to 1 or auto");
@@ -202,9 +203,16 @@ Status CheckLocalJob(const JobSpec& job) {
 int LaunchRun(const LaunchOptions& opt) {
   std::vector<std::string> overrides = opt.overrides;
   if (opt.steps >= 0) overrides.push_back("train.steps=" + std::to_string(opt.steps));
+  if (!opt.target.empty()) overrides.push_back("cluster.target=" + opt.target);
   StatusOr<JobSpec> loaded = LoadJobFile(opt.job_path, overrides);
   if (!loaded.ok()) return Fail(loaded.status());
   const JobSpec& job = *loaded;
+  if (job.cluster.target == Target::kK8s) {
+    LaunchOptions k8s = opt;
+    k8s.overrides = opt.overrides;
+    if (!opt.target.empty()) k8s.overrides.push_back("cluster.target=" + opt.target);
+    return LaunchK8s(k8s);
+  }
   if (Status s = CheckLocalJob(job); !s.ok()) return Fail(s);
   StatusOr<Catalog> catalog = LoadCatalog(opt.catalog, job);
   if (!catalog.ok()) return Fail(catalog.status());
@@ -293,7 +301,7 @@ int LaunchRun(const LaunchOptions& opt) {
   (void)WriteFile(out / "run.json", run_json.dump(2) + "\n");
   const Candidate predicted =
       EvaluateCandidate(resolved->job, local.instance, local.gpu, 1, local.assumptions);
-  int code = outcome->steps_done > 0 ? Report(out, resolved->job, *catalog, predicted, machine, status, local.notes) : 0;
+  int code = outcome->steps_done > 0 ? WriteReport(out.string(), resolved->job, *catalog, predicted, machine, status, local.notes) : 0;
   if (outcome->interrupted) {
     std::fprintf(stderr, "tencache-launch: interrupted after %d step(s); every rank stopped in %.1f s. Run folder: %s\n",
                  outcome->steps_done, outcome->stop_seconds, out.c_str());
@@ -324,6 +332,18 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   if (m.is_discarded() || !m.is_object()) {
     return Fail(Status::InvalidArgument((dir / "machine.json").string() + ": missing or not JSON"));
   }
+  std::string status = "interrupted";
+  std::ifstream run_in(dir / "run.json");
+  nlohmann::json run = nlohmann::json::parse(run_in, nullptr, false);
+  if (!run.is_discarded() && run.is_object()) status = run.value("status", status);
+  if (m.value("target", "") == "k8s") {  // predicted: the plan's instance type, as run
+    JobSpec planned = *job;
+    planned.cluster.instance_types = {m.value("instance_type", "")};
+    StatusOr<PlanResult> plan = PlanJob(planned, *catalog, ModelAssumptions());
+    if (!plan.ok()) return Fail(plan.status());
+    if (plan->chosen < 0) return Fail(Status::InvalidArgument(dir_arg + ": the run's instance type is no longer feasible"));
+    return WriteReport(dir.string(), *job, *catalog, plan->candidates[plan->chosen], m, status, {});
+  }
   MachineFacts facts;
   LocalProbes probes;
   int ranks = 1, mb = 1;
@@ -351,11 +371,7 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   probed.train.micro_batch = mb;
   const LocalCandidate local = MakeLocalCandidate(probed, facts, probes, ranks);
   const Candidate predicted = EvaluateCandidate(*job, local.instance, local.gpu, 1, local.assumptions);
-  std::string status = "interrupted";
-  std::ifstream run_in(dir / "run.json");
-  nlohmann::json run = nlohmann::json::parse(run_in, nullptr, false);
-  if (!run.is_discarded() && run.is_object()) status = run.value("status", status);
-  return Report(dir, *job, *catalog, predicted, m, status, local.notes);
+  return WriteReport(dir.string(), *job, *catalog, predicted, m, status, local.notes);
 }
 
 }  // namespace tencache

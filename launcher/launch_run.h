@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 
 namespace tencache {
@@ -31,12 +33,24 @@ struct LaunchOptions {
   std::string worker;                  // tencache-worker; "": next to this program
   std::string mpirun = "mpirun";
   double progress_every_s = 5;         // between progress lines when stdout is not a terminal
+  std::string target;                  // --target local|k8s: overrides cluster.target
+  std::string kubectl = "kubectl";     // cluster.target k8s: the kubectl program,
+  std::string context;                 //   its context ("": the current one)
+  std::string namespace_;              //   and namespace ("": cluster.namespace)
 };
 
 // The process exit code: 0 when the run finished, 2 for bad input (the
 // message on stderr names the key or file), 1 when a rank failed, 130 when
 // interrupted.
 int LaunchRun(const LaunchOptions& options);
+
+// Writes DIR/report.json from DIR/metrics.jsonl and the plan, renders report.md
+// and the pictures, and prints the summary. 0, or 1 when no report could be made.
+class Catalog;
+struct Candidate;
+struct JobSpec;
+int WriteReport(const std::string& dir, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
+                const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes);
 
 // Rebuilds report.json, report.md and the pictures of the run in `dir`
 // (finished or interrupted). Same exit codes.

@@ -8,6 +8,8 @@
 // 10 s of a signal or a death: mpirun is asked first (SIGTERM), then mpirun and
 // every rank that reported its PID are killed.
 // One run at a time per process (it installs signal handlers while running).
+// The line following (rank logs, metrics, progress) is RunFollower in
+// launcher/run_follower.h, shared with the Kubernetes runner.
 #pragma once
 
 #include <functional>

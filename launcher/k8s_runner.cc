@@ -1,0 +1,834 @@
+#include "launcher/k8s_runner.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/human_format.h"
+#include "launcher/run_follower.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// The MPIJob resource, with its version: the v2beta1 form of spec and status,
+// and an unambiguous error when the MPI Operator v2 is not installed.
+constexpr char kMpiJobResource[] = "mpijobs.v2beta1.kubeflow.org";
+// Labels the MPI Operator v2 puts on launcher and worker pods.
+constexpr char kJobNameLabel[] = "training.kubeflow.org/job-name";
+constexpr char kJobRoleLabel[] = "training.kubeflow.org/job-role";
+// Labels tencache-launch render puts on its objects (launcher/k8s_render.cc).
+constexpr char kTencacheSelector[] = "app.kubernetes.io/name=tencache";
+constexpr char kInstanceLabel[] = "app.kubernetes.io/instance";
+constexpr char kInstanceTypeLabel[] = "node.kubernetes.io/instance-type";
+
+constexpr double kKubectlTimeoutS = 60;   // one get / apply / delete
+constexpr double kSuccessGraceS = 10;     // for the launcher's log to end after the job succeeded
+constexpr double kFailureGraceS = 3;      // ... after it failed
+constexpr int kLastLines = 20;
+
+// ---- small helpers ----
+
+const json& Get(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+std::string Text(const json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_number_integer()) return std::to_string(j.get<long long>());
+  if (j.is_boolean()) return j.get<bool>() ? "true" : "false";
+  return "";
+}
+
+bool Contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+std::string Tail(const std::string& s, size_t n = 2000) { return s.size() > n ? "..." + s.substr(s.size() - n) : s; }
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    lines.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return lines;
+}
+
+// "2024-05-01T10:00:00Z" (RFC 3339 as the API server writes it) in seconds since the epoch; -1 when not one.
+double ParseTime(const std::string& s) {
+  std::tm tm{};
+  if (s.size() < 19 || strptime(s.substr(0, 19).c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return -1;
+  return double(timegm(&tm));
+}
+
+// An age as kubectl prints it: 45s, 12m, 5h, 3d.
+std::string Age(const std::string& timestamp) {
+  const double t = ParseTime(timestamp);
+  if (t < 0) return "?";
+  const long long s = std::max<long long>(0, (long long)(double(std::time(nullptr)) - t));
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 120 * 60) return std::to_string(s / 60) + "m";
+  if (s < 48 * 3600) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+// ---- kubectl ----
+
+StatusOr<ProcessResult> Kubectl(const KubectlOptions& o, const std::vector<std::string>& args,
+                                double timeout_s = kKubectlTimeoutS) {
+  StatusOr<ProcessResult> r = RunProcess(KubectlCommand(o, args), {}, timeout_s);
+  if (!r.ok()) return r.status();
+  if (r->exit_code == 127 && Contains(r->err, "cannot start")) {
+    return Status::Unavailable("cannot start kubectl ('" + o.kubectl + "'): " + Trim(r->err) +
+                               "; install kubectl or pass --kubectl PATH");
+  }
+  return r;
+}
+
+bool MpiJobKindMissing(const std::string& err) {
+  return Contains(err, "no matches for kind \"MPIJob\"") || Contains(err, "resource type \"mpijobs") ||
+         Contains(err, "no matches for kubeflow.org/") ||
+         (Contains(err, "mpijobs") && Contains(err, "the server could not find the requested resource"));
+}
+
+bool Unreachable(const std::string& err) {
+  for (const char* s : {"Unable to connect to the server", "The connection to the server", "connection refused", "couldn't get current server API group list",
+                        "no such host", "i/o timeout", "TLS handshake timeout", "context deadline exceeded",
+                        "Client.Timeout", "connection reset by peer", "server is currently unable"}) {
+    if (Contains(err, s)) return true;
+  }
+  return false;
+}
+
+// kubectl's failure as a Status that says what to do.
+Status KubectlFailure(const std::string& what, const ProcessResult& r) {
+  const std::string err = Tail(Trim(r.err.empty() ? r.out : r.err));
+  if (r.timed_out) {
+    return Status::Unavailable(what + ": kubectl did not answer within " + std::to_string(int(kKubectlTimeoutS)) +
+                               " s (is the cluster reachable?)");
+  }
+  if (MpiJobKindMissing(err)) {
+    return Status::Unavailable(what + ": the cluster does not know the MPIJob kind (kubeflow.org/v2beta1): install the "
+                               "Kubeflow MPI Operator v2 (docs/kubernetes.md). kubectl said: " + err);
+  }
+  if (Unreachable(err)) return Status::Unavailable(what + ": cannot reach the cluster. kubectl said: " + err);
+  return Status::InvalidArgument(what + ": the cluster refused it. kubectl said: " + err);
+}
+
+// kubectl get ... -o json, parsed. NotFound (with kubectl's words) when the object is not there.
+StatusOr<json> GetJson(const KubectlOptions& o, const std::vector<std::string>& args, const std::string& what) {
+  TC_ASSIGN_OR_RETURN(ProcessResult r, Kubectl(o, args));
+  if (r.exit_code != 0) {
+    if (Contains(r.err, "(NotFound)") || Contains(r.err, "not found")) {
+      if (!MpiJobKindMissing(r.err)) return Status::NotFound(Trim(r.err));
+    }
+    return KubectlFailure(what, r);
+  }
+  json j = json::parse(r.out, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::Unavailable(what + ": kubectl printed no JSON: " + Tail(Trim(r.out), 300));
+  }
+  return j;
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "tencache-launch: %s\n", s.message().c_str());
+  return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+// ---- reading pods and the MPIJob ----
+
+std::string Label(const json& obj, const char* key) { return Text(Get(Get(Get(obj, "metadata"), "labels"), key)); }
+std::string Name(const json& obj) { return Text(Get(Get(obj, "metadata"), "name")); }
+std::string Phase(const json& pod) { return Text(Get(Get(pod, "status"), "phase")); }
+
+// The container statuses of a pod, init containers first.
+std::vector<const json*> ContainerStatuses(const json& pod) {
+  std::vector<const json*> all;
+  for (const char* key : {"initContainerStatuses", "containerStatuses"}) {
+    const json& list = Get(Get(pod, "status"), key);
+    if (list.is_array()) for (const json& c : list) all.push_back(&c);
+  }
+  return all;
+}
+
+// The image a container runs: from its status, else from the pod's spec.
+std::string ImageOf(const json& pod, const json& status) {
+  const std::string name = Text(Get(status, "name"));
+  for (const char* key : {"initContainers", "containers"}) {
+    const json& list = Get(Get(pod, "spec"), key);
+    if (!list.is_array()) continue;
+    for (const json& c : list) {
+      if (Text(Get(c, "name")) == name) return Text(Get(c, "image"));
+    }
+  }
+  return Text(Get(status, "image"));
+}
+
+// The pod's first container (the one the MPI Operator runs, and the one whose log is the launcher's).
+std::string MainContainer(const json& pod) {
+  const json& list = Get(Get(pod, "spec"), "containers");
+  return list.is_array() && !list.empty() ? Text(Get(list[0], "name")) : "";
+}
+
+int RestartCount(const json& pod, const std::string& container) {
+  for (const json* c : ContainerStatuses(pod)) {
+    if (Text(Get(*c, "name")) == container) return Get(*c, "restartCount").is_number() ? Get(*c, "restartCount").get<int>() : 0;
+  }
+  return 0;
+}
+
+// The PodScheduled=False condition: "Unschedulable: 0/3 nodes are available: ...", or "".
+std::string SchedulingProblem(const json& pod) {
+  const json& conditions = Get(Get(pod, "status"), "conditions");
+  if (!conditions.is_array()) return "";
+  for (const json& c : conditions) {
+    if (Text(Get(c, "type")) == "PodScheduled" && Text(Get(c, "status")) == "False") {
+      const std::string reason = Text(Get(c, "reason")), message = Trim(Text(Get(c, "message")));
+      return reason.empty() ? message : message.empty() ? reason : reason + ": " + message;
+    }
+  }
+  return "";
+}
+
+bool PodReady(const json& pod) {
+  const json& conditions = Get(Get(pod, "status"), "conditions");
+  if (!conditions.is_array()) return false;
+  for (const json& c : conditions) {
+    if (Text(Get(c, "type")) == "Ready") return Text(Get(c, "status")) == "True";
+  }
+  return false;
+}
+
+// How a terminated container ended: "exited with code 137 (OOMKilled)", plus its termination message.
+std::string Terminated(const json& t) {
+  std::string s = "exited with code " + Text(Get(t, "exitCode"));
+  const std::string reason = Text(Get(t, "reason")), message = Trim(Text(Get(t, "message")));
+  if (!reason.empty()) s += " (" + reason + ")";
+  if (!message.empty()) s += ": " + message;
+  return s;
+}
+
+// A pod's phase with what explains it, as printed when it changes.
+std::string PodDisplay(const json& pod) {
+  std::string phase = Phase(pod);
+  if (phase.empty()) phase = "Unknown";
+  std::string detail;
+  if (phase == "Pending") detail = SchedulingProblem(pod);
+  if (detail.empty() && Text(Get(Get(pod, "status"), "reason")) != "") {
+    detail = Text(Get(Get(pod, "status"), "reason"));
+  }
+  for (const json* c : ContainerStatuses(pod)) {
+    if (!detail.empty()) break;
+    const json& state = Get(*c, "state");
+    if (Get(state, "waiting").is_object()) {
+      const std::string reason = Text(Get(Get(state, "waiting"), "reason"));
+      if (!reason.empty() && reason != "PodInitializing") detail = reason;
+      if (Contains(reason, "Image")) detail += " " + ImageOf(pod, *c);
+    } else if (phase == "Failed" && Get(state, "terminated").is_object()) {
+      detail = "container " + Text(Get(*c, "name")) + " " + Terminated(Get(state, "terminated"));
+    }
+  }
+  return detail.empty() ? phase : phase + " (" + detail + ")";
+}
+
+// The MPIJob's state from its conditions (terminal first), as `status` shows it.
+std::string JobState(const json& job, std::string* reason = nullptr, std::string* message = nullptr) {
+  const json& conditions = Get(Get(job, "status"), "conditions");
+  if (conditions.is_array()) {
+    for (const char* type : {"Failed", "Succeeded", "Suspended", "Restarting", "Running", "Created"}) {
+      for (const json& c : conditions) {
+        if (Text(Get(c, "type")) == type && Text(Get(c, "status")) == "True") {
+          if (reason != nullptr) *reason = Text(Get(c, "reason"));
+          if (message != nullptr) *message = Trim(Text(Get(c, "message")));
+          return type;
+        }
+      }
+    }
+  }
+  return "Pending";
+}
+
+// ---- following ----
+
+class K8sFollow {
+ public:
+  K8sFollow(const KubectlOptions& o, const FollowOptions& f)
+      : o_(o), f_(f), follower_(MakeFollowerOptions(f)) {}
+  StatusOr<RunOutcome> Run();
+
+ private:
+  static FollowerOptions MakeFollowerOptions(const FollowOptions& f) {
+    FollowerOptions fo;
+    fo.log_dir = f.log_dir;
+    fo.untagged_log = "";  // launcher.log holds every line
+    fo.metrics_path = f.metrics_path;
+    fo.total_steps = f.total_steps;
+    fo.progress_in_place = f.progress_in_place;
+    fo.progress_every_s = f.progress_every_s;
+    return fo;
+  }
+  enum class Verdict { kRunning, kSucceeded, kFailed };
+  // One look at the cluster: pods and the MPIJob. A Status only when kubectl cannot be started.
+  StatusOr<Verdict> Poll();
+  Verdict Judge(const std::vector<json>& pods, const json& job, double now);
+  void PrintChanges(const std::vector<json>& pods, const json& job);
+  // `ran`: its container ran, so its log may say why.
+  Verdict FailPod(const json& pod, const std::string& what, bool ran = false);
+  Verdict Failed(const std::string& failure) {
+    failure_ = failure;
+    return Verdict::kFailed;
+  }
+  void StartLogs(const json& pod);
+  void PumpLogs();
+  void StopLogs();
+  bool LogsRunning() const { return logs_.pid > 0; }
+
+  const KubectlOptions& o_;
+  const FollowOptions& f_;
+  RunFollower follower_;
+  std::ofstream launcher_log_;
+
+  // What the last poll saw.
+  std::map<std::string, std::string> shown_;  // pod -> its printed phase line
+  std::string job_state_shown_;
+  std::map<std::string, double> pending_since_;
+  std::map<std::string, std::string> pull_errors_;  // pod -> its last ErrImagePull message
+  double no_pods_since_ = -1, kubectl_failing_since_ = -1;
+  std::string last_kubectl_error_;
+  json launcher_pod_;  // the newest launcher pod, or null
+  std::string failure_, failed_pod_, failed_container_;
+  bool failed_pod_ran_ = false;
+
+  // The launcher's log stream.
+  ChildProcess logs_;
+  bool logs_out_open_ = false, logs_err_open_ = false;
+  std::string logs_partial_, logs_err_partial_, logs_err_text_;
+  std::string logs_pod_;        // whose log the lines so far are
+  int logs_restarts_ = -1;      // that container's restartCount when they were read
+  long long lines_read_ = 0;    // lines of that log delivered
+  long long skip_ = 0;          // lines a restarted stream repeats
+  bool logs_complete_ = false;  // the pod had finished when its stream ended
+  bool logs_complete_pending_ = false;  // the stream now running is of a finished pod
+  bool logs_error_shown_ = false;
+  std::deque<std::string> log_tail_;
+};
+
+StatusOr<RunOutcome> K8sFollow::Run() {
+  TC_RETURN_IF_ERROR(follower_.Open());
+  launcher_log_.open(fs::path(f_.log_dir) / "launcher.log");
+  if (!launcher_log_) return Status::IoError(f_.log_dir + ": cannot write launcher.log");
+  SignalScope signals;
+  RunOutcome outcome;
+  double next_poll = 0, finish_by = 0;
+  bool finishing = false;
+  Verdict verdict = Verdict::kRunning;
+  while (true) {
+    const double now = MonotonicSeconds();
+    int timeout_ms = finishing ? 100 : int(std::clamp((next_poll - now) * 1000, 0.0, 1000.0));
+    std::vector<pollfd> fds;
+    if (logs_out_open_) fds.push_back({logs_.out, POLLIN, 0});
+    if (logs_err_open_) fds.push_back({logs_.err, POLLIN, 0});
+    if (signals.fd() >= 0) fds.push_back({signals.fd(), POLLIN, 0});
+    poll(fds.data(), fds.size(), timeout_ms);
+    if (signals.Take()) {
+      outcome.interrupted = true;
+      break;
+    }
+    PumpLogs();
+    if (finishing) {
+      if (!LogsRunning() || MonotonicSeconds() >= finish_by) break;
+      continue;
+    }
+    if (MonotonicSeconds() < next_poll) continue;
+    StatusOr<Verdict> v = Poll();
+    if (!v.ok()) {
+      StopLogs();
+      return v.status();
+    }
+    next_poll = MonotonicSeconds() + f_.poll_every_s;
+    if (*v == Verdict::kRunning) continue;
+    verdict = *v;
+    finishing = true;
+    finish_by = MonotonicSeconds() + (verdict == Verdict::kSucceeded ? kSuccessGraceS : kFailureGraceS);
+    // A launcher that has finished: read its whole log if it was not streamed to its end.
+    const std::string phase = Phase(launcher_pod_);
+    if (!LogsRunning() && !logs_complete_ && (phase == "Succeeded" || phase == "Failed")) StartLogs(launcher_pod_);
+  }
+  StopLogs();
+  follower_.Progress(true);
+  outcome.steps_done = follower_.steps_done();
+  outcome.failed_rank = follower_.failed_rank();
+  if (outcome.interrupted) {
+    outcome.exit_code = 130;
+    outcome.failure = "stopped following after " + std::to_string(outcome.steps_done) + " step(s); the MPIJob " +
+                      f_.job_name + " keeps running on the cluster until deleted (tencache-launch delete " +
+                      f_.job_name + ")";
+    return outcome;
+  }
+  if (verdict == Verdict::kSucceeded) return outcome;
+  outcome.exit_code = 1;
+  outcome.failure = failure_;
+  if (follower_.failed()) {
+    outcome.failure += "; the launcher's log says rank " + std::to_string(follower_.failed_rank()) + ": " +
+                       follower_.failure();
+  }
+  // The failed pod's last log lines: the launcher's as streamed, a worker's asked for.
+  if (!failed_pod_.empty() && failed_pod_ == logs_pod_ && !log_tail_.empty()) {
+    outcome.last_stderr.assign(log_tail_.begin(), log_tail_.end());
+  } else if (!failed_pod_.empty() && failed_pod_ran_) {
+    std::vector<std::string> args = {"logs", failed_pod_};
+    if (!failed_container_.empty()) args.insert(args.end(), {"-c", failed_container_});
+    args.push_back("--tail=" + std::to_string(kLastLines));
+    StatusOr<ProcessResult> r = Kubectl(o_, args);
+    if (r.ok() && r->exit_code == 0) outcome.last_stderr = SplitLines(r->out);
+  } else if (follower_.failed()) {
+    outcome.last_stderr = follower_.LastStderr(follower_.failed_rank());
+  } else {
+    outcome.last_stderr.assign(log_tail_.begin(), log_tail_.end());  // where the launcher was
+  }
+  return outcome;
+}
+
+StatusOr<K8sFollow::Verdict> K8sFollow::Poll() {
+  const double now = MonotonicSeconds();
+  const std::string selector = std::string(kJobNameLabel) + "=" + f_.job_name;
+  StatusOr<json> pods = GetJson(o_, {"get", "pods", "-l", selector, "-o", "json"}, "kubectl get pods");
+  StatusOr<json> job = GetJson(o_, {"get", kMpiJobResource, f_.job_name, "-o", "json"}, "kubectl get mpijob");
+  for (const Status* s : {&pods.status(), &job.status()}) {
+    if (s->code() == StatusCode::kUnavailable && Contains(s->message(), "cannot start kubectl")) return *s;
+  }
+  if (job.status().code() == StatusCode::kNotFound) {
+    return Failed("the MPIJob " + f_.job_name + " is gone from namespace " +
+                  (o_.namespace_.empty() ? "default" : o_.namespace_) + " (deleted?): " + job.status().message());
+  }
+  if (!pods.ok() || !job.ok()) {
+    const std::string err = !pods.ok() ? pods.status().message() : job.status().message();
+    if (MpiJobKindMissing(err)) return Failed(err);  // the operator was uninstalled: no retry will help
+    if (kubectl_failing_since_ < 0) kubectl_failing_since_ = now;
+    if (err != last_kubectl_error_) follower_.Note("kubectl failed (retrying): " + err);
+    last_kubectl_error_ = err;
+    if (now - kubectl_failing_since_ >= f_.pending_timeout_s) {
+      return Failed("kubectl has failed for " + FormatDuration(now - kubectl_failing_since_) + ": " + err);
+    }
+    return Verdict::kRunning;
+  }
+  kubectl_failing_since_ = -1;
+  last_kubectl_error_.clear();
+  std::ofstream(fs::path(f_.log_dir) / "pods.json") << pods->dump(2) << "\n";
+  std::ofstream(fs::path(f_.log_dir) / "mpijob.json") << job->dump(2) << "\n";
+  std::vector<json> list;
+  if (Get(*pods, "items").is_array()) list.assign(Get(*pods, "items").begin(), Get(*pods, "items").end());
+  std::sort(list.begin(), list.end(), [](const json& a, const json& b) { return Name(a) < Name(b); });
+  launcher_pod_ = json();
+  for (const json& p : list) {
+    if (Label(p, kJobRoleLabel) != "launcher") continue;
+    const std::string created = Text(Get(Get(p, "metadata"), "creationTimestamp"));
+    if (launcher_pod_.is_null() || created >= Text(Get(Get(launcher_pod_, "metadata"), "creationTimestamp"))) {
+      launcher_pod_ = p;
+    }
+  }
+  PrintChanges(list, *job);
+  const Verdict v = Judge(list, *job, now);
+  if (v == Verdict::kRunning && !LogsRunning() && !logs_complete_ && !launcher_pod_.is_null()) {
+    const std::string phase = Phase(launcher_pod_);
+    if (phase == "Running" || phase == "Succeeded" || phase == "Failed") StartLogs(launcher_pod_);
+  }
+  return v;
+}
+
+void K8sFollow::PrintChanges(const std::vector<json>& pods, const json& job) {
+  std::set<std::string> seen;
+  for (const json& p : pods) {
+    const std::string name = Name(p), line = PodDisplay(p);
+    seen.insert(name);
+    if (shown_[name] != line) follower_.Note("pod " + name + ": " + line);
+    shown_[name] = line;
+  }
+  for (auto it = shown_.begin(); it != shown_.end();) {
+    if (seen.count(it->first) == 0) {
+      follower_.Note("pod " + it->first + ": deleted");
+      it = shown_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::string reason, message;
+  const std::string state = JobState(job, &reason, &message);
+  if (state != job_state_shown_) {
+    std::string line = "MPIJob " + f_.job_name + ": " + state;
+    if ((state == "Failed" || state == "Restarting") && !message.empty()) line += " (" + reason + ": " + message + ")";
+    follower_.Note(line);
+    job_state_shown_ = state;
+  }
+}
+
+K8sFollow::Verdict K8sFollow::FailPod(const json& pod, const std::string& what, bool ran) {
+  failed_pod_ = Name(pod);
+  failed_pod_ran_ = ran;
+  return Failed("pod " + failed_pod_ + " " + what);
+}
+
+K8sFollow::Verdict K8sFollow::Judge(const std::vector<json>& pods, const json& job, double now) {
+  // 1. A failed pod: a worker first (the launcher fails because a worker did).
+  for (const char* role : {"worker", "launcher"}) {
+    for (const json& p : pods) {
+      if (Label(p, kJobRoleLabel) != role || Phase(p) != "Failed") continue;
+      const std::string reason = Text(Get(Get(p, "status"), "reason"));
+      const std::string message = Trim(Text(Get(Get(p, "status"), "message")));
+      for (const json* c : ContainerStatuses(p)) {
+        const json& t = Get(Get(*c, "state"), "terminated");
+        if (t.is_object() && Text(Get(t, "exitCode")) != "0") {
+          failed_container_ = Text(Get(*c, "name"));
+          return FailPod(p, "failed: container " + failed_container_ + " " + Terminated(t) +
+                                (reason.empty() ? "" : "; pod " + reason + (message.empty() ? "" : ": " + message)),
+                         true);
+        }
+      }
+      failed_container_ = MainContainer(p);
+      return FailPod(p, "failed" + (reason.empty() ? std::string() : ": " + reason) +
+                            (message.empty() ? "" : (reason.empty() ? ": " : " ") + message),
+                     true);
+    }
+  }
+  // 2. A container that cannot start: an image that cannot be pulled, or one crashing over and over.
+  for (const json& p : pods) {
+    for (const json* c : ContainerStatuses(p)) {
+      const json& w = Get(Get(*c, "state"), "waiting");
+      if (!w.is_object()) continue;
+      const std::string reason = Text(Get(w, "reason")), message = Trim(Text(Get(w, "message")));
+      const std::string image = ImageOf(p, *c);
+      failed_container_ = Text(Get(*c, "name"));
+      if (reason == "ErrImagePull") {
+        pull_errors_[Name(p)] = message;
+      } else if (reason == "ImagePullBackOff" || reason == "InvalidImageName" || reason == "ErrImageNeverPull") {
+        const std::string earlier = pull_errors_[Name(p)];
+        return FailPod(p, "cannot pull image '" + image + "': " + reason + (message.empty() ? "" : ": " + message) +
+                              (earlier.empty() ? "" : " (ErrImagePull: " + earlier + ")") +
+                              ". Check cluster.image, that it was pushed, and that the nodes may pull it "
+                              "(imagePullSecrets)");
+      } else if (reason == "CrashLoopBackOff") {
+        const json& last = Get(Get(*c, "lastState"), "terminated");
+        return FailPod(p, "keeps crashing: container " + failed_container_ + " " +
+                              (last.is_object() ? Terminated(last) : message) + " (CrashLoopBackOff)",
+                       true);
+      }
+    }
+  }
+  failed_container_.clear();
+  // 3. The MPIJob's own verdict.
+  std::string reason, message;
+  const std::string state = JobState(job, &reason, &message);
+  if (state == "Failed") {
+    return Failed("the MPIJob " + f_.job_name + " failed" + (reason.empty() ? "" : " (" + reason + ")") +
+                  (message.empty() ? "" : ": " + message));
+  }
+  if (state == "Succeeded" || Phase(launcher_pod_) == "Succeeded") return Verdict::kSucceeded;
+  // 4. Pending too long: no pod at all, or a pod that is not scheduled or not started.
+  if (pods.empty()) {
+    if (no_pods_since_ < 0) no_pods_since_ = now;
+    if (now - no_pods_since_ >= f_.pending_timeout_s) {
+      return Failed(state == "Pending"
+                        ? "the MPI Operator has not acted on the MPIJob " + f_.job_name + " for " +
+                              FormatDuration(now - no_pods_since_) + " (no status, no pods): is the operator "
+                              "running, and does it watch this namespace? (kubectl get pods -A -l app=mpi-operator)"
+                        : "the MPIJob " + f_.job_name + " has had no pods for " + FormatDuration(now - no_pods_since_) +
+                              " (kubectl describe mpijob " + f_.job_name + " says why)");
+    }
+    return Verdict::kRunning;
+  }
+  no_pods_since_ = -1;
+  std::set<std::string> pending;
+  for (const json& p : pods) {
+    if (Phase(p) != "Pending") continue;
+    const std::string name = Name(p);
+    pending.insert(name);
+    auto [it, fresh] = pending_since_.emplace(name, now);
+    if (now - it->second < f_.pending_timeout_s) continue;
+    const std::string waited = FormatDuration(now - it->second);
+    const std::string scheduling = SchedulingProblem(p);
+    if (!scheduling.empty()) {
+      return FailPod(p, "was not scheduled in " + waited + ": " + scheduling +
+                            " (the plan's instance type, GPUs, CPU or memory are not available on this cluster)");
+    }
+    std::string why;
+    for (const json* c : ContainerStatuses(p)) {
+      const json& w = Get(Get(*c, "state"), "waiting");
+      if (!w.is_object()) continue;
+      const std::string image_note = Contains(Text(Get(w, "reason")), "Image") ? " image '" + ImageOf(p, *c) + "'" : "";
+      why = "container " + Text(Get(*c, "name")) + image_note + ": " + Text(Get(w, "reason")) +
+            (Text(Get(w, "message")).empty() ? "" : ": " + Trim(Text(Get(w, "message"))));
+      failed_container_ = Text(Get(*c, "name"));
+      break;
+    }
+    return FailPod(p, "was still Pending after " + waited + (why.empty() ? "" : ": " + why));
+  }
+  for (auto it = pending_since_.begin(); it != pending_since_.end();) {
+    it = pending.count(it->first) ? std::next(it) : pending_since_.erase(it);
+  }
+  return Verdict::kRunning;
+}
+
+void K8sFollow::StartLogs(const json& pod) {
+  const std::string name = Name(pod), container = MainContainer(pod);
+  const int restarts = RestartCount(pod, container);
+  if (name != logs_pod_ || restarts != logs_restarts_) {  // a new log: nothing of it read yet
+    logs_pod_ = name;
+    logs_restarts_ = restarts;
+    lines_read_ = 0;
+  }
+  skip_ = lines_read_;  // `logs -f` starts from the beginning again
+  std::vector<std::string> args = {"logs", "-f", name};
+  if (!container.empty()) args.insert(args.end(), {"-c", container});
+  StatusOr<ChildProcess> child = SpawnChild(KubectlCommand(o_, args), {});
+  if (!child.ok()) {
+    follower_.Note("cannot stream the launcher's log: " + child.status().message());
+    return;
+  }
+  logs_ = *child;
+  logs_out_open_ = logs_err_open_ = true;
+  logs_err_text_.clear();
+  // Finished pods' logs are complete once read to their end.
+  logs_complete_pending_ = Phase(pod) == "Succeeded" || Phase(pod) == "Failed";
+}
+
+void K8sFollow::PumpLogs() {
+  if (!LogsRunning()) return;
+  if (logs_out_open_) {
+    logs_out_open_ = DrainLines(logs_.out, &logs_partial_, [&](const std::string& line) {
+      if (skip_ > 0) {
+        --skip_;
+        return;
+      }
+      ++lines_read_;
+      launcher_log_ << line << "\n" << std::flush;
+      log_tail_.push_back(line);
+      if (log_tail_.size() > size_t(kLastLines)) log_tail_.pop_front();
+      follower_.Line(line, false);
+    });
+  }
+  if (logs_err_open_) {
+    logs_err_open_ = DrainLines(logs_.err, &logs_err_partial_, [&](const std::string& line) {
+      logs_err_text_ += line + "\n";
+    });
+  }
+  if (logs_out_open_ || logs_err_open_) return;
+  close(logs_.out);
+  close(logs_.err);
+  int status = 0;
+  waitpid(logs_.pid, &status, 0);
+  logs_.pid = -1;
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (ok && logs_complete_pending_) logs_complete_ = true;
+  if (!ok && !logs_error_shown_ && !Trim(logs_err_text_).empty()) {
+    follower_.Note("kubectl logs " + logs_pod_ + ": " + Trim(Tail(logs_err_text_, 500)) + " (retrying)");
+    logs_error_shown_ = true;
+  }
+}
+
+void K8sFollow::StopLogs() {
+  if (!LogsRunning()) return;
+  kill(-logs_.pid, SIGKILL);
+  PumpLogs();  // what was already in the pipes
+  if (logs_.pid > 0) {
+    close(logs_.out);
+    close(logs_.err);
+    waitpid(logs_.pid, nullptr, 0);
+    logs_.pid = -1;
+  }
+  logs_out_open_ = logs_err_open_ = false;
+}
+
+}  // namespace
+
+std::vector<std::string> KubectlCommand(const KubectlOptions& o, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {o.kubectl};
+  if (!o.context.empty()) argv.insert(argv.end(), {"--context", o.context});
+  if (!o.namespace_.empty()) argv.insert(argv.end(), {"--namespace", o.namespace_});
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+Status ApplyManifests(const KubectlOptions& o, const std::string& manifest_file) {
+  TC_ASSIGN_OR_RETURN(ProcessResult r, Kubectl(o, {"apply", "-f", manifest_file}));
+  if (r.exit_code != 0) return KubectlFailure("kubectl apply -f " + manifest_file, r);
+  for (const std::string& line : SplitLines(r.out)) {
+    if (!Trim(line).empty()) std::printf("  %s\n", line.c_str());
+  }
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+StatusOr<RunOutcome> FollowK8sJob(const KubectlOptions& o, const FollowOptions& f) {
+  K8sFollow follow(o, f);
+  return follow.Run();
+}
+
+int K8sStatus(const KubectlOptions& o, const std::string& name) {
+  const std::string ns = o.namespace_.empty() ? "the default namespace" : "namespace " + o.namespace_;
+  std::vector<json> jobs;
+  if (name.empty()) {
+    StatusOr<json> list = GetJson(o, {"get", kMpiJobResource, "-l", kTencacheSelector, "-o", "json"}, "kubectl get mpijobs");
+    if (!list.ok()) return Fail(list.status());
+    if (Get(*list, "items").is_array()) jobs.assign(Get(*list, "items").begin(), Get(*list, "items").end());
+    if (jobs.empty()) {
+      std::printf("No tencache MPIJobs in %s.\n", ns.c_str());
+      return 0;
+    }
+  } else {
+    StatusOr<json> job = GetJson(o, {"get", kMpiJobResource, name, "-o", "json"}, "kubectl get mpijob " + name);
+    if (job.status().code() == StatusCode::kNotFound) {
+      std::fprintf(stderr, "tencache-launch: no MPIJob %s in %s (tencache-launch status lists them)\n", name.c_str(),
+                   ns.c_str());
+      return 1;
+    }
+    if (!job.ok()) return Fail(job.status());
+    jobs.push_back(*job);
+  }
+  // Every worker pod of these jobs, for WORKERS READY.
+  const std::string selector = name.empty() ? std::string(kTencacheSelector) + "," + kJobRoleLabel + "=worker"
+                                            : std::string(kJobNameLabel) + "=" + name;
+  StatusOr<json> pods = GetJson(o, {"get", "pods", "-l", selector, "-o", "json"}, "kubectl get pods");
+  if (!pods.ok()) return Fail(pods.status());
+  std::vector<json> pod_list;
+  if (Get(*pods, "items").is_array()) pod_list.assign(Get(*pods, "items").begin(), Get(*pods, "items").end());
+  std::sort(pod_list.begin(), pod_list.end(), [](const json& a, const json& b) { return Name(a) < Name(b); });
+  std::vector<std::vector<std::string>> rows = {{"NAME", "STATE", "AGE", "WORKERS READY", "INSTANCE"}};
+  for (const json& job : jobs) {
+    const std::string job_name = Name(job);
+    const json& worker = Get(Get(Get(job, "spec"), "mpiReplicaSpecs"), "Worker");
+    const int replicas = Get(worker, "replicas").is_number() ? Get(worker, "replicas").get<int>() : 0;
+    int ready = 0;
+    for (const json& p : pod_list) {
+      if (Label(p, kJobNameLabel) == job_name && Label(p, kJobRoleLabel) == "worker" && PodReady(p)) ++ready;
+    }
+    std::string instance = Text(Get(Get(Get(Get(worker, "template"), "spec"), "nodeSelector"), kInstanceTypeLabel));
+    rows.push_back({job_name, JobState(job), Age(Text(Get(Get(job, "metadata"), "creationTimestamp"))),
+                    std::to_string(ready) + "/" + std::to_string(replicas), instance.empty() ? "-" : instance});
+  }
+  std::printf("%s", FormatTable(rows).c_str());
+  if (!name.empty()) {
+    const json& conditions = Get(Get(jobs[0], "status"), "conditions");
+    if (conditions.is_array() && !conditions.empty()) {
+      std::vector<std::vector<std::string>> c_rows = {{"CONDITION", "STATUS", "AGE", "REASON", "MESSAGE"}};
+      for (const json& c : conditions) {
+        c_rows.push_back({Text(Get(c, "type")), Text(Get(c, "status")), Age(Text(Get(c, "lastTransitionTime"))),
+                          Text(Get(c, "reason")), Trim(Text(Get(c, "message")))});
+      }
+      std::printf("\n%s", FormatTable(c_rows).c_str());
+    }
+    std::vector<std::vector<std::string>> p_rows = {{"POD", "ROLE", "PHASE", "READY", "NODE"}};
+    for (const json& p : pod_list) {
+      const std::string node = Text(Get(Get(p, "spec"), "nodeName"));
+      p_rows.push_back({Name(p), Label(p, kJobRoleLabel), PodDisplay(p), PodReady(p) ? "yes" : "no",
+                        node.empty() ? "-" : node});
+    }
+    if (p_rows.size() > 1) std::printf("\n%s", FormatTable(p_rows).c_str());
+    else std::printf("\nNo pods (yet, or cleaned up after the job ended).\n");
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+int K8sLogs(const KubectlOptions& o, const std::string& name, bool follow) {
+  const std::string selector = std::string(kJobNameLabel) + "=" + name + "," + kJobRoleLabel + "=launcher";
+  StatusOr<json> pods = GetJson(o, {"get", "pods", "-l", selector, "-o", "json"}, "kubectl get pods");
+  if (!pods.ok()) return Fail(pods.status());
+  const json* newest = nullptr;
+  if (Get(*pods, "items").is_array()) {
+    for (const json& p : Get(*pods, "items")) {
+      if (newest == nullptr || Text(Get(Get(p, "metadata"), "creationTimestamp")) >=
+                                   Text(Get(Get(*newest, "metadata"), "creationTimestamp"))) {
+        newest = &p;
+      }
+    }
+  }
+  if (newest == nullptr) {
+    std::fprintf(stderr, "tencache-launch: the MPIJob %s has no launcher pod (not started: its workers are not all "
+                         "ready yet, or cleaned up); tencache-launch status %s says more\n", name.c_str(), name.c_str());
+    return 1;
+  }
+  std::vector<std::string> args = {"logs"};
+  if (follow) args.push_back("-f");
+  args.push_back(Name(*newest));
+  const std::string container = MainContainer(*newest);
+  if (!container.empty()) args.insert(args.end(), {"-c", container});
+  // kubectl writes straight to this program's stdout and stderr; Ctrl-C reaches both.
+  const std::vector<std::string> argv = KubectlCommand(o, args);
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) return Fail(Status::IoError("fork failed"));
+  if (pid == 0) {
+    execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "tencache-launch: cannot start kubectl ('%s'); install kubectl or pass --kubectl PATH\n",
+                 cargv[0]);
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int K8sDelete(const KubectlOptions& o, const std::string& name) {
+  const std::string ns = o.namespace_.empty() ? "the default namespace" : "namespace " + o.namespace_;
+  StatusOr<ProcessResult> job = Kubectl(o, {"delete", kMpiJobResource, name});
+  if (!job.ok()) return Fail(job.status());
+  bool found = true;
+  if (job->exit_code != 0) {
+    if (Contains(job->err, "(NotFound)") && !MpiJobKindMissing(job->err)) {
+      found = false;
+    } else {
+      return Fail(KubectlFailure("kubectl delete mpijob " + name, *job));
+    }
+  }
+  std::printf("%s", job->out.c_str());
+  // The job's ConfigMap (job.resolved.yaml) is not owned by the MPIJob: by its labels.
+  const std::string selector = std::string(kTencacheSelector) + "," + kInstanceLabel + "=" + name;
+  StatusOr<ProcessResult> maps = Kubectl(o, {"delete", "configmaps", "-l", selector});
+  if (!maps.ok()) return Fail(maps.status());
+  if (maps->exit_code != 0) return Fail(KubectlFailure("kubectl delete configmaps -l " + selector, *maps));
+  const bool maps_found = Contains(maps->out, "deleted");
+  std::printf("%s", maps->out.c_str());
+  std::fflush(stdout);
+  if (!found && !maps_found) {
+    std::fprintf(stderr, "tencache-launch: nothing named %s in %s (tencache-launch status lists the runs)\n",
+                 name.c_str(), ns.c_str());
+    return 1;
+  }
+  if (found) std::printf("Its pods, service, and the operator's ConfigMap and Secret go with it.\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace tencache
