@@ -221,7 +221,9 @@ StatusOr<RenderedJob> RenderK8sJob(const ResolvedJob& resolved, const Candidate&
                          {"image", k.image},
                          {"command", r.launcher_command},
                          {"securityContext", ContainerSecurity()},
-                         {"resources", {{"requests", {{"cpu", "500m"}, {"memory", "512Mi"}}}}}}})}}}}}};
+                         {"resources", {{"requests", {{"cpu", "500m"}, {"memory", "512Mi"}}}}},
+                         {"volumeMounts", json::array({{{"name", "job"}, {"mountPath", kK8sJobDir}, {"readOnly", true}}})}}})},
+          {"volumes", json::array({{{"name", "job"}, {"configMap", {{"name", config}}}}})}}}}}};
   json mpijob = {{"apiVersion", "kubeflow.org/v2beta1"},
                  {"kind", "MPIJob"},
                  {"metadata", {{"name", name}, {"namespace", k.namespace_}, {"labels", Labels(name, job.name, "mpijob")}}},

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -151,6 +153,29 @@ TEST(K8sRender, MissingImageOrBadNamespaceIsAClearError) {
   r = Render("llama-2-7b", "--set cluster.namespace=Not_Valid");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("cluster.namespace"), std::string::npos) << r.out;
+}
+
+// `tencache-launch JOB.yaml --target k8s` end to end against the stand-in
+// kubectl (tests/launcher/stand-in-kubectl replaying the "success" scenario):
+// plan, render into the run folder, apply, follow, and the same report.
+TEST(K8sRun, PlansRendersAppliesFollowsAndReports) {
+  const fs::path dir = fs::temp_directory_path() / ("tencache_k8s_run_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  CommandResult r = testing::RunCommand(
+      "cd " + kSource + " && TENCACHE_KUBECTL_SCENARIO=" + kSource + "/tests/launcher/k8s_scenarios/success" +
+      " TENCACHE_KUBECTL_RECORD=" + (dir / "calls").string() + " " + TENCACHE_LAUNCH_BIN +
+      " configs/examples/quickstart.yaml --target k8s --set cluster.image=" + kImage + " --kubectl " + kSource +
+      "/tests/launcher/stand-in-kubectl --context kind-test --out " + (dir / "run").string() +
+      " --progress-every 0 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "run" / "manifests.yaml"));
+  EXPECT_TRUE(fs::exists(dir / "run" / "report.json")) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "run" / "report.md"));
+  const std::string calls = ReadFile(dir / "calls");
+  EXPECT_NE(calls.find("apply"), std::string::npos) << calls;
+  EXPECT_NE(calls.find("kind-test"), std::string::npos) << calls;
+  fs::remove_all(dir);
 }
 
 }  // namespace
