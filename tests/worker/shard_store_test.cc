@@ -4,6 +4,9 @@
 // beyond a small budget fails the Acquire naming the key, losing nothing.
 #include "worker/shard_store.h"
 
+#include "common/shard_bytes.h"
+#include "worker/gpt_model.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -89,6 +92,31 @@ TEST_F(ShardStoreBudgetTest, WriteBackBeyondTheNvmeBudgetFailsTheAcquireNamingTh
   for (ShardKind k : {ShardKind::kGrad, ShardKind::kAdamM, ShardKind::kAdamV})
     EXPECT_TRUE(Holds(s, 0, k, float(int(k) + 1)));
   EXPECT_EQ(s->EndStep().tier(Tier::kNvme).used_bytes, kShardBytes);
+}
+
+// The launcher sizes a run's budgets with common/shard_bytes.h; the worker
+// holds ShardLayout's shards. They must be the same bytes.
+TEST(ShardBytes, AgreeWithTheWorkersLayout) {
+  for (const char* preset : {"tiny", "gpt2"}) {
+    ModelShape m = FindPreset(preset).value();
+    GptModel model(m);
+    for (DType dtype : {DType::kBf16, DType::kFp32}) {
+      for (int ranks : {1, 2, 3, 8}) {
+        ShardLayout layout;
+        layout.mixed = dtype == DType::kBf16;
+        for (int b = 0; b < model.num_blocks(); ++b) layout.counts.push_back((size_t(model.layout(b).numel) + ranks - 1) / ranks);
+        uint64_t bytes = 0, params = 0;
+        for (int b = 0; b < int(layout.num_blocks()); ++b) {
+          for (ShardKind k : layout.Kinds()) bytes += layout.Bytes(b, k);
+          params += layout.Bytes(b, ShardKind::kParam);
+        }
+        const ShardBytes s = ShardBytesPerRank(m, dtype, ranks);
+        EXPECT_EQ(s.total(), bytes) << preset << " " << DTypeName(dtype) << " ranks " << ranks;
+        EXPECT_EQ(s.param, params);
+        EXPECT_EQ(s.tensors, layout.num_tensors());
+      }
+    }
+  }
 }
 
 }  // namespace
