@@ -238,4 +238,8 @@ const GpuSpec* Catalog::FindGpu(const std::string& name) const {
 
 std::string DefaultCatalogPath() { return TENCACHE_DEFAULT_CATALOG; }
 
+std::string CatalogPathFor(const std::string& flag, const std::string& job_catalog) {
+  return !flag.empty() ? flag : !job_catalog.empty() ? job_catalog : DefaultCatalogPath();
+}
+
 }  // namespace tencache

@@ -98,4 +98,8 @@ class Catalog {
 // The catalog shipped with the source tree (configs/instances).
 std::string DefaultCatalogPath();
 
+// The catalog a command uses: `flag` (--catalog), else the job's
+// cluster.catalog, else the shipped one.
+std::string CatalogPathFor(const std::string& flag, const std::string& job_catalog);
+
 }  // namespace tencache

@@ -20,11 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "tencache-launch: %s\n", s.message().c_str());
-  return ExitCodeFor(s);
-}
-
 // The plan's choice for a Kubernetes run or render, resolved and rendered.
 struct K8sPlan {
   JobSpec job;
@@ -41,9 +36,7 @@ int PlanForK8s(const std::string& job_path, const std::vector<std::string>& over
   StatusOr<JobSpec> job = LoadJobFile(job_path, overrides);
   if (!job.ok()) return Fail(job.status());
   out->job = *job;
-  StatusOr<Catalog> catalog = Catalog::Load(!catalog_flag.empty() ? catalog_flag
-                                            : !job->cluster.catalog.empty() ? job->cluster.catalog
-                                                                            : DefaultCatalogPath());
+  StatusOr<Catalog> catalog = Catalog::Load(CatalogPathFor(catalog_flag, job->cluster.catalog));
   if (!catalog.ok()) return Fail(catalog.status());
   out->catalog = std::move(*catalog);
   StatusOr<PlanResult> plan = PlanJob(out->job, out->catalog, ModelAssumptions());

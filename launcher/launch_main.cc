@@ -37,10 +37,7 @@ int RunPlan(const PlanArgs& args) {
   Status st = job.status();
   StatusOr<Catalog> catalog = Status::Ok();
   if (st.ok()) {
-    std::string path = !args.catalog.empty() ? args.catalog
-                       : !job->cluster.catalog.empty() ? job->cluster.catalog
-                                                       : DefaultCatalogPath();
-    catalog = Catalog::Load(path);
+    catalog = Catalog::Load(CatalogPathFor(args.catalog, job->cluster.catalog));
     st = catalog.status();
   }
   StatusOr<PlanResult> plan = Status::Ok();

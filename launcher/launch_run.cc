@@ -21,16 +21,17 @@
 #include "launcher/run_report.h"
 
 namespace tencache {
-namespace {
-
-namespace fs = std::filesystem;
-
-constexpr uint64_t kDiskProbeBytes = 256ull << 20;
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "tencache-launch: %s\n", s.message().c_str());
   return ExitCodeFor(s);
 }
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kDiskProbeBytes = 256ull << 20;
 
 std::string DefaultWorker() {
   std::error_code ec;
@@ -135,10 +136,7 @@ nlohmann::ordered_json MachineJson(const MachineFacts& f, const LocalProbes& p, 
   return {{"facts", f.ToJson()},
           {"ranks", ranks},
           {"probe_micro_batch", micro_batch},
-          {"probes", {{"cached", p.cached},
-                      {"disk", {{"read_gbps", p.disk.read_gbps}, {"write_gbps", p.disk.write_gbps},
-                                {"bytes", p.disk.bytes}, {"engine", p.disk.engine}}},
-                      {"compute", p.compute.ToJson()}}}};
+          {"probes", p.ToJson()}};
 }
 
 StatusOr<std::vector<nlohmann::json>> ReadMetrics(const fs::path& path) {
@@ -188,7 +186,7 @@ int WriteReport(const std::string& dir_name, const JobSpec& job, const Catalog& 
 namespace {
 
 StatusOr<Catalog> LoadCatalog(const std::string& flag, const JobSpec& job) {
-  return Catalog::Load(!flag.empty() ? flag : !job.cluster.catalog.empty() ? job.cluster.catalog : DefaultCatalogPath());
+  return Catalog::Load(CatalogPathFor(flag, job.cluster.catalog));
 }
 
 Status CheckLocalJob(const JobSpec& job) {
@@ -358,13 +356,9 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
     facts.nvme_free_bytes = f.at("nvme_free_bytes").get<uint64_t>();
     ranks = m.at("ranks").get<int>();
     mb = m.at("probe_micro_batch").get<int>();
-    const nlohmann::json& d = m.at("probes").at("disk");
-    probes.disk = {d.at("read_gbps").get<double>(), d.at("write_gbps").get<double>(), d.at("bytes").get<uint64_t>(),
-                   d.at("engine").get<std::string>()};
-    StatusOr<ProbeResult> c = ProbeResult::FromJson(m.at("probes").at("compute"));
-    if (!c.ok()) return Fail(c.status());
-    probes.compute = *c;
-    probes.cached = m.at("probes").at("cached").get<bool>();
+    StatusOr<LocalProbes> read = LocalProbes::FromJson(m.at("probes"));
+    if (!read.ok()) return Fail(read.status().WithContext((dir / "machine.json").string()));
+    probes = *read;
   } catch (const nlohmann::json::exception& e) {
     return Fail(Status::InvalidArgument((dir / "machine.json").string() + ": " + e.what()));
   }

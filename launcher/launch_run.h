@@ -44,6 +44,9 @@ struct LaunchOptions {
 // interrupted.
 int LaunchRun(const LaunchOptions& options);
 
+// Prints "tencache-launch: MESSAGE" on stderr; returns the exit code for `s`.
+int Fail(const Status& s);
+
 // Writes DIR/report.json from DIR/metrics.jsonl and the plan, renders report.md
 // and the pictures, and prints the summary. 0, or 1 when no report could be made.
 class Catalog;

@@ -158,25 +158,35 @@ std::string ProbeCacheKey(const JobSpec& job, const MachineFacts& facts, int ran
   return k.str();
 }
 
+nlohmann::ordered_json LocalProbes::ToJson() const {
+  return {{"cached", cached},
+          {"disk", {{"read_gbps", disk.read_gbps}, {"write_gbps", disk.write_gbps}, {"bytes", disk.bytes},
+                    {"engine", disk.engine}}},
+          {"compute", compute.ToJson()}};
+}
+
+StatusOr<LocalProbes> LocalProbes::FromJson(const nlohmann::json& j) {
+  LocalProbes p;
+  try {
+    const nlohmann::json& d = j.at("disk");
+    p.disk = {d.at("read_gbps").get<double>(), d.at("write_gbps").get<double>(), d.at("bytes").get<uint64_t>(),
+              d.at("engine").get<std::string>()};
+    p.cached = j.value("cached", false);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("probes: ") + e.what());
+  }
+  TC_ASSIGN_OR_RETURN(p.compute, ProbeResult::FromJson(j.value("compute", nlohmann::json::object())));
+  return p;
+}
+
 StatusOr<LocalProbes> ReadProbeCache(const std::string& cache_file, const std::string& key) {
   std::ifstream in(cache_file);
   if (!in) return Status::NotFound(cache_file + ": no probe cache");
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains(key)) return Status::NotFound(key + ": not cached");
-  const nlohmann::json& e = j[key];
-  LocalProbes p;
-  try {
-    p.disk.read_gbps = e.at("disk").at("read_gbps").get<double>();
-    p.disk.write_gbps = e.at("disk").at("write_gbps").get<double>();
-    p.disk.bytes = e.at("disk").at("bytes").get<uint64_t>();
-    p.disk.engine = e.at("disk").at("engine").get<std::string>();
-  } catch (const nlohmann::json::exception&) {
-    return Status::NotFound(key + ": cache entry unreadable");
-  }
-  StatusOr<ProbeResult> compute = ProbeResult::FromJson(e.value("compute", nlohmann::json::object()));
-  if (!compute.ok()) return Status::NotFound(key + ": cache entry unreadable");
-  p.compute = *compute;
-  p.cached = true;
+  StatusOr<LocalProbes> p = LocalProbes::FromJson(j[key]);
+  if (!p.ok()) return Status::NotFound(key + ": cache entry unreadable: " + p.status().message());
+  p->cached = true;
   return p;
 }
 
@@ -187,10 +197,9 @@ Status WriteProbeCache(const std::string& cache_file, const std::string& key, co
     if (in) j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded() || !j.is_object()) j = nlohmann::json::object();
   }
-  j[key] = {{"disk", {{"read_gbps", p.disk.read_gbps}, {"write_gbps", p.disk.write_gbps},
-                      {"bytes", p.disk.bytes}, {"engine", p.disk.engine}}},
-            {"compute", p.compute.ToJson()},
-            {"measured_at", std::time(nullptr)}};
+  nlohmann::ordered_json entry = p.ToJson();
+  entry["measured_at"] = std::time(nullptr);
+  j[key] = entry;
   std::error_code ec;
   fs::create_directories(fs::path(cache_file).parent_path(), ec);
   const std::string tmp = cache_file + ".tmp";

@@ -52,6 +52,10 @@ struct LocalProbes {
   DiskProbe disk;
   ProbeResult compute;
   bool cached = false;  // read from the cache file rather than measured now
+  // {"cached", "disk": {...}, "compute": {...}}, as the probe cache and machine.json hold it.
+  nlohmann::ordered_json ToJson() const;
+  // InvalidArgument naming the missing field.
+  static StatusOr<LocalProbes> FromJson(const nlohmann::json& j);
 };
 
 // The key under which probes are cached: the machine and what the job asks of it.
