@@ -23,6 +23,8 @@ struct Benchmark {
 Benchmark AddNvmeBench(CLI::App& app);
 // A synthetic multi-step trace through the device, host and NVMe tiers.
 Benchmark AddCacheBench(CLI::App& app);
+// Host<->GPU copies through the CUDA device tier against plain cudaMemcpyAsync (needs a GPU).
+Benchmark AddGpuCopyBench(CLI::App& app);
 // Offloaded training against in-memory training (built with the worker).
 Benchmark AddTrainBench(CLI::App& app);
 

@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   namespace bench = tencache::bench;
   std::unique_ptr<CLI::App> app = tencache::MakeCliApp("tencache-bench", "Benchmarks of tencache's components.");
   app->require_subcommand(0, 1);  // none: the message below, naming them
-  std::vector<bench::Benchmark> benchmarks = {bench::AddNvmeBench(*app), bench::AddCacheBench(*app)};
+  std::vector<bench::Benchmark> benchmarks = {bench::AddNvmeBench(*app), bench::AddCacheBench(*app),
+                                                 bench::AddGpuCopyBench(*app)};
 #ifdef TENCACHE_BENCH_TRAIN
   benchmarks.push_back(bench::AddTrainBench(*app));
 #endif

@@ -1,9 +1,18 @@
 // DeviceTier: the top tier, where tensors are computed on. Two backends behind
 // TierStore:
-//   kCuda           one cudaMalloc arena per region, host->device copies on an H2D
-//                   stream and device->host copies on a D2H stream, completion by
-//                   events polled against the caller's timeout. Compiled whenever
-//                   the CUDA toolkit is found; Unavailable when no GPU is present.
+//   kCuda           one cudaMalloc arena per region (the size-class pools carve
+//                   it), host->device copies on an H2D stream and device->host
+//                   copies on a D2H stream (both non-blocking: never implicitly
+//                   serialised with compute), completion by an event polled
+//                   against the caller's timeout — no device-wide sync. Compute
+//                   runs on the legacy default stream (libtorch's default CUDA
+//                   stream): when a consumer releases a slot
+//                   (TierStore::ConsumerReleased) the tier records an event there
+//                   for that slot, and the next copy into or out of the slot
+//                   waits for it on the copy stream. A copy is complete when
+//                   Write/Read returns, so compute enqueued after an Acquire
+//                   sees its bytes. Compiled whenever the CUDA toolkit is found;
+//                   Unavailable when no GPU is present.
 //   kSimulatedHost  host memory standing in for a GPU on machines without one.
 //                   It is named, reported and described as "device(simulated-host)"
 //                   so no result can be mistaken for a GPU measurement.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "cachemgr/device_tier.h"
 #include "common/byte_size.h"
@@ -34,6 +35,7 @@ class CudaDeviceTier final : public TierStore {
     for (size_t i = 0; i < count_.load(); ++i) cudaFree(regions_[i].base);
     cudaStreamDestroy(h2d_);
     cudaStreamDestroy(d2h_);
+    for (auto& [address, ev] : fences_) cudaEventDestroy(ev);
   }
 
   Tier tier() const override { return Tier::kDevice; }
@@ -70,6 +72,22 @@ class CudaDeviceTier final : public TierStore {
   }
   void* Address(uint64_t offset) override { return Pointer(offset, 0); }
 
+  // The consumer computes on the legacy default stream (libtorch's default
+  // CUDA stream): the slot's fence marks the work enqueued there so far, and
+  // the next copy into or out of the slot waits for it on its own stream — no
+  // host or device-wide sync. One event per slot, made at its first release.
+  void ConsumerReleased(void* address) override {
+    cudaSetDevice(device_);
+    std::lock_guard<std::mutex> lock(fence_mu_);
+    cudaEvent_t& ev = fences_[address];
+    cudaError_t e = ev == nullptr ? cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) : cudaSuccess;
+    if (e == cudaSuccess) e = cudaEventRecord(ev, cudaStreamLegacy);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      fence_failed_.store(true);  // copies then synchronise the compute stream instead
+    }
+  }
+
  private:
   struct Region {
     uint8_t* base = nullptr;
@@ -97,7 +115,16 @@ class CudaDeviceTier final : public TierStore {
     cudaEvent_t ev;
     cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e != cudaSuccess) return Status::Internal("tensor " + what + ": cudaEventCreate: " + CudaError(e));
-    e = cudaMemcpyAsync(dst, src, len, kind, stream);
+    // Ordered after the compute that used the slot before it was released.
+    const void* slot = kind == cudaMemcpyHostToDevice ? dst : src;
+    if (fence_failed_.load()) {
+      e = cudaStreamSynchronize(cudaStreamLegacy);
+    } else {
+      std::lock_guard<std::mutex> lock(fence_mu_);
+      auto it = fences_.find(const_cast<void*>(slot));
+      if (it != fences_.end()) e = cudaStreamWaitEvent(stream, it->second, 0);
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, len, kind, stream);
     if (e == cudaSuccess) e = cudaEventRecord(ev, stream);
     if (e != cudaSuccess) {
       cudaEventDestroy(ev);
@@ -123,6 +150,9 @@ class CudaDeviceTier final : public TierStore {
   const int device_;
   const cudaStream_t h2d_;
   const cudaStream_t d2h_;
+  std::mutex fence_mu_;
+  std::unordered_map<void*, cudaEvent_t> fences_;  // per slot address; guarded by fence_mu_
+  std::atomic<bool> fence_failed_{false};
   std::mutex mu_;  // serialises Reserve
   std::array<Region, kMaxRegions> regions_{};
   std::atomic<size_t> count_{0};
@@ -158,6 +188,8 @@ StatusOr<std::unique_ptr<TierStore>> MakeDeviceTier(DeviceBackend backend, int d
                                    " out of range; " + std::to_string(n) + " device(s) present");
   cudaError_t e = cudaSetDevice(device_index);
   cudaStream_t h2d = nullptr, d2h = nullptr;
+  // Non-blocking: the copy streams never serialise with the compute stream
+  // implicitly; the fence orders them where needed.
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&h2d, cudaStreamNonBlocking);
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d2h, cudaStreamNonBlocking);
   if (e != cudaSuccess) return Status::Unavailable("device(cuda): creating copy streams: " + CudaError(e));

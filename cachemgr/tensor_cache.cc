@@ -312,6 +312,7 @@ Status TensorCache::Release(TensorHandle* handle) {
   if (handle == nullptr || handle->cache_ == nullptr)
     return Status::FailedPrecondition("release of an empty or already released tensor handle");
   if (handle->cache_ != this) return Status::FailedPrecondition("release of a handle from another cache");
+  store(handle->tier_)->ConsumerReleased(handle->data_);  // before the slot can be reused
   {
     std::lock_guard<std::mutex> lock(mu_);
     ReleaseLocked(handle->id_, handle->tier_, handle->mode_);

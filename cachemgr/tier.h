@@ -58,6 +58,14 @@ class TierStore {
   // Where a consumer finds the bytes at `offset`: a device pointer for the device
   // tier, a host pointer for the host tier, nullptr for NVMe (not addressable).
   virtual void* Address(uint64_t offset) = 0;
+
+  // Called when a consumer's handle on the bytes at `address` (what Address()
+  // gave for the slot) is released, before the slot can be reused.
+  // GUARANTEES (CUDA device tier): every later copy into or out of that slot is
+  // ordered after the compute work enqueued before this call, so a slot is never
+  // overwritten or read back under a kernel still using it. Default: nothing to
+  // order (host memory is used synchronously).
+  virtual void ConsumerReleased(void* address) {}
 };
 
 }  // namespace tencache

@@ -53,6 +53,21 @@ if(NOT TENCACHE_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "tencache: CUDA device tier: ${TENCACHE_HAVE_CUDA}")
 
+# NCCL, for the worker's GPU collectives: the CUDA toolkit's copy, or the one
+# named by NCCL_ROOT (e.g. the nvidia-nccl wheel's folder on a GPU machine).
+set(TENCACHE_HAVE_NCCL OFF)
+if(TENCACHE_HAVE_CUDA)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR})
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(TENCACHE_HAVE_NCCL ON)
+    add_library(tencache::nccl UNKNOWN IMPORTED)
+    set_target_properties(tencache::nccl PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
+                          INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+  endif()
+endif()
+message(STATUS "tencache: NCCL (GPU collectives): ${TENCACHE_HAVE_NCCL}")
+
 # The worker needs libtorch and MPI.
 set(TENCACHE_HAVE_WORKER OFF)
 if(NOT TENCACHE_WORKER STREQUAL "OFF")

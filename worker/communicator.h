@@ -2,12 +2,18 @@
 // all-gather of parameter shards, reduce-scatter of gradients, and small
 // all-reduces for the loss and the metrics. Backends: one rank alone (no
 // copies when the shard already sits in the gathered buffer), ranks as threads
-// of one process (tests, as gloo's do), and MPI (mpi_communicator.h). NCCL on
-// GPU comes later behind the same interface.
+// of one process (tests, as gloo's do), MPI (mpi_communicator.h) and NCCL on
+// GPUs (nccl_communicator.h).
 //
-// Buffers are plain host memory. Every call is collective: all ranks call the
-// same sequence with the same counts. Each Communicator is used by one thread
-// (its rank); different ranks' communicators may be used concurrently.
+// Buffers: AllGather and ReduceScatterSum take device memory when
+// device_buffers() is true (NCCL: the work is enqueued on the GPU, ordered
+// after the compute stream's work so far, and the compute stream waits for it;
+// the call returns without waiting), and host memory otherwise (the call
+// returns when the result is there). AllReduceSum and Barrier always take host
+// memory. Counts are size_t throughout: no backend narrows them.
+// Every call is collective: all ranks call the same sequence with the same
+// counts. Each Communicator is used by one thread (its rank); different ranks'
+// communicators may be used concurrently.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +31,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string Describe() const = 0;
+  // True when AllGather and ReduceScatterSum take device pointers (see above).
+  virtual bool device_buffers() const { return false; }
 
   // out[r * bytes, (r + 1) * bytes) = rank r's `in`. `in` may be
   // out + rank() * bytes (in place).

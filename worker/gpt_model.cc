@@ -1,5 +1,7 @@
 #include "worker/gpt_model.h"
 
+#include <torch/version.h>
+
 #include <cmath>
 #include <random>
 
@@ -106,10 +108,16 @@ torch::Tensor GptModel::Attention(int block, const torch::Tensor& flat, const to
     k = k.repeat_interleave(nq / nkv, 1);
     v = v.repeat_interleave(nq / nkv, 1);
   }
+#if TORCH_VERSION_MAJOR >= 2
+  // The fused kernel (flash attention on a GPU): the same formula, no [T, T] scores in memory.
+  torch::Tensor y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true)
+                        .transpose(1, 2).contiguous().view({B, T, nq * hd});
+#else
   torch::Tensor att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
   torch::Tensor causal = torch::ones({T, T}, torch::dtype(torch::kBool).device(h.device())).triu(1);
   att = torch::softmax(att.masked_fill(causal, -std::numeric_limits<float>::infinity()), -1);
   torch::Tensor y = torch::matmul(att, v).transpose(1, 2).contiguous().view({B, T, nq * hd});
+#endif
   return torch::linear(y, View(flat, block, p + ".attn.out.weight"), bias(p + ".attn.out.bias"));
 }
 

@@ -101,7 +101,8 @@ struct CachedStoreOptions {
   std::optional<uint64_t> nvme_budget;
   std::string nvme_dir;        // this rank's NVMe file goes here
   int rank = 0;
-  bool cuda = false;           // real GPU device tier; else the simulated one
+  bool cuda = false;           // real GPU device tier (and a cudaHostRegister'd host tier); else the simulated one
+  int cuda_device = 0;         // which GPU, when cuda
 };
 StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& layout,
                                                            const CachedStoreOptions& options);

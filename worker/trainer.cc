@@ -50,9 +50,11 @@ TraceHeader HeaderFor(const JobSpec& job, int ranks) {
 
 }  // namespace
 
+// A block's parameters for one access. When `flat` aliases the cache's slot
+// itself (one rank) its storage's deleter holds the pin, so the slot cannot be
+// reused while any tensor still views it.
 struct Trainer::Gathered {
   torch::Tensor flat;  // the whole block, padded
-  ShardRef pin;        // held while `flat` aliases the shard itself (one rank)
   double start_s = 0;
 };
 
@@ -82,11 +84,13 @@ std::string StepMetrics::ToJson() const {
   return j.dump();
 }
 
-Trainer::Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log)
+Trainer::Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
+                 ComputeDevice device)
     : job_(job),
       comm_(comm),
       corpus_(std::move(corpus)),
       log_(std::move(log)),
+      device_(device),
       model_(job.model),
       sampler_(corpus_, job.model.seq_len, job.train.global_batch, job.train.seed),
       profiler_(HeaderFor(job, comm->size()), log_) {}
@@ -96,7 +100,8 @@ Trainer::~Trainer() {
 }
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communicator* comm,
-                                                   std::shared_ptr<const TokenCorpus> corpus, LogSink log) {
+                                                   std::shared_ptr<const TokenCorpus> corpus, LogSink log,
+                                                   ComputeDevice device) {
   TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
   if (job.dtype == DType::kFp16) {
     return Status::InvalidArgument(job.Where("model.dtype") + ": the worker trains bf16 (mixed precision: bf16 "
@@ -113,7 +118,12 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communica
                                    std::to_string(corpus->size()) + " tokens, fewer than one sequence of " +
                                    std::to_string(job.model.seq_len + 1));
   }
-  std::unique_ptr<Trainer> t(new Trainer(job, comm, std::move(corpus), std::move(log)));
+  if (comm->device_buffers() && !device.cuda()) {
+    return Status::InvalidArgument("the communicator " + comm->Describe() + " takes GPU buffers, but the rank "
+                                   "computes on the CPU");
+  }
+  TC_RETURN_IF_ERROR(UseDevice(device));
+  std::unique_ptr<Trainer> t(new Trainer(job, comm, std::move(corpus), std::move(log), device));
   TC_RETURN_IF_ERROR(t->Init());
   return t;
 }
@@ -148,10 +158,16 @@ Status Trainer::Init() {
     largest = std::max(largest, padded(b));
     for (ShardKind k : layout_.Kinds()) state_bytes_ += layout_.Bytes(b, k);
   }
-  if (ranks_ > 1) {  // working buffers in the compute dtype (bf16: half the floats)
+  if (ranks_ > 1 && !comm_->device_buffers()) {  // working buffers in the compute dtype (bf16: half the floats)
     const size_t floats = (largest * layout_.ElementBytes(ShardKind::kParam) + sizeof(float) - 1) / sizeof(float);
     gathered_.assign(2, std::vector<float>(floats, 0.0f));
-    scatter_.assign(largest / ranks_ + 1, 0.0f);
+  }
+  if (ranks_ > 1) scatter_.assign(largest / ranks_ + 1, 0.0f);
+  if (device_.cuda()) {
+    const auto on_gpu = torch::TensorOptions().device(device_.device);
+    for (torch::Tensor& w : work_) w = torch::zeros({int64_t(largest)}, on_gpu.dtype(compute_dtype_));
+    if (comm_->device_buffers()) scatter_dev_ = torch::zeros({int64_t(largest / ranks_ + 1)}, on_gpu.dtype(torch::kFloat32));
+    grad_host_.assign(largest, 0.0f);
   }
   adamw_.lr = job_.train.lr;
   adamw_.weight_decay = job_.train.weight_decay;
@@ -180,6 +196,8 @@ Status Trainer::Init() {
     o.nvme_budget = job_.cache.nvme_budget;  // auto: room for every shard
     o.nvme_dir = job_.cache.nvme_path;
     o.rank = comm_->rank();
+    o.cuda = device_.cuda();
+    o.cuda_device = device_.index();
     TC_ASSIGN_OR_RETURN(store_, MakeCachedShardStore(layout_, o));
   }
   TC_RETURN_IF_ERROR(InitShards());
@@ -223,7 +241,7 @@ std::string Trainer::Describe() const {
   out << "model " << job_.model.name << " (" << job_.model.ParamCount() << " parameters; "
       << (layout_.mixed ? "mixed precision: bf16 compute, fp32 master weights and AdamW"
                         : "fp32 compute and AdamW")
-      << ", on CPU), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
+      << ", on " << device_.Describe() << "), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
       << job_.train.micro_batch << " x " << accum_ << " accumulation steps, policy "
       << CachePolicyName(job_.cache.policy) << "; store: " << store_->Describe();
   return out.str();
@@ -236,21 +254,48 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   g.start_s = Now();
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kDevice, AccessMode::kRead));
   NoteDeviceAccess(block);
-  const int64_t n = int64_t(padded(block));
-  if (ranks_ == 1) {  // the shard is the block: compute on it in place
-    g.flat = torch::from_blob(p.data(), {n}, compute_dtype_);
-    g.pin = std::move(p);
+  const bool in_device_memory = store_->cache() != nullptr || !device_.cuda();
+  if (ranks_ == 1 && in_device_memory) {  // the shard is the block: compute on it in place
+    auto pin = std::make_shared<ShardRef>(std::move(p));  // released with the tensor's storage
+    g.flat = torch::from_blob(pin->data(), {int64_t(padded(block))}, [pin](void*) {},
+                              torch::TensorOptions().dtype(compute_dtype_).device(device_.device));
     return g;
   }
-  const double t0 = Now();
+  TC_RETURN_IF_ERROR(GatherInto(block, slot, std::move(p), &g));
+  return g;
+}
+
+// Where the shard `p` is: the device tier's memory (a cached store on a GPU,
+// or any store on the CPU) or host memory (the reference store on a GPU).
+Status Trainer::GatherInto(int block, int slot, ShardRef p, Gathered* g) {
+  const int64_t n = int64_t(padded(block)), count = int64_t(layout_.counts[block]);
   const size_t elem = layout_.ElementBytes(ShardKind::kParam);
-  TC_RETURN_IF_ERROR(comm_->AllGather(p.data(), gathered_[slot].data(), layout_.counts[block] * elem));
-  if (!sampling_) {
+  const bool on_gpu = device_.cuda() && store_->cache() != nullptr;
+  const auto host = torch::TensorOptions().dtype(compute_dtype_);
+  torch::Tensor shard = torch::from_blob(p.data(), {count}, on_gpu ? host.device(device_.device) : host);
+  const double t0 = Now();
+  if (comm_->device_buffers()) {  // NCCL: all-gather on the GPU, in place from this rank's part
+    torch::Tensor mine = work_[slot].narrow(0, comm_->rank() * count, count);
+    if (shard.data_ptr() != mine.data_ptr()) mine.copy_(shard);
+    TC_RETURN_IF_ERROR(comm_->AllGather(mine.data_ptr(), work_[slot].data_ptr(), size_t(count) * elem));
+    g->flat = work_[slot].narrow(0, 0, n);
+  } else {
+    torch::Tensor whole;
+    if (ranks_ > 1) {  // over host memory
+      whole = torch::from_blob(gathered_[slot].data(), {n}, host);
+      torch::Tensor mine = whole.narrow(0, comm_->rank() * count, count);
+      mine.copy_(shard);  // a copy from the GPU waits for it
+      TC_RETURN_IF_ERROR(comm_->AllGather(mine.data_ptr(), whole.data_ptr(), size_t(count) * elem));
+    } else {
+      whole = shard;  // one rank, host shard, GPU compute
+    }
+    g->flat = device_.cuda() ? work_[slot].narrow(0, 0, n).copy_(whole) : whole;
+  }
+  if (ranks_ > 1 && !sampling_) {
     profiler_.RecordCollective({CollectiveKind::kAllGather, block, uint64_t(n) * elem * (ranks_ - 1) / ranks_,
                                 t0 - step_start_, Now() - step_start_});
   }
-  g.flat = torch::from_blob(gathered_[slot].data(), {n}, compute_dtype_);
-  return g;
+  return Status::Ok();  // `p` is released here: the tier fences the compute enqueued so far
 }
 
 StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) {
@@ -260,6 +305,7 @@ StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, Tier tier, Access
 
 void Trainer::EndAccess(int block, Phase phase, double start_s) {
   if (sampling_) return;
+  if (!profiler_.following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
   AccessRecord a;
   a.id = TensorId(block);
   a.name = "block" + std::to_string(block) + ".param";
@@ -274,18 +320,32 @@ void Trainer::EndAccess(int block, Phase phase, double start_s) {
   }
 }
 
+StatusOr<float*> Trainer::ScatterGrad(int block, const torch::Tensor& d) {
+  const size_t n = layout_.counts[block];
+  float* src = d.data_ptr<float>();
+  if (device_.cuda() && !comm_->device_buffers()) {  // to host memory first: MPI and AdamW take it there
+    torch::from_blob(grad_host_.data(), {d.numel()}, torch::kFloat32).copy_(d);
+    src = grad_host_.data();
+  }
+  if (ranks_ > 1) {
+    const double t0 = Now();
+    float* out = comm_->device_buffers() ? scatter_dev_.data_ptr<float>() : scatter_.data();
+    TC_RETURN_IF_ERROR(comm_->ReduceScatterSum(src, out, n));
+    profiler_.RecordCollective({CollectiveKind::kReduceScatter, block, n * sizeof(float) * (ranks_ - 1),
+                                t0 - step_start_, Now() - step_start_});
+    if (comm_->device_buffers()) {
+      torch::from_blob(scatter_.data(), {int64_t(n)}, torch::kFloat32).copy_(scatter_dev_.narrow(0, 0, int64_t(n)));
+    }
+    src = scatter_.data();
+  }
+  return src;
+}
+
 Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
   // fp32 (from bf16 in mixed precision), ours: the final contribution adds the stored part into it.
   torch::Tensor d = dflat.to(torch::kFloat32).contiguous();
-  float* src = d.data_ptr<float>();
   const size_t n = layout_.counts[block];
-  if (ranks_ > 1) {
-    const double t0 = Now();
-    TC_RETURN_IF_ERROR(comm_->ReduceScatterSum(src, scatter_.data(), n));
-    profiler_.RecordCollective({CollectiveKind::kReduceScatter, block, n * sizeof(float) * (ranks_ - 1),
-                                t0 - step_start_, Now() - step_start_});
-    src = scatter_.data();
-  }
+  TC_ASSIGN_OR_RETURN(float* src, ScatterGrad(block, d));
   const int k = contributions_[block]++;
   const bool complete = k + 1 == needed_[block];
   if (complete && k == 0) return UpdateBlock(block, src);  // in one piece: never stored
@@ -338,14 +398,19 @@ Status Trainer::UpdateBlock(int b, const float* grad) {
 }
 
 // One micro-batch: forward keeping only block inputs, then backward block by
-// block with recompute. Returns the micro-batch's mean loss.
+// block with recompute. Returns the micro-batch's mean loss. Shapes: tokens and
+// targets [B, T] (B = micro_batch), activations x [B, T, hidden], a block's
+// parameters one flat [padded] tensor. Each block's tensors are dropped before
+// its Release, so its slot is free for the fetch the plan issues there.
 StatusOr<double> Trainer::MicroStep(int micro) {
   const int mb = job_.train.micro_batch, T = job_.model.seq_len, last = job_.model.layers + 1;
   torch::Tensor seqs = torch::empty({mb, T + 1}, torch::kLong);
   const int first = comm_->rank() * (job_.train.global_batch / ranks_) + micro * mb;
   for (int i = 0; i < mb; ++i) sampler_.Sequence(step_, first + i, seqs[i].data_ptr<int64_t>());
+  seqs = seqs.to(device_.device);
   torch::Tensor tokens = seqs.narrow(1, 0, T), targets = seqs.narrow(1, 1, T);
 
+  // Forward, no autograd: x [B, T, hidden] through every layer; checkpoints_[b] is layer b's input.
   torch::Tensor x;
   {
     torch::NoGradGuard no_grad;
@@ -359,40 +424,56 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       EndAccess(b, Phase::kForward, g.start_s);
     }
   }
-  // The head computes the loss once, with autograd on, and starts the backward.
+  // The head computes the loss once, with autograd on, and starts the backward:
+  // gradients of x, of the final block and of the embedding (the tied head).
   const double scale = 1.0 / (double(accum_) * ranks_);
-  TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
-  EndAccess(last, Phase::kBackward, head.start_s);
-  TC_ASSIGN_OR_RETURN(Gathered embed, Gather(0, 1, Phase::kBackward));
-  torch::Tensor x_in = x.detach().requires_grad_(true);
-  torch::Tensor flat_last = head.flat.detach().requires_grad_(true);
-  torch::Tensor flat0 = embed.flat.detach().requires_grad_(true);
-  torch::Tensor loss = model_.HeadLoss(flat_last, flat0, x_in, targets);
-  auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last, flat0});
-  EndAccess(0, Phase::kBackward, embed.start_s);
-  head = Gathered();
-  Release(&embed);
-  TC_RETURN_IF_ERROR(ReduceGrad(last, grads[1]));
-  TC_RETURN_IF_ERROR(ReduceGrad(0, grads[2]));
-  torch::Tensor dx = grads[0];
-
-  for (int b = last - 1; b >= 1; --b) {
-    TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kBackward));
-    torch::Tensor flat = g.flat.detach().requires_grad_(true);
-    torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
-    auto layer_grads = torch::autograd::grad({model_.Layer(b, flat, in)}, {in, flat}, {dx});
-    EndAccess(b, Phase::kBackward, g.start_s);
-    Release(&g);
-    checkpoints_[b] = torch::Tensor();
-    TC_RETURN_IF_ERROR(ReduceGrad(b, layer_grads[1]));
-    dx = layer_grads[0];
+  torch::Tensor loss, dx, d_last, d_embed;
+  {
+    TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
+    EndAccess(last, Phase::kBackward, head.start_s);
+    TC_ASSIGN_OR_RETURN(Gathered embed, Gather(0, 1, Phase::kBackward));
+    torch::Tensor x_in = x.detach().requires_grad_(true);
+    torch::Tensor flat_last = head.flat.detach().requires_grad_(true);
+    torch::Tensor flat0 = embed.flat.detach().requires_grad_(true);
+    loss = model_.HeadLoss(flat_last, flat0, x_in, targets);
+    auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last, flat0});
+    dx = grads[0], d_last = grads[1], d_embed = grads[2];
+    loss = loss.detach();
+    EndAccess(0, Phase::kBackward, embed.start_s);
+    head = Gathered();
+    flat_last = flat0 = x_in = torch::Tensor();
+    Release(&embed);
   }
-  TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kBackward));
-  torch::Tensor flat_e = e.flat.detach().requires_grad_(true);
-  auto embed_grads = torch::autograd::grad({model_.Embed(flat_e, tokens)}, {flat_e}, {dx});
-  EndAccess(0, Phase::kBackward, e.start_s);
-  Release(&e);
-  TC_RETURN_IF_ERROR(ReduceGrad(0, embed_grads[0]));
+  TC_RETURN_IF_ERROR(ReduceGrad(last, d_last));
+  TC_RETURN_IF_ERROR(ReduceGrad(0, d_embed));
+
+  // Each layer, last first: recompute from its input with autograd on, then
+  // d(input) [B, T, hidden] and d(block) [padded].
+  for (int b = last - 1; b >= 1; --b) {
+    torch::Tensor d_block;
+    {
+      TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kBackward));
+      torch::Tensor flat = g.flat.detach().requires_grad_(true);
+      torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
+      auto layer_grads = torch::autograd::grad({model_.Layer(b, flat, in)}, {in, flat}, {dx});
+      dx = layer_grads[0], d_block = layer_grads[1];
+      EndAccess(b, Phase::kBackward, g.start_s);
+      flat = torch::Tensor();
+      Release(&g);
+    }
+    checkpoints_[b] = torch::Tensor();
+    TC_RETURN_IF_ERROR(ReduceGrad(b, d_block));
+  }
+  torch::Tensor d_tokens;
+  {
+    TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kBackward));
+    torch::Tensor flat_e = e.flat.detach().requires_grad_(true);
+    d_tokens = torch::autograd::grad({model_.Embed(flat_e, tokens)}, {flat_e}, {dx})[0];
+    EndAccess(0, Phase::kBackward, e.start_s);
+    flat_e = torch::Tensor();
+    Release(&e);
+  }
+  TC_RETURN_IF_ERROR(ReduceGrad(0, d_tokens));
   return loss.item<double>();
 }
 
@@ -651,7 +732,7 @@ StatusOr<std::string> Trainer::Sample(const std::string& prompt, int tokens) {
   const int last = job_.model.layers + 1;
   for (int i = 0; i < tokens; ++i) {
     const int64_t n = std::min<int64_t>(int64_t(ctx.size()), job_.model.seq_len);
-    torch::Tensor in = torch::from_blob(ctx.data() + ctx.size() - n, {1, n}, torch::kLong).clone();
+    torch::Tensor in = torch::from_blob(ctx.data() + ctx.size() - n, {1, n}, torch::kLong).to(device_.device);
     TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kForward));
     torch::Tensor x = model_.Embed(e.flat, in);
     for (int b = 1; b < last; ++b) {

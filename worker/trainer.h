@@ -28,6 +28,7 @@
 #include "scheduler/profiler.h"
 #include "worker/adamw.h"
 #include "worker/communicator.h"
+#include "worker/compute_device.h"
 #include "worker/gpt_model.h"
 #include "worker/shard_store.h"
 #include "worker/token_corpus.h"
@@ -69,8 +70,13 @@ class Trainer {
   using LogSink = std::function<void(const std::string&)>;
   // Validates that the job can run here (model supported, batch divisible by
   // ranks x micro_batch, policy available), initialises every shard from the seed.
+  // On a CUDA `device` the model computes on that GPU and the cache's device
+  // tier is its memory (pinned host tier); with cache.policy none (the
+  // reference) every shard stays in host memory and is copied to the GPU at
+  // each use. `comm` may take device buffers (NCCL) only on a CUDA device.
   static StatusOr<std::unique_ptr<Trainer>> Create(const JobSpec& job, Communicator* comm,
-                                                   std::shared_ptr<const TokenCorpus> corpus, LogSink log);
+                                                   std::shared_ptr<const TokenCorpus> corpus, LogSink log,
+                                                   ComputeDevice device = {});
   ~Trainer();
 
   // Runs the next optimizer step. Collective: every rank calls it.
@@ -101,11 +107,18 @@ class Trainer {
 
  private:
   struct Gathered;
-  Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log);
+  Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
+          ComputeDevice device);
   Status Init();
   Status InitShards();
   Status WriteComputeCopy(int block, const float* master);
   StatusOr<Gathered> Gather(int block, int slot, Phase phase);
+  // The whole block in working buffer `slot` from this rank's shard `p`
+  // (ranks > 1, or a host shard to compute on the GPU).
+  Status GatherInto(int block, int slot, ShardRef p, Gathered* g);
+  // This rank's fp32 gradient shard of the block, in host memory (reduce-scattered
+  // over ranks > 1), from the block gradient `d` on the compute device.
+  StatusOr<float*> ScatterGrad(int block, const torch::Tensor& d);
   // Every training acquire goes through here; the profiled step records its order.
   StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode);
   void EndAccess(int block, Phase phase, double start_s);
@@ -132,6 +145,7 @@ class Trainer {
   Communicator* const comm_;
   const std::shared_ptr<const TokenCorpus> corpus_;
   const LogSink log_;
+  const ComputeDevice device_;
   GptModel model_;
   int ranks_ = 1;
   int accum_ = 1;
@@ -143,8 +157,13 @@ class Trainer {
 
   std::unique_ptr<ShardStore> store_;
   BatchSampler sampler_;
-  std::vector<std::vector<float>> gathered_;  // two working buffers (ranks > 1)
-  std::vector<float> scatter_;               // reduce-scatter output
+  std::vector<std::vector<float>> gathered_;  // two host working buffers (ranks > 1)
+  std::vector<float> scatter_;               // reduce-scatter output, host
+  // On a GPU: two working buffers in the compute dtype, the reduce-scatter
+  // output (NCCL), and host staging for a gradient on its way to AdamW.
+  torch::Tensor work_[2];
+  torch::Tensor scatter_dev_;
+  std::vector<float> grad_host_;
   std::vector<int> contributions_;           // per block: gradient contributions so far this step
   std::vector<int> needed_;                  // per block: contributions per step (the embedding has two)
   std::vector<torch::Tensor> checkpoints_;   // each layer's input

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -21,7 +22,9 @@
 #include "common/job_spec.h"
 #include "common/report_lines.h"
 #include "worker/machine_probe.h"
+#include "worker/compute_device.h"
 #include "worker/mpi_communicator.h"
+#include "worker/nccl_communicator.h"
 #include "worker/trainer.h"
 
 namespace tencache {
@@ -36,6 +39,8 @@ struct Args {
   int sample = 48;
   bool report_lines = false;
   bool probe = false;
+  std::string device = "auto";
+  size_t mpi_max_count = 0;  // 0: MPI's int limit
 };
 
 std::unique_ptr<CLI::App> MakeApp(Args* a) {
@@ -51,6 +56,12 @@ std::unique_ptr<CLI::App> MakeApp(Args* a) {
   app->add_option("--trace", a->trace, "rank 0 writes its profiled step's trace for tencache-sim --trace FILE");
   app->add_option("--sample", a->sample, "bytes of text to sample at the end (0: none)")
       ->check(CLI::Range(0, 100000000));
+  app->add_option("--device", a->device,
+                  "where to compute: auto (a GPU when this build, its libtorch and the machine have CUDA), cuda, cpu")
+      ->capture_default_str();
+  app->add_option("--mpi-max-count", a->mpi_max_count,
+                  "testing: split MPI collectives into pieces of at most N elements (default: MPI's int limit)")
+      ->check(CLI::Range(size_t(1), size_t(INT_MAX)));
   app->add_flag("--probe", a->probe,
                 std::string("measure this machine's speed at the job's work instead of training; rank 0 prints "
                             "one JSON line after '") + kReportProbePrefix + "'");
@@ -68,25 +79,36 @@ Status Run(const Args& args, int rank) {
     return Status::InvalidArgument(job.source + ": key 'train.data': the worker needs a corpus to train on");
   }
   TC_ASSIGN_OR_RETURN(std::shared_ptr<TokenCorpus> corpus, TokenCorpus::Open(job.train.data));
-  std::unique_ptr<Communicator> comm = MakeMpiCommunicator(MPI_COMM_WORLD);
+  std::unique_ptr<Communicator> mpi =
+      args.mpi_max_count > 0 ? MakeMpiCommunicator(MPI_COMM_WORLD, args.mpi_max_count) : MakeMpiCommunicator(MPI_COMM_WORLD);
   // Ranks on this machine share its cores: oversubscribed BLAS threads spin
-  // against each other and can slow a step tenfold.
+  // against each other and can slow a step tenfold. They also share its GPUs:
+  // local rank i computes on GPU i (modulo the GPUs present).
   MPI_Comm local;
-  int local_ranks = 1;
+  int local_ranks = 1, local_rank = 0;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &local_ranks);
+  MPI_Comm_rank(local, &local_rank);
   MPI_Comm_free(&local);
+  TC_ASSIGN_OR_RETURN(ComputeDevice device, SelectComputeDevice(args.device, local_rank));
+  // On GPUs with more than one rank the parameter and gradient collectives run
+  // in NCCL; MPI carries the small host ones (and is the fallback without NCCL).
+  std::unique_ptr<Communicator> nccl;
+  if (device.cuda() && mpi->size() > 1 && NcclBuilt()) {
+    TC_ASSIGN_OR_RETURN(nccl, MakeNcclCommunicator(mpi.get(), device));
+  }
+  Communicator* comm = nccl ? nccl.get() : mpi.get();
   const int cores = std::max(1, int(std::thread::hardware_concurrency()));
   torch::set_num_threads(std::max(1, cores / local_ranks));
   auto log = [rank](const std::string& line) {
     if (rank == 0) std::cout << "tencache-worker: " << line << std::endl;
   };
   if (args.probe) {
-    TC_ASSIGN_OR_RETURN(ProbeResult probe, ProbeMachine(job, comm.get(), torch::get_num_threads(), corpus));
+    TC_ASSIGN_OR_RETURN(ProbeResult probe, ProbeMachine(job, mpi.get(), torch::get_num_threads(), corpus));
     if (rank == 0) std::cout << kReportProbePrefix << probe.ToJson().dump() << std::endl;
     return Status::Ok();
   }
-  TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, comm.get(), corpus, log));
+  TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, comm, corpus, log, device));
   log(trainer->Describe() + "; " + std::to_string(torch::get_num_threads()) + " compute thread(s) per rank (" +
       std::to_string(local_ranks) + " rank(s) on this machine)");
   std::ofstream metrics;

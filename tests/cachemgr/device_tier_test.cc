@@ -2,7 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <vector>
+
 #include "test_util.h"
+
+#if TENCACHE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace tencache {
 namespace {
@@ -43,6 +50,38 @@ TEST(DeviceTierTest, CudaRoundTripThroughPinnedHost) {
   ASSERT_TRUE((*dev)->Read(*db, p, 1 << 20, "t", std::chrono::milliseconds(5000)).ok());
   EXPECT_TRUE(testing::CheckPattern(p, 1 << 20, 5));
 }
+
+#if TENCACHE_HAVE_CUDA
+// A consumer writes a slot on the compute stream (the legacy default stream)
+// and releases it; the tier's read-back of the slot, on its own non-blocking
+// stream, must see what the consumer wrote, however long that takes.
+TEST(DeviceTierTest, CudaCopiesWaitForTheComputeThatUsedTheSlot) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  auto dev = MakeDeviceTier(DeviceBackend::kCuda);
+  ASSERT_TRUE(dev.ok());
+  HostTierOptions ho;
+  ho.pinner = CudaHostPinner();
+  ho.pinner_name = "cudaHostRegister";
+  HostTier host(ho);
+  const uint64_t big = 512ull << 20, slot = 4096;
+  auto hb = host.Reserve(big);
+  auto db = (*dev)->Reserve(big);
+  ASSERT_TRUE(hb.ok() && db.ok());
+  auto* p = static_cast<uint8_t*>(host.Address(*hb));
+  auto* d = static_cast<uint8_t*>((*dev)->Address(*db));
+  for (int round = 0; round < 20; ++round) {
+    const uint8_t value = uint8_t(round + 1);
+    std::memset(p, value, big);
+    // Compute's work: a long copy across the whole region, ending in the slot.
+    ASSERT_EQ(cudaMemcpyAsync(d, p, big, cudaMemcpyHostToDevice, cudaStreamLegacy), cudaSuccess);
+    (*dev)->ConsumerReleased(d + big - slot);
+    std::vector<uint8_t> back(slot, 0);
+    ASSERT_TRUE((*dev)->Read(*db + big - slot, back.data(), slot, "t", std::chrono::milliseconds(10000)).ok());
+    EXPECT_EQ(back[0], value) << "round " << round;
+    EXPECT_EQ(back[slot - 1], value) << "round " << round;
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace tencache

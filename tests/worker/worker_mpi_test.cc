@@ -74,6 +74,37 @@ TEST_F(WorkerMpi, TwoAndFourRanksMatchOneRank) {
   }
 }
 
+// MPI takes int counts: collectives beyond them run in pieces. Forced down to
+// 1000 elements a piece (every shard of the test model is larger), 2 ranks give
+// bitwise the losses of whole collectives.
+TEST_F(WorkerMpi, CollectivesInPiecesGiveTheSameLosses) {
+  const std::string whole = (dir_ / "whole.jsonl").string(), pieces = (dir_ / "pieces.jsonl").string();
+  CommandResult a = Launch(2, "--steps 4 --metrics " + whole);
+  ASSERT_EQ(a.code, 0) << a.out;
+  CommandResult b = Launch(2, "--steps 4 --mpi-max-count 1000 --metrics " + pieces);
+  ASSERT_EQ(b.code, 0) << b.out;
+  std::ifstream in_a(whole), in_b(pieces);
+  int steps = 0;
+  for (std::string la, lb; std::getline(in_a, la) && std::getline(in_b, lb); ++steps) {
+    EXPECT_EQ(nlohmann::json::parse(la)["loss"].get<double>(), nlohmann::json::parse(lb)["loss"].get<double>())
+        << "step " << steps;
+  }
+  EXPECT_EQ(steps, 4);
+}
+
+// Without a usable GPU, --device cuda stops with the reason; auto trains on the CPU.
+TEST_F(WorkerMpi, DeviceCudaWithoutAGpuSaysWhy) {
+  CommandResult r = Launch(1, "--steps 1 --device cuda");
+  if (r.code == 0) GTEST_SKIP() << "this machine computes on a GPU";
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--device cuda: "), std::string::npos) << r.out;
+  r = Launch(1, "--steps 1 --device auto");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = Launch(1, "--steps 1 --device tpu");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("expected auto, cuda or cpu, got 'tpu'"), std::string::npos) << r.out;
+}
+
 TEST_F(WorkerMpi, BadInputStopsEveryRankWithExitCode2) {
   CommandResult r = Launch(2, "--steps 1 --set train.micro_batch=0");
   EXPECT_NE(r.code, 0);

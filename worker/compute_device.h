@@ -1,0 +1,41 @@
+// ComputeDevice: where a rank's model computes — the CPU, or one CUDA GPU with
+// the cache's device tier in that GPU's memory. Chosen once per rank at start.
+//
+// On a GPU, compute runs on libtorch's default CUDA stream (the legacy default
+// stream); the device tier's copies run on their own non-blocking streams and
+// are ordered against compute with events (cachemgr/device_tier.h), and the
+// NCCL communicator orders its stream the same way (nccl_communicator.h).
+#pragma once
+
+#include <string>
+
+#include <torch/torch.h>
+
+#include "common/status.h"
+
+namespace tencache {
+
+struct ComputeDevice {
+  torch::Device device = torch::kCPU;
+  bool cuda() const { return device.is_cuda(); }
+  int index() const { return device.has_index() ? device.index() : 0; }
+  std::string Describe() const;  // "cpu", "cuda:0 (NVIDIA H200)"
+};
+
+// `choice`: "auto" (a GPU when this build, libtorch and the machine all have
+// CUDA, else the CPU), "cuda" or "cpu". A rank takes GPU `local_rank` modulo the
+// GPUs present. InvalidArgument for another word; Unavailable for "cuda" where
+// it cannot run, with the reason (no CUDA in this build, a CPU-only libtorch,
+// or no GPU).
+StatusOr<ComputeDevice> SelectComputeDevice(const std::string& choice, int local_rank);
+
+// Makes `d` the calling thread's current device (cudaSetDevice); no-op on CPU.
+Status UseDevice(const ComputeDevice& d);
+
+// Waits until the compute stream's work so far has run (cudaStreamSynchronize
+// of that one stream, not the device); no-op on CPU. The profiled step calls it
+// at the end of each access so that the profile holds GPU times, not the time
+// to enqueue.
+void SyncCompute(const ComputeDevice& d);
+
+}  // namespace tencache
