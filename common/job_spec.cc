@@ -61,6 +61,7 @@ const std::vector<std::string>& LeafKeys() {
       "cluster.volume.size", "cluster.volume.read_gbps", "cluster.volume.write_gbps",
       "cluster.image", "cluster.namespace", "cluster.nvme_volume", "cluster.nvme_storage_class",
       "cluster.nvme_host_path", "cluster.checkpoint_claim", "cluster.data_claim",
+      "cluster.hosts", "cluster.hostfile", "cluster.rsh_agent", "cluster.network_interface",
       "cache.policy", "cache.device_budget", "cache.host_budget", "cache.nvme_budget",
       "cache.nvme_path", "cache.prefetch",
   };
@@ -100,6 +101,19 @@ std::string Join(const std::vector<std::string>& v) {
   for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
   return out;
 }
+
+}  // namespace
+
+const char* TargetName(Target t) {
+  switch (t) {
+    case Target::kLocal: return "local";
+    case Target::kK8s: return "k8s";
+    case Target::kHosts: return "hosts";
+  }
+  return "?";
+}
+
+namespace {
 
 // Reads typed values out of the YAML tree, naming file, line and key on error.
 class JobReader {
@@ -440,9 +454,119 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
   return Status::Ok();
 }
 
+// "HOST" or "HOST:SLOTS" (cluster.hosts), "HOST [slots=N]" (a hostfile line).
+bool ParseHostSlots(const std::string& text, bool hostfile, HostSlots* out) {
+  std::string host = text, slots;
+  if (hostfile) {
+    std::istringstream in(text);
+    std::string word;
+    in >> host;
+    while (in >> word) {
+      if (word.rfind("slots=", 0) == 0) slots = word.substr(6);
+      else if (word.rfind("max_slots=", 0) != 0) return false;
+    }
+  } else if (const size_t colon = text.rfind(':'); colon != std::string::npos) {
+    host = text.substr(0, colon);
+    slots = text.substr(colon + 1);
+  }
+  if (host.empty() || host.find_first_of(" \t,;'\"$`") != std::string::npos) return false;
+  out->host = host;
+  out->slots = 1;
+  if (!slots.empty()) {
+    if (slots.size() > 6 || slots.find_first_not_of("0123456789") != std::string::npos) return false;
+    out->slots = std::stoi(slots);
+    if (out->slots < 1) return false;
+  }
+  return true;
+}
+
+// cluster.target hosts: the machines from cluster.hosts or cluster.hostfile,
+// which fix cluster.nodes and cluster.ranks_per_node.
+Status ReadHosts(JobReader& r, JobSpec* job) {
+  ClusterSpec& c = job->cluster;
+  HostsSpec& h = c.hosts;
+  std::vector<std::string> names;
+  TC_RETURN_IF_ERROR(r.GetStringList("cluster.hosts", &names));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.hostfile", &h.hostfile));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.rsh_agent", &h.rsh_agent));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.network_interface", &h.network_interface));
+  const std::string where = job->source + ": key ";
+  if (c.target != Target::kHosts) {
+    for (const char* key : {"cluster.hosts", "cluster.hostfile", "cluster.rsh_agent", "cluster.network_interface"}) {
+      if (r.Has(key)) {
+        return Status::InvalidArgument(job->Where(key) + ": applies to cluster.target hosts, but the target is " +
+                                       TargetName(c.target));
+      }
+    }
+    return Status::Ok();
+  }
+  if (names.empty() == h.hostfile.empty()) {
+    return Status::InvalidArgument(job->Where("cluster.target") + ": cluster.target hosts needs " +
+                                   (names.empty() ? "cluster.hosts (a list such as [node1:2, node2:2], HOST:SLOTS) or "
+                                                    "cluster.hostfile"
+                                                  : "cluster.hosts or cluster.hostfile, not both"));
+  }
+  if (h.rsh_agent.empty()) return Status::InvalidArgument(job->Where("cluster.rsh_agent") + ": expected a program, e.g. ssh");
+  for (const std::string& n : names) {
+    HostSlots hs;
+    if (!ParseHostSlots(n, false, &hs)) {
+      return Status::InvalidArgument(job->Where("cluster.hosts") + ": expected HOST or HOST:SLOTS (slots >= 1), got '" +
+                                     n + "'");
+    }
+    h.list.push_back(hs);
+  }
+  if (!h.hostfile.empty()) {
+    if (fs::path(h.hostfile).is_relative()) {
+      h.hostfile = (fs::path(job->source).parent_path() / h.hostfile).lexically_normal().string();
+    }
+    std::ifstream in(h.hostfile);
+    if (!in) return Status::InvalidArgument(job->Where("cluster.hostfile") + ": cannot read '" + h.hostfile + "'");
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      HostSlots hs;
+      if (!ParseHostSlots(line, true, &hs)) {
+        return Status::InvalidArgument(h.hostfile + ":" + std::to_string(line_no) +
+                                       ": expected 'HOST' or 'HOST slots=N' (Open MPI's hostfile), got '" + line + "'");
+      }
+      h.list.push_back(hs);
+    }
+    if (h.list.empty()) return Status::InvalidArgument(job->Where("cluster.hostfile") + ": '" + h.hostfile + "' names no host");
+  }
+  std::string all;
+  for (const HostSlots& hs : h.list) all += (all.empty() ? "" : ", ") + hs.host + ":" + std::to_string(hs.slots);
+  const std::string key = h.hostfile.empty() ? "cluster.hosts" : "cluster.hostfile";
+  for (const HostSlots& hs : h.list) {
+    if (hs.slots != h.list[0].slots) {
+      return Status::InvalidArgument(job->Where(key) + ": every host needs the same slots (ranks per node), got " + all);
+    }
+    int same = 0;
+    for (const HostSlots& other : h.list) same += other.host == hs.host;
+    if (same > 1) return Status::InvalidArgument(job->Where(key) + ": host '" + hs.host + "' is named twice");
+  }
+  const int nodes = int(h.list.size()), per_node = h.list[0].slots;
+  if (c.nodes > 0 && c.nodes != nodes) {
+    return Status::InvalidArgument(job->Where("cluster.nodes") + ": " + std::to_string(c.nodes) + ", but " + key +
+                                   " names " + std::to_string(nodes) + " host(s) (" + all + "); set it to auto");
+  }
+  if (c.ranks_per_node > 0 && c.ranks_per_node != per_node) {
+    return Status::InvalidArgument(job->Where("cluster.ranks_per_node") + ": " + std::to_string(c.ranks_per_node) +
+                                   ", but every host in " + key + " has " + std::to_string(per_node) +
+                                   " slot(s); set it to auto");
+  }
+  c.nodes = nodes;
+  c.ranks_per_node = per_node;
+  c.max_nodes = std::max(c.max_nodes, nodes);
+  return Status::Ok();
+}
+
 Status ReadCluster(JobReader& r, JobSpec* job) {
   ClusterSpec& c = job->cluster;
-  TC_RETURN_IF_ERROR(r.GetEnum<Target>("cluster.target", {{"local", Target::kLocal}, {"k8s", Target::kK8s}}, &c.target));
+  TC_RETURN_IF_ERROR(r.GetEnum<Target>("cluster.target",
+                                       {{"local", Target::kLocal}, {"k8s", Target::kK8s}, {"hosts", Target::kHosts}},
+                                       &c.target));
   TC_RETURN_IF_ERROR(r.GetCountOrAuto("cluster.nodes", &c.nodes));
   TC_RETURN_IF_ERROR(r.GetCountOrAuto("cluster.ranks_per_node", &c.ranks_per_node));
   TC_RETURN_IF_ERROR(r.GetInt("cluster.max_nodes", 1, &c.max_nodes));
@@ -473,7 +597,7 @@ Status ReadCluster(JobReader& r, JobSpec* job) {
   if (!c.catalog.empty() && fs::path(c.catalog).is_relative()) {
     c.catalog = (fs::path(job->source).parent_path() / c.catalog).lexically_normal().string();
   }
-  return Status::Ok();
+  return ReadHosts(r, job);
 }
 
 Status ReadCache(JobReader& r, JobSpec* job) {

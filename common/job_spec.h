@@ -39,7 +39,20 @@ struct VolumeSpec {
   double write_gbps = 1.0;    // GB/s
 };
 
-enum class Target { kLocal, kK8s };
+enum class Target { kLocal, kK8s, kHosts };
+const char* TargetName(Target t);  // "local", "k8s", "hosts"
+
+// cluster.target hosts: the machines, each with its slots (ranks on it).
+struct HostSlots {
+  std::string host;  // a name or address mpirun's launch agent can reach
+  int slots = 1;
+};
+struct HostsSpec {
+  std::vector<HostSlots> list;        // from cluster.hosts or cluster.hostfile, in rank order
+  std::string hostfile;               // the file they came from, if any (absolute)
+  std::string rsh_agent = "ssh";      // how mpirun starts its daemons there (Open MPI plm_rsh_agent)
+  std::string network_interface;      // the interface MPI's TCP traffic uses; "": Open MPI chooses
+};
 
 // Where a Kubernetes worker keeps its NVMe tier: a claim on local PersistentVolumes
 // through a StorageClass (the default), a generic ephemeral volume from any
@@ -70,6 +83,7 @@ struct ClusterSpec {
   VolumeSpec volume;
   std::string catalog;            // directory or file; "" : the built-in catalog
   KubernetesSpec k8s;             // cluster.target k8s
+  HostsSpec hosts;                // cluster.target hosts
 };
 
 enum class CachePolicy { kTencache, kZeroInfinity, kTenCacheWindow, kLru, kNone };

@@ -104,6 +104,37 @@ struct Probing {
   std::string cache_file;
 };
 
+// cluster.target hosts: mpirun starts the ranks on those machines.
+void UseHosts(const JobSpec& job, MpirunSpec* spec) {
+  if (job.cluster.target != Target::kHosts) return;
+  spec->hosts = job.cluster.hosts.list;
+  spec->rsh_agent = job.cluster.hosts.rsh_agent;
+  spec->network_interface = job.cluster.hosts.network_interface;
+  spec->oversubscribe = false;  // each host runs its slots
+}
+
+// cluster.target hosts: every host answers through the launch agent before
+// anything starts, so an unreachable one is named (Unavailable) rather than
+// left to Open MPI's generic daemon-start failure.
+Status CheckHostsReachable(const JobSpec& job, const std::string& this_host) {
+  if (job.cluster.target != Target::kHosts) return Status::Ok();
+  std::vector<std::string> agent;
+  std::istringstream words(job.cluster.hosts.rsh_agent);
+  for (std::string w; words >> w;) agent.push_back(w);
+  for (const HostSlots& h : job.cluster.hosts.list) {
+    if (h.host == this_host || h.host == "localhost") continue;
+    std::vector<std::string> argv = agent;
+    argv.insert(argv.end(), {h.host, "true"});
+    std::string err;
+    StatusOr<std::string> r = CaptureOutput(argv, {}, 30, &err);
+    if (!r.ok()) {
+      return Status::Unavailable(job.Where("cluster.hosts") + ": cannot reach host '" + h.host + "' through '" +
+                                 job.cluster.hosts.rsh_agent + "' (cluster.rsh_agent): " + r.status().message());
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<LocalProbes> MeasureProbes(const Probing& p, bool as_root) {
   LocalProbes probes;
   std::printf("Probing this machine (%s): NVMe tier at %s, the model's compute under mpirun -n %d ...\n",
@@ -116,6 +147,7 @@ StatusOr<LocalProbes> MeasureProbes(const Probing& p, bool as_root) {
   spec.job = p.opt->job_path;
   spec.ranks = p.ranks;
   spec.as_root = as_root;
+  UseHosts(*p.job, &spec);
   for (const std::string& o : p.opt->overrides) spec.worker_args.insert(spec.worker_args.end(), {"--set", o});
   spec.worker_args.insert(spec.worker_args.end(),
                           {"--set", "train.micro_batch=" + std::to_string(p.micro_batch), "--probe"});
@@ -190,6 +222,7 @@ StatusOr<Catalog> LoadCatalog(const std::string& flag, const JobSpec& job) {
 }
 
 Status CheckLocalJob(const JobSpec& job) {
+  if (job.cluster.target == Target::kHosts) return Status::Ok();  // nodes come from cluster.hosts
   if (job.cluster.nodes > 1) {
     return Status::InvalidArgument(job.Where("cluster.nodes") + ": " + std::to_string(job.cluster.nodes) +
                                    ": cluster.target local runs on this one machine; set cluster.nodes to 1 or auto");
@@ -220,7 +253,12 @@ int LaunchRun(const LaunchOptions& opt) {
 
   // This machine as a candidate, measured (or read from the per-machine cache).
   const MachineFacts facts = ReadMachineFacts(job.cache.nvme_path);
-  const int ranks = LocalRanks(job, facts);
+  const bool hosts = job.cluster.target == Target::kHosts;
+  const int nodes = hosts ? job.cluster.nodes : 1;
+  if (hosts && !opt.dry_run) {
+    if (Status s = CheckHostsReachable(job, facts.hostname); !s.ok()) return Fail(s);
+  }
+  const int ranks = hosts ? job.ranks() : LocalRanks(job, facts);
   JobSpec probed = job;
   probed.train.micro_batch = ProbeMicroBatch(job, ranks);
   Probing probing{&opt, &probed, &facts, ranks, probed.train.micro_batch,
@@ -236,7 +274,7 @@ int LaunchRun(const LaunchOptions& opt) {
       if (!probes.ok()) return Fail(probes.status().WithContext("probing this machine"));
     }
   }
-  const LocalCandidate local = MakeLocalCandidate(probed, facts, *probes, ranks);
+  const LocalCandidate local = MakeLocalCandidate(probed, facts, *probes, ranks, nodes);
   StatusOr<PlanResult> plan = PlanJob(job, *catalog, ModelAssumptions(), &local);
   if (!plan.ok()) return Fail(plan.status());
   const std::string plan_text = RenderPlanTable(*plan, false);
@@ -249,8 +287,10 @@ int LaunchRun(const LaunchOptions& opt) {
   if (!resolved.ok()) return Fail(resolved.status());
   const std::string resolved_text = RenderResolvedJob(*resolved, {
       "tencache-launch: the job as this run executes it (every auto resolved by the plan).",
-      "Source: " + opt.job_path + "; run on: this machine (" + facts.hostname + "), " +
-          std::to_string(resolved->job.ranks()) + " rank(s).",
+      "Source: " + opt.job_path + "; run on: " +
+          (hosts ? std::to_string(nodes) + " host(s) (cluster.hosts), launched from " + facts.hostname
+                 : "this machine (" + facts.hostname + ")") +
+          ", " + std::to_string(resolved->job.ranks()) + " rank(s).",
       "Workers read this file and nothing else."});
   if (StatusOr<JobSpec> back = ParseJobText(resolved_text, (out / "job.resolved.yaml").string()); !back.ok()) {
     return Fail(Status::Internal("the resolved job does not read back: " + back.status().message()));
@@ -262,6 +302,7 @@ int LaunchRun(const LaunchOptions& opt) {
   spec.ranks = resolved->job.ranks();
   spec.as_root = as_root;
   spec.worker_args = {"--sample", "0"};
+  UseHosts(resolved->job, &spec);
   const std::vector<std::string> argv = MpirunCommand(spec);
   if (opt.dry_run) {
     std::printf("Dry run: nothing started.\n\n--- %s/job.resolved.yaml ---\n%s\n--- command ---\n%s%s\n",
@@ -295,11 +336,12 @@ int LaunchRun(const LaunchOptions& opt) {
   const std::string status = outcome->exit_code == 0 ? "finished" : outcome->interrupted ? "interrupted" : "failed";
   nlohmann::ordered_json run_json = {{"status", status}, {"exit_code", outcome->exit_code},
                                      {"steps_done", outcome->steps_done}, {"failed_rank", outcome->failed_rank},
-                                     {"failure", outcome->failure}, {"last_stderr", outcome->last_stderr},
+                                     {"failure", outcome->failure}, {"failed_host", outcome->failed_host},
+                                     {"last_stderr", outcome->last_stderr},
                                      {"stop_seconds", outcome->stop_seconds}, {"command", argv}};
   (void)WriteFile(out / "run.json", run_json.dump(2) + "\n");
   const Candidate predicted =
-      EvaluateCandidate(resolved->job, local.instance, local.gpu, 1, local.assumptions);
+      EvaluateCandidate(resolved->job, local.instance, local.gpu, local.nodes, local.assumptions);
   int code = outcome->steps_done > 0 ? WriteReport(out.string(), resolved->job, *catalog, predicted, machine, status, local.notes) : 0;
   if (outcome->interrupted) {
     std::fprintf(stderr, "tencache-launch: interrupted after %d step(s); every rank stopped in %.1f s. Run folder: %s\n",
@@ -308,6 +350,7 @@ int LaunchRun(const LaunchOptions& opt) {
   }
   if (outcome->exit_code != 0) {
     std::string who = outcome->failed_rank >= 0 ? "rank " + std::to_string(outcome->failed_rank) : "a rank";
+    if (!outcome->failed_host.empty()) who += " on " + outcome->failed_host;
     std::fprintf(stderr, "tencache-launch: %s failed%s%s after %d step(s); the other ranks were stopped.\n",
                  who.c_str(), outcome->failure.empty() ? "" : ": ", outcome->failure.c_str(), outcome->steps_done);
     if (!outcome->last_stderr.empty()) {
@@ -364,8 +407,9 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   }
   JobSpec probed = *job;
   probed.train.micro_batch = mb;
-  const LocalCandidate local = MakeLocalCandidate(probed, facts, probes, ranks);
-  const Candidate predicted = EvaluateCandidate(*job, local.instance, local.gpu, 1, local.assumptions);
+  const int nodes = job->cluster.target == Target::kHosts ? job->cluster.nodes : 1;
+  const LocalCandidate local = MakeLocalCandidate(probed, facts, probes, ranks, nodes);
+  const Candidate predicted = EvaluateCandidate(*job, local.instance, local.gpu, local.nodes, local.assumptions);
   return WriteReport(dir.string(), *job, *catalog, predicted, m, status, local.notes);
 }
 

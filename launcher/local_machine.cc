@@ -155,6 +155,11 @@ std::string ProbeCacheKey(const JobSpec& job, const MachineFacts& facts, int ran
   k << facts.hostname << "|" << fs::absolute(job.cache.nvme_path).lexically_normal().string() << "|" << m.name
     << ":" << m.layers << "x" << m.hidden << "x" << m.ffn_hidden << "x" << m.heads << "/" << m.vocab << "@"
     << m.seq_len << "|" << DTypeName(job.dtype) << "|mb" << job.train.micro_batch << "|r" << ranks;
+  if (job.cluster.target == Target::kHosts) {  // probed across those hosts
+    k << "|hosts";
+    for (const HostSlots& h : job.cluster.hosts.list) k << " " << h.host << ":" << h.slots;
+    k << "|" << job.cluster.hosts.rsh_agent << "|" << job.cluster.hosts.network_interface;
+  }
   return k.str();
 }
 
@@ -225,15 +230,17 @@ int LocalRanks(const JobSpec& job, const MachineFacts& facts) {
 }
 
 LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts, const LocalProbes& probes,
-                                  int ranks) {
+                                  int ranks, int nodes) {
   const ProbeResult& c = probes.compute;
   LocalCandidate l;
+  l.nodes = std::max(1, nodes);
+  const int per_node = std::max(1, ranks / l.nodes);
   const uint64_t device = job.cache.device_budget.value_or(ParamShardBytes(job, ranks));
   InstanceSpec& in = l.instance;
   in.provider = "local";
   in.type = "local";
   in.gpu = "simulated";
-  in.gpu_count = ranks;  // one simulated device per rank
+  in.gpu_count = per_node;  // one simulated device per rank
   in.gpu_memory_gib = double(device) / double(kGiB);
   in.vcpus = facts.cores;
   in.ram_gib = double(facts.ram_bytes) / double(kGiB);
@@ -255,6 +262,7 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   g.memory_gib = in.gpu_memory_gib;
   g.memory_bw_gbps = g.h2d_gbps = c.copy_gbps;
   g.p2p_gbps = ranks > 1 ? c.allgather_gbps : 1e6;
+  in.network_gbps = l.nodes > 1 ? c.allgather_gbps * 8 : 0;  // measured across the hosts: Gbit/s
   g.source = "tencache-worker --probe";
 
   ModelAssumptions& a = l.assumptions;
@@ -263,7 +271,8 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   a.gpu_reserved_bytes = 0;
   a.block_overhead_s = 0;
   a.cpu_adam_params_per_s_per_vcpu = c.adamw_params_per_s / std::max(1, c.threads);
-  a.collective_latency_s = ranks > 1 ? c.collective_latency_s : 0;
+  // The probe's tiny all-gather took ranks - 1 ring steps.
+  a.collective_latency_s = ranks > 1 ? c.collective_latency_s / (ranks - 1) : 0;
   a.device_in_host_memory = true;
   a.collectives_block_compute = true;
 
@@ -274,7 +283,7 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   reference.cache.host_budget.reset();
   reference.cache.nvme_budget.reset();
   reference.train.micro_batch = std::max(1, job.train.micro_batch);
-  const Candidate modelled = EvaluateCandidate(reference, in, g, 1, a);
+  const Candidate modelled = EvaluateCandidate(reference, in, g, l.nodes, a);
   if (c.reference_step_s > 0 && modelled.feasible) {
     a.step_overhead_s = std::max(0.0, c.reference_step_s - modelled.step.step_s);
   }

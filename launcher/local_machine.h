@@ -73,12 +73,16 @@ int LocalRanks(const JobSpec& job, const MachineFacts& facts);
 // memory is the device budget, cache.device_budget or, with auto, every
 // parameter shard of a rank) and the model assumptions its probes replace.
 struct LocalCandidate {
+  int nodes = 1;         // cluster.target hosts: the hosts, each one `instance`
   InstanceSpec instance;
   GpuSpec gpu;
   ModelAssumptions assumptions;
   std::vector<std::string> notes;  // what was measured and what assumed, for the plan and the report
 };
+// `ranks` over `nodes` machines like this one (cluster.target hosts; 1:
+// local): the probe ran over all of them, so its collectives are the real
+// links' (over the network between hosts).
 LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts, const LocalProbes& probes,
-                                  int ranks);
+                                  int ranks, int nodes = 1);
 
 }  // namespace tencache

@@ -29,6 +29,15 @@ std::vector<std::string> MpirunCommand(const MpirunSpec& s) {
   std::vector<std::string> argv = {s.mpirun};
   if (s.as_root) argv.push_back("--allow-run-as-root");
   if (s.oversubscribe) argv.push_back("--oversubscribe");
+  if (!s.hosts.empty()) {
+    std::string list;
+    for (const HostSlots& h : s.hosts) list += (list.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
+    argv.insert(argv.end(), {"--host", list, "--mca", "plm_rsh_agent", s.rsh_agent.empty() ? "ssh" : s.rsh_agent});
+    if (!s.network_interface.empty()) {
+      argv.insert(argv.end(), {"--mca", "btl_tcp_if_include", s.network_interface, "--mca", "oob_tcp_if_include",
+                               s.network_interface});
+    }
+  }
   argv.insert(argv.end(), {"--tag-output", "-n", std::to_string(s.ranks), s.worker, "--job", s.job, "--report-lines"});
   if (s.steps >= 0) argv.insert(argv.end(), {"--steps", std::to_string(s.steps)});
   argv.insert(argv.end(), s.worker_args.begin(), s.worker_args.end());
@@ -117,6 +126,7 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
   outcome.steps_done = follower.steps_done();
   outcome.failed_rank = follower.failed_rank();
   outcome.failure = follower.failure();
+  outcome.failed_host = follower.failed_host();
   if (outcome.failed_rank >= 0) outcome.last_stderr = follower.LastStderr(outcome.failed_rank);
   if (WIFEXITED(wait_status)) outcome.exit_code = WEXITSTATUS(wait_status);
   else if (WIFSIGNALED(wait_status)) outcome.exit_code = 128 + WTERMSIG(wait_status);

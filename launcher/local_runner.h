@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/job_spec.h"
 #include "common/report_lines.h"
 #include "common/status.h"
 
@@ -32,6 +33,11 @@ struct MpirunSpec {
   bool as_root = false;        // add --allow-run-as-root
   bool oversubscribe = true;   // more ranks than cores is allowed (simulated devices)
   std::vector<std::string> worker_args;  // extra worker flags
+  // cluster.target hosts: `--host H1:S1,H2:S2`, the launch agent (plm_rsh_agent)
+  // and the interface of MPI's TCP traffic and out-of-band channel. Empty: this machine.
+  std::vector<HostSlots> hosts;
+  std::string rsh_agent;
+  std::string network_interface;
 };
 // The mpirun argument vector for `spec` (argv[0] is spec.mpirun).
 std::vector<std::string> MpirunCommand(const MpirunSpec& spec);
@@ -52,6 +58,7 @@ struct RunOutcome {
   int exit_code = 0;                      // 0: every rank finished
   bool interrupted = false;               // stopped by SIGINT / SIGTERM
   int failed_rank = -1;                   // the rank that died first, where known
+  std::string failed_host;                // the host it ran on, or the node that was lost, where known
   std::string failure;                    // what mpirun or the rank said
   std::vector<std::string> last_stderr;   // that rank's last stderr lines
   int steps_done = 0;

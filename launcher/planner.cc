@@ -120,7 +120,7 @@ StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const M
   r.candidates.insert(r.candidates.end(), infeasible.begin(), infeasible.end());
   r.chosen = feasible.empty() ? -1 : 0;
   if (local != nullptr) {
-    r.local = EvaluateWithMicroBatch(job, local->instance, local->gpu, 1, local->assumptions);
+    r.local = EvaluateWithMicroBatch(job, local->instance, local->gpu, local->nodes, local->assumptions);
     r.local_notes = local->notes;
     for (const std::string& n : r.local->assumptions) r.local_notes.push_back(n);
   }

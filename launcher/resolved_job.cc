@@ -119,7 +119,7 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
       {"train.seed", std::to_string(j.train.seed)},
       {"train.checkpoint_every", std::to_string(j.train.checkpoint_every)},
       {"train.checkpoint_dir", Quote(j.train.checkpoint_dir)},
-      {"cluster.target", j.cluster.target == Target::kLocal ? "local" : "k8s"},
+      {"cluster.target", TargetName(j.cluster.target)},
       {"cluster.nodes", std::to_string(j.cluster.nodes)},
       {"cluster.ranks_per_node", std::to_string(j.cluster.ranks_per_node)},
       {"cluster.max_nodes", std::to_string(j.cluster.max_nodes)},
@@ -138,6 +138,11 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
       {"cluster.nvme_host_path", OptionalQuote(j.cluster.k8s.nvme_host_path)},
       {"cluster.checkpoint_claim", OptionalQuote(j.cluster.k8s.checkpoint_claim)},
       {"cluster.data_claim", OptionalQuote(j.cluster.k8s.data_claim)},
+      {"cluster.hosts", ""},
+      {"cluster.hostfile", ""},  // read into cluster.hosts
+      {"cluster.rsh_agent", j.cluster.target == Target::kHosts ? Quote(j.cluster.hosts.rsh_agent) : ""},
+      {"cluster.network_interface",
+       j.cluster.target == Target::kHosts ? OptionalQuote(j.cluster.hosts.network_interface) : ""},
       {"cache.policy", CachePolicyName(j.cache.policy)},
       {"cache.device_budget", Size(j.cache.device_budget.value_or(0))},
       {"cache.host_budget", Size(j.cache.host_budget.value_or(0))},
@@ -152,6 +157,16 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
     }
     for (auto& entry : kv) {
       if (entry.first == "cluster.instance_types") entry.second = list + "]";
+    }
+  }
+  if (j.cluster.target == Target::kHosts) {
+    std::string list = "[";
+    for (size_t i = 0; i < j.cluster.hosts.list.size(); ++i) {
+      const HostSlots& h = j.cluster.hosts.list[i];
+      list += (i ? ", " : "") + Quote(h.host + ":" + std::to_string(h.slots));
+    }
+    for (auto& entry : kv) {
+      if (entry.first == "cluster.hosts") entry.second = list + "]";
     }
   }
   std::ostringstream out;

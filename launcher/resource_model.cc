@@ -127,6 +127,11 @@ double MicroStepFlops(const ModelShape& m, int micro_batch) {
   return flops;
 }
 
+double RingCollectiveSeconds(double full_bytes, int ranks, double bus_bps, double step_latency_s) {
+  if (ranks <= 1) return 0;
+  return (ranks - 1) * (step_latency_s + full_bytes / ranks / bus_bps);
+}
+
 StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const GpuSpec& gpu, int nodes,
                            const Placement& pl, const StateBytes& states, double nvme_read_gbps,
                            double nvme_write_gbps, const ModelAssumptions& a) {
@@ -146,7 +151,6 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   const auto& f = pl.fraction;
   const double w_off = f[kWeights16][kCpu] + f[kWeights16][kNvme], w_nvme = f[kWeights16][kNvme];
   const double g_off = f[kGrads16][kCpu] + f[kGrads16][kNvme], g_nvme = f[kGrads16][kNvme];
-  const double gather_share = ranks > 1 ? double(ranks - 1) / ranks : 0.0;
 
   const std::vector<uint64_t> own = m.BlockParamCounts();
   const std::vector<uint64_t> gathered = GatheredParams(m);
@@ -159,16 +163,19 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     fwd.compute = flops / peak + a.block_overhead_s;
     fwd.h2d = k[0] * shard * w_off / pcie;
     fwd.nvme = k[2] * shard * w_nvme / nvme_rd;
-    fwd.coll = full * gather_share / coll_bw;
+    // The worker's collectives per micro-step: each block gathered in the
+    // forward and again in the backward, its gradient reduce-scattered; a tied
+    // embedding is also the head, so it is gathered and reduced once more; the
+    // final block (norm and head) is gathered once, with the loss.
+    const double ring = RingCollectiveSeconds(full, ranks, coll_bw, a.collective_latency_s);
+    const int head_extra = blk == 0 && m.tied_embeddings ? 1 : 0;
+    fwd.coll = blk == m.num_blocks() - 1 ? 0 : ring;
     Lanes bwd = fwd;  // backward fetches and gathers the block again
     bwd.compute = flops * BackwardFactor(m, blk) / peak + a.block_overhead_s;
     bwd.d2h = k[1] * shard * g_off / pcie;
     bwd.nvme += k[3] * shard * g_nvme / nvme_wr;
-    bwd.coll = 2 * full * gather_share / coll_bw;  // all-gather + reduce-scatter
-    if (ranks > 1) {
-      fwd.coll += a.collective_latency_s;
-      bwd.coll += 2 * a.collective_latency_s;
-    }
+    // all-gather + reduce-scatter (fp32 gradients: twice the bytes of 16-bit weights)
+    bwd.coll = (1 + head_extra) * (ring + RingCollectiveSeconds(full * 4 / wb, ranks, coll_bw, a.collective_latency_s));
     if (a.collectives_block_compute) {
       fwd.compute += fwd.coll;
       bwd.compute += bwd.coll;

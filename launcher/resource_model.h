@@ -36,7 +36,7 @@ struct ModelAssumptions {
   int gathered_blocks = 2;               // blocks all-gathered at once: current + prefetched
   bool flash_attention = true;           // no s^2 attention-score activations kept
   double block_overhead_s = 1.0e-4;      // kernel launches and syncs per block and pass
-  double collective_latency_s = 0;       // per all-gather / reduce-scatter, on top of bytes / bandwidth
+  double collective_latency_s = 0;       // per ring step of an all-gather / reduce-scatter (RingCollectiveSeconds)
   double step_overhead_s = 0;            // per step, outside the blocks (data, loss, framework): measured locally
   // A machine without a GPU (the local candidate): the device tier is simulated
   // in host memory, so the "GPU memory" is the device budget alone, and
@@ -52,6 +52,12 @@ struct ModelAssumptions {
   std::array<double, 4> transfer_bytes_factor{1.0, 1.0, 1.0, 1.0};
   double exposed_transfer_fraction = 0;
 };
+
+// One ring all-gather or reduce-scatter of `full_bytes` (the whole gathered
+// block) over `ranks`: ranks - 1 steps, each moving full_bytes / ranks over the
+// slowest link at `bus_bps` bytes/s and paying `step_latency_s` (Open MPI's and
+// NCCL's ring algorithm for large messages). 0 for one rank.
+double RingCollectiveSeconds(double full_bytes, int ranks, double bus_bps, double step_latency_s);
 
 enum StateClass { kWeights16 = 0, kGrads16, kMaster32, kAdamM, kAdamV, kNumStateClasses };
 const char* StateClassName(int state_class);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
 #include "common/human_format.h"
 #include "common/report_lines.h"
@@ -152,7 +153,11 @@ StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   return r;
 }
 
-RunFollower::RunFollower(FollowerOptions options) : o_(std::move(options)) {}
+RunFollower::RunFollower(FollowerOptions options) : o_(std::move(options)) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  local_host_ = host;
+}
 
 Status RunFollower::Open() {
   std::error_code ec;
@@ -203,11 +208,17 @@ void RunFollower::RankLine(int rank, bool err, const std::string& text) {
     if (failed_rank_ < 0 && std::regex_match(text, m, worker_error)) {
       failed_rank_ = std::stoi(m[1].str());
       failure_ = m[2].str();
+      if (auto h = rank_hosts_.find(failed_rank_); h != rank_hosts_.end()) failed_host_ = h->second;
     }
     return;
   }
-  if (text.rfind(kReportPidPrefix, 0) == 0) {
-    pids_.push_back(pid_t(std::atol(text.c_str() + std::strlen(kReportPidPrefix))));
+  if (text.rfind(kReportPidPrefix, 0) == 0) {  // "PID HOST"
+    std::istringstream in(text.substr(std::strlen(kReportPidPrefix)));
+    long pid = 0;
+    std::string host;
+    in >> pid >> host;
+    rank_hosts_[rank] = host;
+    if (pid > 0 && (host.empty() || host == local_host_)) pids_.push_back(pid_t(pid));
   } else if (rank == 0 && text.rfind(kReportMetricsPrefix, 0) == 0) {
     nlohmann::json j = nlohmann::json::parse(text.substr(std::strlen(kReportMetricsPrefix)), nullptr, false);
     if (j.is_discarded()) return;
@@ -226,14 +237,41 @@ void RunFollower::Untagged(const std::string& line) {
   static const std::regex died(R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+) \(([^)]*)\))");
   static const std::regex exited(R"(process rank (\d+) with PID \d+ on node (\S+) exited with status (\d+))");
   static const std::regex aborted(R"(MPI_ABORT was invoked on rank (\d+))");
+  // A node lost mid-run (its daemon died or stopped answering), or one that
+  // could not be reached at the start.
+  static const std::regex lost(R"(Remote daemon:\s*\[\[[^\]]*\],\d+\] on node (\S+))");
+  static const std::regex unreachable(R"(ORTE was unable to reliably start one or more daemons)");
+  static const std::regex peer(R"(^\s*Peer host:\s+(\S+))");
   std::smatch m;
   if (std::regex_search(line, m, died)) {
     if (failed_rank_ < 0 || failure_.empty()) {
       failed_rank_ = std::stoi(m[1].str());
+      failed_host_ = m[2].str();
       failure_ = "killed by signal " + m[3].str() + " (" + m[4].str() + ") on " + m[2].str();
+    }
+  } else if (std::regex_search(line, m, lost)) {
+    if (failed_host_.empty()) {
+      failed_host_ = m[1].str();
+      failure_ = "node " + failed_host_ + " was lost: its Open MPI daemon died or stopped answering";
+    }
+  } else if (std::regex_search(line, m, unreachable)) {
+    // Open MPI says this too when a daemon (or its launch agent) goes away
+    // mid-run; a "Peer host" notice that follows names the node.
+    if (failure_.empty()) {
+      failure_ = steps_done_ == 0 ? "mpirun could not start its daemon on every host (logs/mpirun.err)"
+                                  : "an Open MPI daemon on another host went away (the node died or its launch agent "
+                                    "exited)";
+      failure_provisional_ = true;
+    }
+  } else if (std::regex_search(line, m, peer)) {
+    if (failed_host_.empty()) failed_host_ = m[1].str();
+    if (failure_.empty() || failure_provisional_) {
+      failure_ = "the connection to " + m[1].str() + " was lost: its rank or its Open MPI daemon died";
+      failure_provisional_ = false;
     }
   } else if (std::regex_search(line, m, exited) && failed_rank_ < 0) {
     failed_rank_ = std::stoi(m[1].str());
+    failed_host_ = m[2].str();
     failure_ = "exited with status " + m[3].str() + " on " + m[2].str();
   } else if (std::regex_search(line, m, aborted) && failed_rank_ < 0) {
     failed_rank_ = std::stoi(m[1].str());

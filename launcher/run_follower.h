@@ -92,7 +92,14 @@ class RunFollower {
   // Prints `text` as its own line on stdout, clearing an in-place progress line first.
   void Note(const std::string& text);
 
+  // PIDs of the ranks on this machine (those whose reported host is this
+  // machine's hostname): the ones this process may signal. Ranks on other
+  // hosts are stopped by mpirun through its daemons.
   const std::vector<pid_t>& pids() const { return pids_; }
+  // The host each rank reported (its PID line), by rank.
+  const std::map<int, std::string>& rank_hosts() const { return rank_hosts_; }
+  // The host a failure was on, where Open MPI or the rank's PID line says.
+  const std::string& failed_host() const { return failed_host_; }
   int failed_rank() const { return failed_rank_; }
   const std::string& failure() const { return failure_; }
   bool failed() const { return failed_rank_ >= 0 || !failure_.empty(); }
@@ -109,6 +116,10 @@ class RunFollower {
   std::map<int, std::unique_ptr<std::ofstream>> rank_out_, rank_err_;
   std::map<int, std::deque<std::string>> stderr_tail_;
   std::vector<pid_t> pids_;
+  std::map<int, std::string> rank_hosts_;
+  std::string failed_host_;
+  bool failure_provisional_ = false;  // Open MPI's generic daemon notice, until a line names the node
+  std::string local_host_;  // this machine's hostname
   int failed_rank_ = -1;
   std::string failure_;
   int steps_done_ = 0;

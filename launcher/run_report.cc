@@ -148,7 +148,7 @@ StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in) {
   nlohmann::ordered_json r;
   r["job"] = job.name;
   r["status"] = in.status;
-  r["target"] = job.cluster.target == Target::kLocal ? "local" : "k8s";
+  r["target"] = TargetName(job.cluster.target);
   r["machine"] = in.machine;
   r["run"] = {{"instance_type", p.instance->type},
               {"nodes", job.cluster.nodes},

@@ -1,0 +1,180 @@
+// Multi-node runs on one machine: `tencache-launch` with cluster.target hosts
+// over "nodes" that are network namespaces (tests/multinode/netns-nodes.sh):
+// each has its own hostname and interface, linked by veth through a bridge, with
+// addresses from 192.0.2.0/24, and Open MPI reaches them through an rsh agent
+// that enters a namespace in place of ssh. MPI runs over TCP between them.
+// Not real machines: they share this kernel, disk and cores. Needs root and
+// namespaces; skips with a message otherwise.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "command_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tencache::testing::CommandResult;
+using tencache::testing::RunCommand;
+
+const std::string kNodes = std::string(TENCACHE_SOURCE_DIR) + "/tests/multinode/netns-nodes.sh";
+
+std::vector<double> Losses(const fs::path& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  return out;
+}
+
+class NamespaceNodes : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (!dir_.empty()) {
+      RunCommand(kNodes + " down " + dir_.string() + " 2>&1");
+      fs::remove_all(dir_);
+    }
+  }
+  // Makes `n` nodes (RATE: their links shaped with tc tbf); false: skip.
+  bool Up(int n, const std::string& rate = "") {
+    dir_ = fs::temp_directory_path() / ("tencache_multinode_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    CommandResult r = RunCommand(kNodes + " up " + dir_.string() + " " + std::to_string(n) + " " + rate + " 2>&1");
+    if (r.code == 77) {
+      skip_ = r.out;
+      return false;
+    }
+    EXPECT_EQ(r.code, 0) << r.out;
+    std::ofstream(dir_ / "job.yaml")
+        << "name: multinode\n"
+           "model: {preset: tiny, layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, seq_len: 32, dtype: fp32}\n"
+           "train: {data: /usr/share/common-licenses/GPL-3, micro_batch: 1, global_batch: 8, lr: 3.0e-3, seed: 9}\n"
+           "cluster: {target: local, nodes: 1, ranks_per_node: 1}\n"
+           "cache: {policy: tencache, device_budget: 320KiB, host_budget: 2MiB, nvme_path: "
+        << (dir_ / "nvme").string() << "}\n";
+    return r.code == 0;
+  }
+  std::string Hosts(int n, int slots) const {
+    std::string list;
+    for (int i = 1; i <= n; ++i) list += (i > 1 ? "," : "") + std::string("192.0.2.") + std::to_string(i) + ":" + std::to_string(slots);
+    return "[" + list + "]";
+  }
+  // tencache-launch from node 1, as a user on the first machine would.
+  // Host budgets below each rank's states (0.98 MB on 2 ranks, 0.49 MB on 4)
+  // and above the cache's minimum of 3 slots per size class: every node's ranks
+  // use their NVMe tier.
+  std::string LaunchCommand(int n, int slots, int steps, const std::string& out) const {
+    const std::string host_budget = n * slots <= 2 ? "512KiB" : "320KiB";
+    return "nsenter -t $(cat " + (dir_ / "192.0.2.1.pid").string() + ") -n -u -- " + TENCACHE_LAUNCH_BIN + " " +
+           (dir_ / "job.yaml").string() + " --set cluster.target=hosts --set cluster.nodes=auto "
+           "--set cluster.ranks_per_node=auto --set 'cluster.hosts=" + Hosts(n, slots) + "' --set cluster.rsh_agent=" +
+           (dir_ / "rsh").string() + " --set cluster.network_interface=eth0 --set cache.host_budget=" + host_budget + " --steps " + std::to_string(steps) +
+           " --out " + out;
+  }
+  // The same job on one rank, on this machine: the losses to match.
+  std::vector<double> OneRank(int steps) {
+    const fs::path metrics = dir_ / "one.jsonl";
+    CommandResult r = RunCommand(std::string(TENCACHE_WORKER_BIN) + " --job " + (dir_ / "job.yaml").string() +
+                                 " --steps " + std::to_string(steps) + " --sample 0 --metrics " +
+                                 metrics.string() + " 2>&1");
+    EXPECT_EQ(r.code, 0) << r.out;
+    return Losses(metrics);
+  }
+  void ExpectMatchesOneRank(int nodes, int slots, int steps) {
+    const fs::path out = dir_ / "run";
+    CommandResult r = RunCommand(LaunchCommand(nodes, slots, steps, out.string()) + " 2>&1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("--host " + Hosts(nodes, slots).substr(1, Hosts(nodes, slots).size() - 2)), std::string::npos)
+        << r.out;
+    std::vector<double> one = OneRank(steps), many = Losses(out / "metrics.jsonl");
+    ASSERT_EQ(many.size(), size_t(steps));
+    ASSERT_EQ(one.size(), size_t(steps));
+    for (int s = 0; s < steps; ++s) EXPECT_LT(std::fabs(one[s] - many[s]) / one[s], 1e-4) << "step " << s;
+    EXPECT_TRUE(fs::exists(out / "report.md"));
+    // Every rank used its NVMe tier, and the last one ran on the last node
+    // (its PID line names the node's hostname).
+    for (int r = 0; r < nodes * slots; ++r) {
+      EXPECT_TRUE(fs::exists(dir_ / "nvme" / ("rank-" + std::to_string(r) + ".tcnvme"))) << "rank " << r;
+    }
+    std::ifstream logs(out / "logs" / ("rank-" + std::to_string(nodes * slots - 1) + ".out"));
+    std::string all((std::istreambuf_iterator<char>(logs)), std::istreambuf_iterator<char>());
+    EXPECT_NE(all.find(" tcn" + std::to_string(nodes)), std::string::npos) << all.substr(0, 400);
+  }
+  fs::path dir_;
+  std::string skip_;
+};
+
+#define NODES_OR_SKIP(...) \
+  if (!Up(__VA_ARGS__)) GTEST_SKIP() << "network namespaces unavailable: " << skip_
+
+TEST_F(NamespaceNodes, TwoNodesOfOneRankMatchOneRank) {
+  NODES_OR_SKIP(2);
+  ExpectMatchesOneRank(2, 1, 8);
+}
+
+TEST_F(NamespaceNodes, TwoNodesOfTwoRanksMatchOneRank) {
+  NODES_OR_SKIP(2);
+  ExpectMatchesOneRank(2, 2, 6);
+}
+
+TEST_F(NamespaceNodes, ALinkShapedToOneGigabitTrainsTheSame) {
+  NODES_OR_SKIP(2, "1gbit");
+  ExpectMatchesOneRank(2, 1, 4);
+}
+
+// A host that cannot be reached stops the launch before anything starts, named.
+TEST_F(NamespaceNodes, AnUnreachableHostIsNamedBeforeTheRun) {
+  NODES_OR_SKIP(2);
+  std::string cmd = LaunchCommand(2, 1, 4, (dir_ / "run").string());
+  cmd.replace(cmd.find("192.0.2.2:1"), 11, "192.0.2.9:1");
+  CommandResult r = RunCommand(cmd + " 2>&1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot reach host '192.0.2.9' through"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "metrics.jsonl"));
+}
+
+// A node dies mid-run (every process in its namespace killed): the launcher
+// stops the run, names the node, and exits non-zero.
+TEST_F(NamespaceNodes, AKilledNodeIsNamed) {
+  NODES_OR_SKIP(2);
+  const fs::path out = dir_ / "run";
+  // The launcher in the background; its third step (read from the metrics as
+  // they are written) starts the kill.
+  const std::string launch = "(" + LaunchCommand(2, 1, 100000, out.string()) + " >" + (dir_ / "launch.out").string() +
+                             " 2>&1; echo $? >" + (dir_ / "launch.rc").string() + ") &";
+  const std::string third_step = "timeout 300 tail -n +1 -F " + (out / "metrics.jsonl").string() +
+                                 " 2>/dev/null | grep -q -m 3 '\"step\"'";
+  const std::string wait_rc = "timeout 120 tail -n +1 -F " + (dir_ / "launch.rc").string() + " 2>/dev/null | grep -q -m 1 .";
+  CommandResult r = RunCommand(launch + " " + third_step + " && " + kNodes + " kill " + dir_.string() +
+                               " 192.0.2.2 && date +%s.%N && " + wait_rc + " && date +%s.%N");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream rc_in(dir_ / "launch.rc"), out_in(dir_ / "launch.out");
+  int rc = 0;
+  rc_in >> rc;
+  std::string said((std::istreambuf_iterator<char>(out_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(rc, 0) << said;
+  // The launcher's own failure line names the node (the command line it
+  // printed names every host, so look at that line alone).
+  std::string failure;
+  std::istringstream lines(said);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("tencache-launch: ", 0) == 0 && line.find("failed") != std::string::npos) failure = line;
+  }
+  EXPECT_TRUE(failure.find("192.0.2.2") != std::string::npos || failure.find("tcn2") != std::string::npos)
+      << "failure line: '" << failure << "'\n" << said;
+  double killed = 0, ended = 0;
+  std::istringstream times(r.out);
+  times >> killed >> ended;
+  EXPECT_LT(ended - killed, 30.0) << "the launcher took " << ended - killed << " s to stop after the node died";
+}
+
+}  // namespace
