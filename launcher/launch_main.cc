@@ -122,8 +122,9 @@ int Main(int argc, char** argv) {
   run_cmd->add_flag("--reprobe", run.reprobe, "measure this machine again even when its probes are cached");
   run_cmd->add_option("--worker", run.worker, "tencache-worker to run (default: the one beside this program)");
   run_cmd->add_option("--mpirun", run.mpirun, "the mpirun program");
-  run_cmd->add_option("--target", run.target, "where to run: local (this machine) or k8s (a Kubeflow MPIJob); "
-                                             "default: cluster.target")->check(CLI::IsMember({"local", "k8s"}));
+  run_cmd->add_option("--target", run.target, "where to run: local (this machine), hosts (cluster.hosts over Open "
+                                             "MPI) or k8s (a Kubeflow MPIJob); default: cluster.target")
+      ->check(CLI::IsMember({"local", "hosts", "k8s"}));
   AddKubectlOptions(run_cmd, &run.kubectl, &run.context, &run.namespace_);
   run_cmd->add_option("--progress-every", run.progress_every_s,
                       "seconds between progress lines when stdout is not a terminal")->check(CLI::Range(0.0, 3600.0));

@@ -214,7 +214,8 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
   }
   if (plan.local) {
     const Candidate& c = *plan.local;
-    out << "\nThis machine (cluster.target local runs here):\n";
+    out << (c.nodes > 1 ? "\nThe hosts (cluster.target hosts runs there; each measured like this machine):\n"
+                        : "\nThis machine (cluster.target local runs here):\n");
     if (c.feasible) {
       std::vector<std::vector<std::string>> local_rows = {rows.front(), Row(c, false)};
       local_rows[1].back() = "run";

@@ -150,7 +150,8 @@ StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in) {
   r["status"] = in.status;
   r["target"] = TargetName(job.cluster.target);
   r["machine"] = in.machine;
-  r["run"] = {{"instance_type", p.instance->type},
+  const bool hosts = job.cluster.target == Target::kHosts;
+  r["run"] = {{"instance_type", hosts ? std::to_string(job.cluster.nodes) + " hosts" : p.instance->type},
               {"nodes", job.cluster.nodes},
               {"ranks", job.ranks()},
               {"steps", job.train.steps},
@@ -160,6 +161,11 @@ StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in) {
               {"budgets", {{"device", job.cache.device_budget.value_or(0)},
                            {"host", job.cache.host_budget.value_or(0)},
                            {"nvme", job.cache.nvme_budget.value_or(0)}}}};
+  if (hosts) {
+    nlohmann::ordered_json list = nlohmann::json::array();
+    for (const HostSlots& h : job.cluster.hosts.list) list.push_back({{"host", h.host}, {"ranks", h.slots}});
+    r["run"]["hosts"] = list;
+  }
   r["measured"] = run.ToJson();
   const double tokens_per_step = double(job.train.global_batch) * job.model.seq_len;
   r["predicted"] = {{"step_time_s", p.step.step_s},

@@ -212,3 +212,69 @@ TEST(JobSpec, EveryKnownKeyIsDocumented) {
 
 }  // namespace
 }  // namespace tencache
+
+namespace tencache {
+namespace {
+
+const char kHostsJob[] = "name: h\nmodel: {preset: tiny}\ntrain: {tokens_per_epoch: 1000, micro_batch: 1, global_batch: 8}\n";
+
+StatusOr<JobSpec> HostsJob(std::vector<std::string> sets) {
+  return ParseJobText(kHostsJob, "hosts.yaml", sets);
+}
+
+TEST(JobSpecHosts, HostsFixNodesAndRanksPerNode) {
+  StatusOr<JobSpec> j = HostsJob({"cluster.target=hosts", "cluster.hosts=[node1:2, node2:2]", "cluster.rsh_agent=ssh -p 2222"});
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->cluster.target, Target::kHosts);
+  EXPECT_EQ(j->cluster.nodes, 2);
+  EXPECT_EQ(j->cluster.ranks_per_node, 2);
+  ASSERT_EQ(j->cluster.hosts.list.size(), 2u);
+  EXPECT_EQ(j->cluster.hosts.list[1].host, "node2");
+  EXPECT_EQ(j->cluster.hosts.rsh_agent, "ssh -p 2222");
+  j = HostsJob({"cluster.target=hosts", "cluster.hosts=[10.0.0.1, 10.0.0.2, 10.0.0.3]"});
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->cluster.nodes, 3);
+  EXPECT_EQ(j->cluster.ranks_per_node, 1);
+}
+
+TEST(JobSpecHosts, AHostfileIsRead) {
+  const std::string path = ::testing::TempDir() + "/tencache_hostfile.txt";
+  std::ofstream(path) << "# two machines\nnode1 slots=4\n\nnode2 slots=4  # the second\n";
+  StatusOr<JobSpec> j = HostsJob({"cluster.target=hosts", "cluster.hostfile=" + path});
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->cluster.nodes, 2);
+  EXPECT_EQ(j->cluster.ranks_per_node, 4);
+  std::ofstream(path) << "node1 slots=four\n";
+  j = HostsJob({"cluster.target=hosts", "cluster.hostfile=" + path});
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find(path + ":1: expected 'HOST' or 'HOST slots=N'"), std::string::npos)
+      << j.status().message();
+  std::remove(path.c_str());
+}
+
+TEST(JobSpecHosts, MistakesNameTheKey) {
+  struct Case {
+    std::vector<std::string> sets;
+    std::string says;
+  } cases[] = {
+      {{"cluster.target=hosts"}, "cluster.target hosts needs cluster.hosts"},
+      {{"cluster.target=hosts", "cluster.hosts=[a]", "cluster.hostfile=h.txt"}, "not both"},
+      {{"cluster.target=hosts", "cluster.hosts=[a:2, b:1]"}, "every host needs the same slots (ranks per node), got a:2, b:1"},
+      {{"cluster.target=hosts", "cluster.hosts=[a:0]"}, "expected HOST or HOST:SLOTS (slots >= 1), got 'a:0'"},
+      {{"cluster.target=hosts", "cluster.hosts=[a, a]"}, "host 'a' is named twice"},
+      {{"cluster.target=hosts", "cluster.hosts=['a;rm -rf /']"}, "expected HOST or HOST:SLOTS"},
+      {{"cluster.target=hosts", "cluster.hosts=[a, b]", "cluster.nodes=3"}, "cluster.nodes': 3, but cluster.hosts names 2"},
+      {{"cluster.target=hosts", "cluster.hosts=[a:2]", "cluster.ranks_per_node=1"}, "every host in cluster.hosts has 2"},
+      {{"cluster.hosts=[a, b]"}, "applies to cluster.target hosts, but the target is local"},
+      {{"cluster.target=hosts", "cluster.hosts=[a]", "cluster.rsh_agent="}, "cluster.rsh_agent"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<JobSpec> j = HostsJob(c.sets);
+    ASSERT_FALSE(j.ok()) << c.says;
+    EXPECT_EQ(j.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(j.status().message().find(c.says), std::string::npos) << j.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tencache

@@ -94,6 +94,37 @@ TEST(LocalRunner, OpenMpisDeathNoticeNamesTheRank) {
   fs::remove_all(dir);
 }
 
+TEST(LocalRunner, HostsGoToMpirunWithTheAgentAndInterface) {
+  MpirunSpec s;
+  s.worker = "w";
+  s.job = "j";
+  s.ranks = 4;
+  s.oversubscribe = false;
+  s.hosts = {{"node1", 2}, {"10.0.0.2", 2}};
+  s.rsh_agent = "ssh -p 2222";
+  s.network_interface = "eth1";
+  const std::vector<std::string> expect = {"mpirun", "--host", "node1:2,10.0.0.2:2", "--mca", "plm_rsh_agent",
+                                           "ssh -p 2222", "--mca", "btl_tcp_if_include", "eth1", "--mca",
+                                           "oob_tcp_if_include", "eth1", "--tag-output", "-n", "4", "w", "--job", "j",
+                                           "--report-lines"};
+  EXPECT_EQ(MpirunCommand(s), expect);
+}
+
+// A node lost mid-run: Open MPI's generic daemon notice, then the peer notice
+// that names the node (as Open MPI 4.1 prints them).
+TEST(LocalRunner, ALostNodeIsNamed) {
+  const fs::path dir = Scratch("lost");
+  StatusOr<RunOutcome> r = RunLocal(Options(dir,
+      "echo '[1,0]<stdout>:TENCACHE_PID 1 othernode' ; "
+      "printf 'ORTE was unable to reliably start one or more daemons.\n  Local host: tcn1\n  Peer host:  192.0.2.2\n' >&2; "
+      "exit 1"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->failed_host, "192.0.2.2");
+  EXPECT_EQ(r->failure, "the connection to 192.0.2.2 was lost: its rank or its Open MPI daemon died");
+  EXPECT_NE(r->exit_code, 0);
+  fs::remove_all(dir);
+}
+
 TEST(LocalRunner, SigtermIsForwardedAndTheRunStops) {
   const fs::path dir = Scratch("term");
   RunOptions o = Options(dir,

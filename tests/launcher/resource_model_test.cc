@@ -31,6 +31,14 @@ class ResourceModelTest : public ::testing::Test {
   Catalog catalog_;
 };
 
+TEST(RingCollective, RanksMinusOneStepsOfLatencyAndAShareOfTheBytes) {
+  EXPECT_EQ(RingCollectiveSeconds(1e9, 1, 1e9, 1e-3), 0);
+  // 4 ranks: 3 steps, each 250 MB at 1 GB/s plus 1 ms.
+  EXPECT_NEAR(RingCollectiveSeconds(1e9, 4, 1e9, 1e-3), 3 * (1e-3 + 0.25), 1e-12);
+  // Latency-bound: a 4-byte gather over 3 ranks is two latencies.
+  EXPECT_NEAR(RingCollectiveSeconds(4, 3, 1e9, 50e-6), 100e-6, 1e-8);
+}
+
 TEST_F(ResourceModelTest, MixedPrecisionAdamIsSixteenBytesPerParameterDividedAcrossRanks) {
   StateBytes one = StateBytesPerRank(1000000000, DType::kBf16, 1);
   EXPECT_EQ(one.total(), 16000000000ull);
