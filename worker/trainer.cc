@@ -210,15 +210,30 @@ Status Trainer::Init() {
 // Every rank generates each whole block from the seed and keeps its shard (in
 // mixed precision: the fp32 master, and the bf16 parameter rounded from it).
 Status Trainer::InitShards() {
-  for (int b = 0; b < model_.num_blocks(); ++b) {
-    std::vector<float> block(padded(b), 0.0f);
-    model_.InitBlock(b, job_.train.seed, block.data());
-    const float* mine = block.data() + comm_->rank() * layout_.counts[b];
-    {
-      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kOverwrite));
-      std::memcpy(p.data(), mine, layout_.counts[b] * sizeof(float));
+  // Blocks are drawn in parallel (each from its own seeded stream, so the
+  // values do not depend on the threads), `threads_` at a time, and written to
+  // the store in order from this thread.
+  const int n = model_.num_blocks(), batch = std::max(1, threads_);
+  for (int first = 0; first < n; first += batch) {
+    const int last = std::min(n, first + batch);
+    std::vector<std::vector<float>> blocks(last - first);
+    std::vector<std::thread> drawers;
+    for (int b = first; b < last; ++b) {
+      drawers.emplace_back([this, b, first, &blocks] {
+        blocks[b - first].assign(padded(b), 0.0f);
+        model_.InitBlock(b, job_.train.seed, blocks[b - first].data());
+      });
     }
-    if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, mine));
+    for (std::thread& t : drawers) t.join();
+    for (int b = first; b < last; ++b) {
+      const float* mine = blocks[b - first].data() + comm_->rank() * layout_.counts[b];
+      {
+        TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kOverwrite));
+        std::memcpy(p.data(), mine, layout_.counts[b] * sizeof(float));
+      }
+      if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, mine));
+      blocks[b - first] = std::vector<float>();
+    }
   }
   return Status::Ok();
 }
