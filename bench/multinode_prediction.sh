@@ -17,6 +17,7 @@ launch=$PWD/build/launcher/tencache-launch
 nodes_sh=$PWD/tests/multinode/netns-nodes.sh
 out=$(mktemp -d /tmp/tencache-multinode.XXXXXX)
 job=$PWD/configs/examples/quickstart.yaml
+batch=(--set train.global_batch=12)  # divides over 2 and 3 ranks
 trap '"$nodes_sh" down "$out/nodes" >/dev/null 2>&1 || true' EXIT
 
 report() {  # name round folder
@@ -35,14 +36,14 @@ run_hosts() {  # n rate round
   "$nodes_sh" down "$out/nodes" >/dev/null 2>&1 || true
   "$nodes_sh" up "$out/nodes" "$n" $rate
   local hosts="[$(seq -s, -f '192.0.2.%g' 1 "$n")]"
-  nsenter -t "$(cat "$out/nodes/192.0.2.1.pid")" -n -u -- "$launch" "$job" --reprobe --steps "$steps" \
+  nsenter -t "$(cat "$out/nodes/192.0.2.1.pid")" -n -u -- "$launch" "$job" "${batch[@]}" --reprobe --steps "$steps" \
     --set cluster.target=hosts --set "cluster.hosts=$hosts" --set "cluster.rsh_agent=$out/nodes/rsh" \
     --set cluster.network_interface=eth0 --out "$out/$name-$round" >"$out/$name-$round.log" 2>&1 ||
     { echo "$name round $round failed: see $out/$name-$round.log"; exit 1; }
   report "$name" "$round" "$out/$name-$round"
 }
 run_local() {  # round
-  "$launch" "$job" --reprobe --steps "$steps" --set cluster.ranks_per_node=2 --out "$out/local2-$1" \
+  "$launch" "$job" "${batch[@]}" --reprobe --steps "$steps" --set cluster.ranks_per_node=2 --out "$out/local2-$1" \
     >"$out/local2-$1.log" 2>&1 || { echo "local2 round $1 failed: see $out/local2-$1.log"; exit 1; }
   report local-2ranks "$1" "$out/local2-$1"
 }

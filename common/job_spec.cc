@@ -559,6 +559,11 @@ Status ReadHosts(JobReader& r, JobSpec* job) {
   c.nodes = nodes;
   c.ranks_per_node = per_node;
   c.max_nodes = std::max(c.max_nodes, nodes);
+  if (job->train.global_batch % (nodes * per_node) != 0) {
+    return Status::InvalidArgument(job->Where("train.global_batch") + ": " + std::to_string(job->train.global_batch) +
+                                   " is not a multiple of the " + std::to_string(nodes * per_node) + " ranks of " +
+                                   key + " (" + all + ")");
+  }
   return Status::Ok();
 }
 

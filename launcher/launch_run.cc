@@ -222,7 +222,7 @@ StatusOr<Catalog> LoadCatalog(const std::string& flag, const JobSpec& job) {
 }
 
 Status CheckLocalJob(const JobSpec& job) {
-  if (job.cluster.target == Target::kHosts) return Status::Ok();  // nodes come from cluster.hosts
+  if (job.cluster.target == Target::kHosts) return Status::Ok();  // cluster.hosts fixed the nodes
   if (job.cluster.nodes > 1) {
     return Status::InvalidArgument(job.Where("cluster.nodes") + ": " + std::to_string(job.cluster.nodes) +
                                    ": cluster.target local runs on this one machine; set cluster.nodes to 1 or auto");

@@ -231,7 +231,7 @@ TEST(JobSpecHosts, HostsFixNodesAndRanksPerNode) {
   ASSERT_EQ(j->cluster.hosts.list.size(), 2u);
   EXPECT_EQ(j->cluster.hosts.list[1].host, "node2");
   EXPECT_EQ(j->cluster.hosts.rsh_agent, "ssh -p 2222");
-  j = HostsJob({"cluster.target=hosts", "cluster.hosts=[10.0.0.1, 10.0.0.2, 10.0.0.3]"});
+  j = HostsJob({"cluster.target=hosts", "cluster.hosts=[10.0.0.1, 10.0.0.2, 10.0.0.3]", "train.global_batch=12"});
   ASSERT_TRUE(j.ok()) << j.status().ToString();
   EXPECT_EQ(j->cluster.nodes, 3);
   EXPECT_EQ(j->cluster.ranks_per_node, 1);
@@ -267,6 +267,7 @@ TEST(JobSpecHosts, MistakesNameTheKey) {
       {{"cluster.target=hosts", "cluster.hosts=[a:2]", "cluster.ranks_per_node=1"}, "every host in cluster.hosts has 2"},
       {{"cluster.hosts=[a, b]"}, "applies to cluster.target hosts, but the target is local"},
       {{"cluster.target=hosts", "cluster.hosts=[a]", "cluster.rsh_agent="}, "cluster.rsh_agent"},
+      {{"cluster.target=hosts", "cluster.hosts=[a, b, c]"}, "train.global_batch': 8 is not a multiple of the 3 ranks"},
   };
   for (const Case& c : cases) {
     StatusOr<JobSpec> j = HostsJob(c.sets);
