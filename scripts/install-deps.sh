@@ -10,6 +10,7 @@ packages=(
   libtorch-dev libopenblas0-pthread
   fio
   libcli11-dev gnuplot-nox
+  iproute2 util-linux  # ip, tc, unshare, nsenter: the multi-node tests (tests/multinode)
 )
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
