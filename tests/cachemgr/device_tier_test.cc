@@ -32,14 +32,19 @@ TEST(DeviceTierTest, CudaBackendIsUnavailableWithoutAGpu) {
   }
 }
 
+// Host memory page-locked by CUDA, as the worker's host tier is on a GPU.
+HostTierOptions CudaPinned() {
+  HostTierOptions o;
+  o.pinner = CudaHostPinner();
+  o.pinner_name = "cudaHostRegister";
+  return o;
+}
+
 TEST(DeviceTierTest, CudaRoundTripThroughPinnedHost) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   auto dev = MakeDeviceTier(DeviceBackend::kCuda);
   ASSERT_TRUE(dev.ok());
-  HostTierOptions ho;
-  ho.pinner = CudaHostPinner();
-  ho.pinner_name = "cudaHostRegister";
-  HostTier host(ho);
+  HostTier host(CudaPinned());
   auto hb = host.Reserve(1 << 20);
   auto db = (*dev)->Reserve(1 << 20);
   ASSERT_TRUE(hb.ok() && db.ok());
@@ -59,10 +64,7 @@ TEST(DeviceTierTest, CudaCopiesWaitForTheComputeThatUsedTheSlot) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   auto dev = MakeDeviceTier(DeviceBackend::kCuda);
   ASSERT_TRUE(dev.ok());
-  HostTierOptions ho;
-  ho.pinner = CudaHostPinner();
-  ho.pinner_name = "cudaHostRegister";
-  HostTier host(ho);
+  HostTier host(CudaPinned());
   const uint64_t big = 512ull << 20, slot = 4096;
   auto hb = host.Reserve(big);
   auto db = (*dev)->Reserve(big);
