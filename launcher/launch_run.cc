@@ -350,7 +350,9 @@ int LaunchRun(const LaunchOptions& opt) {
   }
   if (outcome->exit_code != 0) {
     std::string who = outcome->failed_rank >= 0 ? "rank " + std::to_string(outcome->failed_rank) : "a rank";
-    if (!outcome->failed_host.empty()) who += " on " + outcome->failed_host;
+    if (!outcome->failed_host.empty() && outcome->failure.find(outcome->failed_host) == std::string::npos) {
+      who += " on " + outcome->failed_host;  // unless the failure names it already
+    }
     std::fprintf(stderr, "tencache-launch: %s failed%s%s after %d step(s); the other ranks were stopped.\n",
                  who.c_str(), outcome->failure.empty() ? "" : ": ", outcome->failure.c_str(), outcome->steps_done);
     if (!outcome->last_stderr.empty()) {

@@ -211,9 +211,12 @@ Status Trainer::Init() {
 // mixed precision: the fp32 master, and the bf16 parameter rounded from it).
 Status Trainer::InitShards() {
   // Blocks are drawn in parallel (each from its own seeded stream, so the
-  // values do not depend on the threads), `threads_` at a time, and written to
-  // the store in order from this thread.
-  const int n = model_.num_blocks(), batch = std::max(1, threads_);
+  // values do not depend on the threads), up to `threads_` at a time and 4 GiB
+  // of whole blocks at once, and written to the store in order from this thread.
+  size_t largest = 1;
+  for (int b = 0; b < model_.num_blocks(); ++b) largest = std::max(largest, padded(b) * sizeof(float));
+  const int n = model_.num_blocks();
+  const int batch = int(std::clamp<size_t>((size_t(4) << 30) / largest, 1, size_t(std::max(1, threads_))));
   for (int first = 0; first < n; first += batch) {
     const int last = std::min(n, first + batch);
     std::vector<std::vector<float>> blocks(last - first);
