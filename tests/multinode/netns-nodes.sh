@@ -19,6 +19,16 @@ dir=${2:?DIR}
 
 skip() { echo "netns-nodes: cannot make network namespaces here: $*" >&2; exit 77; }
 
+# kill -9 every process in the network namespace of process $1.
+kill_node() {
+  local ns p
+  ns=$(readlink "/proc/$1/ns/net" 2>/dev/null) || return 0
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$ns" ] && kill -9 "${p#/proc/}" 2>/dev/null
+  done
+  return 0
+}
+
 case "$cmd" in
 up)
   n=${3:?N}
@@ -63,9 +73,11 @@ RSH
   chmod +x "$dir/rsh"
   ;;
 down)
+  # Every process left in a node's namespace goes with it (an orted or a rank
+  # of a run that failed), then the bridge.
   for f in "$dir"/*.pid; do
     [ -f "$f" ] || continue
-    kill "$(cat "$f")" 2>/dev/null || true
+    kill_node "$(cat "$f")"
     rm -f "$f"
   done
   [ -f "$dir/bridge" ] && ip link del "$(cat "$dir/bridge")" 2>/dev/null || true
@@ -73,10 +85,7 @@ down)
   ;;
 kill)
   host=${3:?HOST}
-  ns=$(readlink "/proc/$(cat "$dir/$host.pid")/ns/net")
-  for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$ns" ] && kill -9 "${p#/proc/}" 2>/dev/null || true
-  done
+  kill_node "$(cat "$dir/$host.pid")"
   rm -f "$dir/$host.pid"
   ;;
 *) echo "usage: netns-nodes.sh up DIR N [RATE] | down DIR | kill DIR HOST" >&2; exit 2 ;;
