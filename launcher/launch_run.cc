@@ -113,11 +113,12 @@ void UseHosts(const JobSpec& job, MpirunSpec* spec) {
   spec->oversubscribe = false;  // each host runs its slots
 }
 
-// cluster.target hosts: every host answers through the launch agent before
-// anything starts, so an unreachable one is named (Unavailable) rather than
-// left to Open MPI's generic daemon-start failure.
-Status CheckHostsReachable(const JobSpec& job, const std::string& this_host) {
-  if (job.cluster.target != Target::kHosts) return Status::Ok();
+// cluster.target hosts: the first host other than this one that does not
+// answer `AGENT HOST true` within `timeout_s`, with what the agent said; ""
+// when every host answers (or the target is not hosts).
+std::string FirstUnreachableHost(const JobSpec& job, const std::string& this_host, double timeout_s,
+                                 std::string* why) {
+  if (job.cluster.target != Target::kHosts) return "";
   std::vector<std::string> agent;
   std::istringstream words(job.cluster.hosts.rsh_agent);
   for (std::string w; words >> w;) agent.push_back(w);
@@ -126,13 +127,23 @@ Status CheckHostsReachable(const JobSpec& job, const std::string& this_host) {
     std::vector<std::string> argv = agent;
     argv.insert(argv.end(), {h.host, "true"});
     std::string err;
-    StatusOr<std::string> r = CaptureOutput(argv, {}, 30, &err);
+    StatusOr<std::string> r = CaptureOutput(argv, {}, timeout_s, &err);
     if (!r.ok()) {
-      return Status::Unavailable(job.Where("cluster.hosts") + ": cannot reach host '" + h.host + "' through '" +
-                                 job.cluster.hosts.rsh_agent + "' (cluster.rsh_agent): " + r.status().message());
+      *why = r.status().message();
+      return h.host;
     }
   }
-  return Status::Ok();
+  return "";
+}
+
+// Before anything starts: an unreachable host is named (Unavailable) rather
+// than left to Open MPI's generic daemon-start failure.
+Status CheckHostsReachable(const JobSpec& job, const std::string& this_host) {
+  std::string why;
+  const std::string host = FirstUnreachableHost(job, this_host, 30, &why);
+  if (host.empty()) return Status::Ok();
+  return Status::Unavailable(job.Where("cluster.hosts") + ": cannot reach host '" + host + "' through '" +
+                             job.cluster.hosts.rsh_agent + "' (cluster.rsh_agent): " + why);
 }
 
 StatusOr<LocalProbes> MeasureProbes(const Probing& p, bool as_root) {
@@ -333,6 +344,12 @@ int LaunchRun(const LaunchOptions& opt) {
   run.progress_every_s = opt.progress_every_s;
   StatusOr<RunOutcome> outcome = RunLocal(run);
   if (!outcome.ok()) return Fail(outcome.status());
+  if (outcome->exit_code != 0 && hosts && outcome->failed_host.empty()) {
+    // Open MPI does not always say which node went away: ask each host again.
+    std::string why;
+    outcome->failed_host = FirstUnreachableHost(resolved->job, facts.hostname, 10, &why);
+    if (!outcome->failed_host.empty()) outcome->failure += "; " + outcome->failed_host + " no longer answers (" + why + ")";
+  }
   const std::string status = outcome->exit_code == 0 ? "finished" : outcome->interrupted ? "interrupted" : "failed";
   nlohmann::ordered_json run_json = {{"status", status}, {"exit_code", outcome->exit_code},
                                      {"steps_done", outcome->steps_done}, {"failed_rank", outcome->failed_rank},
