@@ -54,10 +54,7 @@ Status Run(const GpuCopyFlags& f) {
   }
   const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
   TC_ASSIGN_OR_RETURN(std::unique_ptr<TierStore> dev, MakeDeviceTier(DeviceBackend::kCuda, 0));
-  HostTierOptions ho;
-  ho.pinner = CudaHostPinner();
-  ho.pinner_name = "cudaHostRegister";
-  HostTier host(ho);
+  HostTier host(CudaPinnedHostTierOptions());
   TC_ASSIGN_OR_RETURN(uint64_t hbase, host.Reserve(largest));
   TC_ASSIGN_OR_RETURN(uint64_t dbase, dev->Reserve(largest));
   if (!host.pinned()) return Status::Unavailable("gpu-copy: the host buffer could not be pinned: " + host.pin_failure());

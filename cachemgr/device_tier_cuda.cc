@@ -18,6 +18,13 @@ namespace tencache {
 
 std::unique_ptr<TierStore> MakeSimulatedDeviceTier();  // device_tier_simulated.cc
 
+HostTierOptions CudaPinnedHostTierOptions() {
+  HostTierOptions o;
+  o.pinner = CudaHostPinner();
+  o.pinner_name = "cudaHostRegister";
+  return o;
+}
+
 #if TENCACHE_HAVE_CUDA
 namespace {
 

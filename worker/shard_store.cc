@@ -105,12 +105,8 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
   TierSet tiers;
   TC_ASSIGN_OR_RETURN(tiers.device, MakeDeviceTier(o.cuda ? DeviceBackend::kCuda : DeviceBackend::kSimulatedHost,
                                                    o.cuda_device));
-  HostTierOptions host;
-  if (o.cuda) {  // page-locked for the GPU's DMA: H2D and D2H at full speed, asynchronous
-    host.pinner = CudaHostPinner();
-    host.pinner_name = "cudaHostRegister";
-  }
-  tiers.host = std::make_unique<HostTier>(host);
+  // On a GPU, page-locked for its DMA: H2D and D2H at full speed, asynchronous.
+  tiers.host = std::make_unique<HostTier>(o.cuda ? CudaPinnedHostTierOptions() : HostTierOptions());
   NvmeTierOptions nvme;
   nvme.dir = o.nvme_dir;
   nvme.rank = o.rank;

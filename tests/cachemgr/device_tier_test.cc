@@ -32,19 +32,11 @@ TEST(DeviceTierTest, CudaBackendIsUnavailableWithoutAGpu) {
   }
 }
 
-// Host memory page-locked by CUDA, as the worker's host tier is on a GPU.
-HostTierOptions CudaPinned() {
-  HostTierOptions o;
-  o.pinner = CudaHostPinner();
-  o.pinner_name = "cudaHostRegister";
-  return o;
-}
-
 TEST(DeviceTierTest, CudaRoundTripThroughPinnedHost) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   auto dev = MakeDeviceTier(DeviceBackend::kCuda);
   ASSERT_TRUE(dev.ok());
-  HostTier host(CudaPinned());
+  HostTier host(CudaPinnedHostTierOptions());
   auto hb = host.Reserve(1 << 20);
   auto db = (*dev)->Reserve(1 << 20);
   ASSERT_TRUE(hb.ok() && db.ok());
@@ -64,7 +56,7 @@ TEST(DeviceTierTest, CudaCopiesWaitForTheComputeThatUsedTheSlot) {
   if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   auto dev = MakeDeviceTier(DeviceBackend::kCuda);
   ASSERT_TRUE(dev.ok());
-  HostTier host(CudaPinned());
+  HostTier host(CudaPinnedHostTierOptions());
   const uint64_t big = 512ull << 20, slot = 4096;
   auto hb = host.Reserve(big);
   auto db = (*dev)->Reserve(big);
