@@ -11,15 +11,18 @@ namespace {
 
 uint64_t ResidentBytes(const SlotPlan& plan) { return plan.total_bytes(); }
 
+uint64_t MinimumBytes(const std::vector<SizeClass>& classes, uint64_t min_slots) {
+  uint64_t need = 0;
+  for (const SizeClass& c : classes) need += std::min(min_slots, c.tensors) * c.slot_bytes;
+  return need;
+}
+
 // Mandatory slots; ResourceExhausted when they alone exceed the budget.
 StatusOr<std::vector<uint64_t>> MinimumSlots(const std::vector<SizeClass>& classes, uint64_t budget,
                                              uint64_t min_slots) {
   std::vector<uint64_t> slots;
-  uint64_t need = 0;
-  for (const SizeClass& c : classes) {
-    slots.push_back(std::min(min_slots, c.tensors));
-    need += slots.back() * c.slot_bytes;
-  }
+  for (const SizeClass& c : classes) slots.push_back(std::min(min_slots, c.tensors));
+  const uint64_t need = MinimumBytes(classes, min_slots);
   if (need > budget)
     return Status::ResourceExhausted("slot plan: the minimum of " + std::to_string(min_slots) +
                                      " slot(s) per size class needs " + FormatBytes(need) +
@@ -102,6 +105,10 @@ SlotPlan MaxResident(const std::vector<SizeClass>& classes, uint64_t budget, std
 }
 
 }  // namespace
+
+uint64_t MinimumSlotBytes(const std::vector<uint64_t>& tensor_bytes, uint64_t min_slots) {
+  return MinimumBytes(BuildHistogram(tensor_bytes), min_slots);
+}
 
 const char* SlotPlannerName(SlotPlanner planner) {
   return planner == SlotPlanner::kProportional ? "proportional" : "max-resident";

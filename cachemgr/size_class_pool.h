@@ -53,6 +53,10 @@ struct SlotPlan {
   uint64_t total_bytes() const;    // sum of slots x slot_bytes: what is reserved
 };
 
+// The bytes the mandatory slots take: min(min_slots, tensors) slots of every
+// size class of `tensor_bytes` (the least budget PlanSlots accepts for them).
+uint64_t MinimumSlotBytes(const std::vector<uint64_t>& tensor_bytes, uint64_t min_slots);
+
 // Plans slot counts within `budget`. Each class gets at least min(min_slots,
 // tensors) slots and never more than `tensors`. ResourceExhausted, naming the
 // need, when even the minimum does not fit.

@@ -62,6 +62,7 @@ const std::vector<std::string>& LeafKeys() {
       "cluster.image", "cluster.namespace", "cluster.nvme_volume", "cluster.nvme_storage_class",
       "cluster.nvme_host_path", "cluster.checkpoint_claim", "cluster.data_claim",
       "cluster.hosts", "cluster.hostfile", "cluster.rsh_agent", "cluster.network_interface",
+      "cluster.instance_type",
       "cache.policy", "cache.device_budget", "cache.host_budget", "cache.nvme_budget",
       "cache.nvme_path", "cache.prefetch",
   };
@@ -490,9 +491,11 @@ Status ReadHosts(JobReader& r, JobSpec* job) {
   TC_RETURN_IF_ERROR(r.GetString("cluster.hostfile", &h.hostfile));
   TC_RETURN_IF_ERROR(r.GetString("cluster.rsh_agent", &h.rsh_agent));
   TC_RETURN_IF_ERROR(r.GetString("cluster.network_interface", &h.network_interface));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.instance_type", &h.instance_type));
   const std::string where = job->source + ": key ";
   if (c.target != Target::kHosts) {
-    for (const char* key : {"cluster.hosts", "cluster.hostfile", "cluster.rsh_agent", "cluster.network_interface"}) {
+    for (const char* key :
+         {"cluster.hosts", "cluster.hostfile", "cluster.rsh_agent", "cluster.network_interface", "cluster.instance_type"}) {
       if (r.Has(key)) {
         return Status::InvalidArgument(job->Where(key) + ": applies to cluster.target hosts, but the target is " +
                                        TargetName(c.target));

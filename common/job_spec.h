@@ -52,6 +52,7 @@ struct HostsSpec {
   std::string hostfile;               // the file they came from, if any (absolute)
   std::string rsh_agent = "ssh";      // how mpirun starts its daemons there (Open MPI plm_rsh_agent)
   std::string network_interface;      // the interface MPI's TCP traffic uses; "": Open MPI chooses
+  std::string instance_type;          // cluster.instance_type: the catalog entry every host is; "": probed
 };
 
 // Where a Kubernetes worker keeps its NVMe tier: a claim on local PersistentVolumes

@@ -16,4 +16,16 @@ ShardBytes ShardBytesPerRank(const ModelShape& model, DType dtype, int ranks) {
   return s;
 }
 
+ShardTensors ShardTensorBytes(const ModelShape& model, DType dtype, int ranks) {
+  const bool mixed = dtype != DType::kFp32;
+  ShardTensors t;
+  for (uint64_t n : model.BlockParamCounts()) {
+    const uint64_t count = (n + ranks - 1) / ranks;
+    t.params.push_back(count * (mixed ? 2 : 4));
+    t.all.push_back(t.params.back());
+    for (int fp32 = 0; fp32 < (mixed ? 4 : 3); ++fp32) t.all.push_back(count * 4);  // [master,] m, v, gradient
+  }
+  return t;
+}
+
 }  // namespace tencache

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/model_shape.h"
 
@@ -28,5 +29,18 @@ struct ShardBytes {
 
 // REQUIRES: ranks >= 1. fp16 is accounted as bf16.
 ShardBytes ShardBytesPerRank(const ModelShape& model, DType dtype, int ranks);
+
+// The byte size of every cache tensor one rank holds (each block's parameter,
+// master in mixed precision, moments and gradient shards), and of the
+// parameter shards alone, one per block.
+struct ShardTensors {
+  std::vector<uint64_t> all;
+  std::vector<uint64_t> params;
+};
+ShardTensors ShardTensorBytes(const ModelShape& model, DType dtype, int ranks);
+
+// The worker's cache keeps at least this many host slots per size class (a
+// tensor being updated, its next, and one being written back).
+constexpr uint64_t kWorkerHostSlotsPerClass = 3;
 
 }  // namespace tencache

@@ -132,6 +132,11 @@ Status ReadInstance(const std::string& file, const YAML::Node& node, const std::
   TC_RETURN_IF_ERROR(e.Number("ram_gib", true, &s->ram_gib));
   TC_RETURN_IF_ERROR(e.Number("network_gbps", true, &s->network_gbps));
   TC_RETURN_IF_ERROR(e.String("network_assumed", false, &s->network_assumed));
+  if (e.Child("network_latency_us").IsDefined()) {
+    double us = 0;
+    TC_RETURN_IF_ERROR(e.Number("network_latency_us", true, &us));
+    s->network_latency_us = us;
+  }
   TC_RETURN_IF_ERROR(ReadNvme(file, e, s->type, &s->nvme));
   YAML::Node price = e.Child("price");
   if (!price.IsDefined() || !price.IsMap()) return e.Error("price", "a mapping {on_demand: USD/h, spot: USD/h, source: ...}");

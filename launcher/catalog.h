@@ -64,12 +64,20 @@ struct InstanceSpec {
   NvmeSpec nvme;                 // known, none or unknown (a missing `nvme:` is unknown)
   double network_gbps = 0;       // Gbit/s per node
   std::string network_assumed;   // non-empty: the network figure is an assumption
+  // Latency of one collective step between nodes (network_latency_us); unset:
+  // kAssumedNetworkLatencyUs, stated as an assumption wherever it is used.
+  std::optional<double> network_latency_us;
   double price_on_demand = 0;    // USD per hour per node
   std::optional<double> price_spot;
   std::string price_source;
   std::string price_recorded;    // date the price was copied into the catalog
   std::string file;              // catalog file it came from
 };
+
+// Between cloud nodes, one ring step of NCCL or Open MPI costs tens of
+// microseconds (TCP sockets; less over EFA or InfiniBand): used where an
+// instance has no network_latency_us.
+constexpr double kAssumedNetworkLatencyUs = 25;
 
 class Catalog {
  public:

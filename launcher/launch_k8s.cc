@@ -13,6 +13,7 @@
 #include "launcher/k8s_runner.h"
 #include "launcher/launch_run.h"
 #include "launcher/planner.h"
+#include "launcher/report_nodes.h"
 #include "launcher/resolved_job.h"
 
 namespace tencache {
@@ -131,10 +132,10 @@ int LaunchK8s(const LaunchOptions& opt) {
   nlohmann::ordered_json run_json = {{"status", status}, {"target", "k8s"}, {"mpijob", p.rendered.name},
                                      {"namespace", k.namespace_}, {"exit_code", outcome->exit_code},
                                      {"steps_done", outcome->steps_done}, {"failure", outcome->failure},
-                                     {"last_stderr", outcome->last_stderr}};
+                                     {"last_stderr", outcome->last_stderr}, {"rank_hosts", RankHostsToJson(outcome->rank_hosts)}};
   std::ofstream(out / "run.json") << run_json.dump(2) << "\n";
   int code = outcome->steps_done > 0 ? WriteReport(out.string(), p.resolved.job, p.catalog, p.chosen(), machine,
-                                                    status, {})
+                                                    status, {}, outcome->rank_hosts)
                                      : 0;
   if (outcome->interrupted) {
     std::fprintf(stderr, "tencache-launch: stopped following after %d step(s); the MPIJob %s keeps running "

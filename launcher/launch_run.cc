@@ -16,6 +16,7 @@
 #include "launcher/local_machine.h"
 #include "launcher/local_runner.h"
 #include "launcher/planner.h"
+#include "launcher/report_nodes.h"
 #include "launcher/report_render.h"
 #include "launcher/resolved_job.h"
 #include "launcher/run_report.h"
@@ -196,7 +197,8 @@ StatusOr<std::vector<nlohmann::json>> ReadMetrics(const fs::path& path) {
 }  // namespace
 
 int WriteReport(const std::string& dir_name, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
-                const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes) {
+                const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes,
+                const std::map<int, std::string>& rank_hosts) {
   const fs::path dir(dir_name);
   StatusOr<std::vector<nlohmann::json>> metrics = ReadMetrics(dir / "metrics.jsonl");
   ReportInputs in;
@@ -207,6 +209,9 @@ int WriteReport(const std::string& dir_name, const JobSpec& job, const Catalog& 
   in.status = status;
   in.machine = machine;
   in.assumptions = notes;
+  std::string this_host;
+  if (machine.contains("facts") && machine["facts"].is_object()) this_host = machine["facts"].value("hostname", "");
+  in.rank_hosts = RankHosts(job, rank_hosts, this_host);
   StatusOr<nlohmann::ordered_json> report = BuildReport(in);
   if (!report.ok()) {
     std::fprintf(stderr, "tencache-launch: no report for %s: %s\n", dir.c_str(), report.status().message().c_str());
@@ -263,8 +268,9 @@ int LaunchRun(const LaunchOptions& opt) {
   const bool as_root = getuid() == 0;
 
   // This machine as a candidate, measured (or read from the per-machine cache).
-  const MachineFacts facts = ReadMachineFacts(job.cache.nvme_path);
+  MachineFacts facts = ReadMachineFacts(job.cache.nvme_path);
   const bool hosts = job.cluster.target == Target::kHosts;
+  if (hosts) facts.links = ReadLinks(job.cluster.hosts.network_interface);
   const int nodes = hosts ? job.cluster.nodes : 1;
   if (hosts && !opt.dry_run) {
     if (Status s = CheckHostsReachable(job, facts.hostname); !s.ok()) return Fail(s);
@@ -274,18 +280,28 @@ int LaunchRun(const LaunchOptions& opt) {
   probed.train.micro_batch = ProbeMicroBatch(job, ranks);
   Probing probing{&opt, &probed, &facts, ranks, probed.train.micro_batch,
                   (out.parent_path() / ".probe-cache.json").string()};
-  StatusOr<LocalProbes> probes = ReadProbeCache(probing.cache_file, ProbeCacheKey(probed, facts, ranks));
-  if (!probes.ok() || opt.reprobe) {
-    if (opt.dry_run) {
-      probes = NominalProbes();
-    } else {
-      std::error_code ec;
-      fs::create_directories(out, ec);
-      probes = MeasureProbes(probing, as_root);
-      if (!probes.ok()) return Fail(probes.status().WithContext("probing this machine"));
+  LocalCandidate local;
+  nlohmann::ordered_json machine;
+  if (hosts && !job.cluster.hosts.instance_type.empty()) {  // the catalog describes the hosts
+    StatusOr<LocalCandidate> described = MakeCatalogHostsCandidate(job, *catalog);
+    if (!described.ok()) return Fail(described.status());
+    local = std::move(*described);
+    machine = {{"facts", facts.ToJson()}, {"ranks", ranks}, {"instance_type", job.cluster.hosts.instance_type}};
+  } else {
+    StatusOr<LocalProbes> probes = ReadProbeCache(probing.cache_file, ProbeCacheKey(probed, facts, ranks));
+    if (!probes.ok() || opt.reprobe) {
+      if (opt.dry_run) {
+        probes = NominalProbes();
+      } else {
+        std::error_code ec;
+        fs::create_directories(out, ec);
+        probes = MeasureProbes(probing, as_root);
+        if (!probes.ok()) return Fail(probes.status().WithContext("probing this machine"));
+      }
     }
+    local = MakeLocalCandidate(probed, facts, *probes, ranks, nodes);
+    machine = MachineJson(facts, *probes, ranks, probing.micro_batch);
   }
-  const LocalCandidate local = MakeLocalCandidate(probed, facts, *probes, ranks, nodes);
   StatusOr<PlanResult> plan = PlanJob(job, *catalog, ModelAssumptions(), &local);
   if (!plan.ok()) return Fail(plan.status());
   const std::string plan_text = RenderPlanTable(*plan, false);
@@ -323,7 +339,6 @@ int LaunchRun(const LaunchOptions& opt) {
   }
   std::error_code ec;
   fs::create_directories(out, ec);
-  const nlohmann::ordered_json machine = MachineJson(facts, *probes, ranks, probing.micro_batch);
   for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
            {"job.resolved.yaml", resolved_text}, {"plan.txt", plan_text},
            {"plan.json", PlanToJson(*plan, false).dump(2) + "\n"}, {"machine.json", machine.dump(2) + "\n"}}) {
@@ -355,11 +370,14 @@ int LaunchRun(const LaunchOptions& opt) {
                                      {"steps_done", outcome->steps_done}, {"failed_rank", outcome->failed_rank},
                                      {"failure", outcome->failure}, {"failed_host", outcome->failed_host},
                                      {"last_stderr", outcome->last_stderr},
-                                     {"stop_seconds", outcome->stop_seconds}, {"command", argv}};
+                                     {"stop_seconds", outcome->stop_seconds}, {"command", argv},
+                                     {"rank_hosts", RankHostsToJson(outcome->rank_hosts)}};
   (void)WriteFile(out / "run.json", run_json.dump(2) + "\n");
   const Candidate predicted =
       EvaluateCandidate(resolved->job, local.instance, local.gpu, local.nodes, local.assumptions);
-  int code = outcome->steps_done > 0 ? WriteReport(out.string(), resolved->job, *catalog, predicted, machine, status, local.notes) : 0;
+  int code = outcome->steps_done > 0 ? WriteReport(out.string(), resolved->job, *catalog, predicted, machine, status,
+                                                    local.notes, outcome->rank_hosts)
+                                     : 0;
   if (outcome->interrupted) {
     std::fprintf(stderr, "tencache-launch: interrupted after %d step(s); every rank stopped in %.1f s. Run folder: %s\n",
                  outcome->steps_done, outcome->stop_seconds, out.c_str());
@@ -396,14 +414,24 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   std::string status = "interrupted";
   std::ifstream run_in(dir / "run.json");
   nlohmann::json run = nlohmann::json::parse(run_in, nullptr, false);
-  if (!run.is_discarded() && run.is_object()) status = run.value("status", status);
+  std::map<int, std::string> rank_hosts;
+  if (!run.is_discarded() && run.is_object()) {
+    status = run.value("status", status);
+    if (run.contains("rank_hosts")) rank_hosts = RankHostsFromJson(run["rank_hosts"]);
+  }
   if (m.value("target", "") == "k8s") {  // predicted: the plan's instance type, as run
     JobSpec planned = *job;
     planned.cluster.instance_types = {m.value("instance_type", "")};
     StatusOr<PlanResult> plan = PlanJob(planned, *catalog, ModelAssumptions());
     if (!plan.ok()) return Fail(plan.status());
     if (plan->chosen < 0) return Fail(Status::InvalidArgument(dir_arg + ": the run's instance type is no longer feasible"));
-    return WriteReport(dir.string(), *job, *catalog, plan->candidates[plan->chosen], m, status, {});
+    return WriteReport(dir.string(), *job, *catalog, plan->candidates[plan->chosen], m, status, {}, rank_hosts);
+  }
+  if (job->cluster.target == Target::kHosts && m.contains("instance_type")) {  // described by the catalog
+    StatusOr<LocalCandidate> local = MakeCatalogHostsCandidate(*job, *catalog);
+    if (!local.ok()) return Fail(local.status());
+    const Candidate predicted = EvaluateCandidate(*job, local->instance, local->gpu, local->nodes, local->assumptions);
+    return WriteReport(dir.string(), *job, *catalog, predicted, m, status, local->notes, rank_hosts);
   }
   MachineFacts facts;
   LocalProbes probes;
@@ -429,7 +457,7 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   const int nodes = job->cluster.target == Target::kHosts ? job->cluster.nodes : 1;
   const LocalCandidate local = MakeLocalCandidate(probed, facts, probes, ranks, nodes);
   const Candidate predicted = EvaluateCandidate(*job, local.instance, local.gpu, local.nodes, local.assumptions);
-  return WriteReport(dir.string(), *job, *catalog, predicted, m, status, local.notes);
+  return WriteReport(dir.string(), *job, *catalog, predicted, m, status, local.notes, rank_hosts);
 }
 
 }  // namespace tencache

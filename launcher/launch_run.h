@@ -13,6 +13,7 @@
 // Single-threaded; one launch per process.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,11 +50,13 @@ int Fail(const Status& s);
 
 // Writes DIR/report.json from DIR/metrics.jsonl and the plan, renders report.md
 // and the pictures, and prints the summary. 0, or 1 when no report could be made.
+// `rank_hosts`: the host each rank reported (RunOutcome), for per-node figures.
 class Catalog;
 struct Candidate;
 struct JobSpec;
 int WriteReport(const std::string& dir, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
-                const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes);
+                const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes,
+                const std::map<int, std::string>& rank_hosts = {});
 
 // Rebuilds report.json, report.md and the pictures of the run in `dir`
 // (finished or interrupted). Same exit codes.

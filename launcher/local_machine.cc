@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "cachemgr/nvme_tier.h"
 #include "cachemgr/size_class_pool.h"
 #include "common/byte_size.h"
+#include "launcher/local_runner.h"
 
 namespace tencache {
 namespace {
@@ -94,7 +96,44 @@ nlohmann::ordered_json MachineFacts::ToJson() const {
           {"ram_bytes", ram_bytes},         {"ram_available_bytes", ram_available_bytes},
           {"gpus", gpus},                   {"gpu_name", gpu_name},
           {"gpu_memory_bytes", gpu_memory_bytes}, {"nvme_path", nvme_path},
-          {"nvme_free_bytes", nvme_free_bytes}};
+          {"nvme_free_bytes", nvme_free_bytes}, {"links", links}};
+}
+
+std::string ReadLinks(const std::string& interface) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator("/sys/class/net", ec)) {
+    const std::string n = e.path().filename().string();
+    if (n != "lo" && (interface.empty() || n == interface)) names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const std::string& n : names) {
+    auto read = [&](const char* file) {
+      std::ifstream in(fs::path("/sys/class/net") / n / file);
+      std::string v;
+      std::getline(in, v);
+      return v;
+    };
+    out += (out.empty() ? "" : "; ") + n + " mtu " + read("mtu") + " speed " + read("speed");
+    std::string err;
+    StatusOr<std::string> q = CaptureOutput({"tc", "qdisc", "show", "dev", n}, {}, 5, &err);
+    if (!q.ok()) continue;
+    std::istringstream words(*q);
+    bool skip_next = false;
+    for (std::string w; words >> w;) {
+      if (skip_next || w.back() == ':') {
+        skip_next = false;
+        continue;
+      }
+      if (w == "refcnt") {
+        skip_next = true;
+        continue;
+      }
+      out += " " + w;
+    }
+  }
+  return out;
 }
 
 MachineFacts ReadMachineFacts(const std::string& nvme_path) {
@@ -158,7 +197,7 @@ std::string ProbeCacheKey(const JobSpec& job, const MachineFacts& facts, int ran
   if (job.cluster.target == Target::kHosts) {  // probed across those hosts
     k << "|hosts";
     for (const HostSlots& h : job.cluster.hosts.list) k << " " << h.host << ":" << h.slots;
-    k << "|" << job.cluster.hosts.rsh_agent << "|" << job.cluster.hosts.network_interface;
+    k << "|" << job.cluster.hosts.rsh_agent << "|" << job.cluster.hosts.network_interface << "|" << facts.links;
   }
   return k.str();
 }
@@ -263,6 +302,7 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   g.memory_bw_gbps = g.h2d_gbps = c.copy_gbps;
   g.p2p_gbps = ranks > 1 ? c.allgather_gbps : 1e6;
   in.network_gbps = l.nodes > 1 ? c.allgather_gbps * 8 : 0;  // measured across the hosts: Gbit/s
+  in.network_latency_us = 0;  // the probe's latency (below) is over the real links already
   g.source = "tencache-worker --probe";
 
   ModelAssumptions& a = l.assumptions;
@@ -314,6 +354,27 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
                     (ranks > 1 ? ", all-gather " + Num(c.allgather_gbps, "%.2f") + " GB/s, latency " +
                                      Num(c.collective_latency_s * 1e6, "%.0f") + " us"
                                : std::string()));
+  return l;
+}
+
+StatusOr<LocalCandidate> MakeCatalogHostsCandidate(const JobSpec& job, const Catalog& catalog) {
+  const HostsSpec& h = job.cluster.hosts;
+  StatusOr<const InstanceSpec*> inst = catalog.FindInstance(h.instance_type);
+  if (!inst.ok()) return Status::InvalidArgument(job.Where("cluster.instance_type") + ": " + inst.status().message());
+  for (const HostSlots& host : h.list) {
+    if (host.slots != (*inst)->gpu_count) {
+      return Status::InvalidArgument(job.Where("cluster.hosts") + ": host '" + host.host + "' has " +
+                                     std::to_string(host.slots) + " slot(s), but cluster.instance_type " +
+                                     h.instance_type + " has " + std::to_string((*inst)->gpu_count) +
+                                     " GPU(s); expected one slot per GPU");
+    }
+  }
+  LocalCandidate l;
+  l.nodes = int(h.list.size());
+  l.instance = **inst;
+  l.gpu = *catalog.FindGpu((*inst)->gpu);
+  l.notes.push_back("each of the " + std::to_string(l.nodes) + " hosts is a " + h.instance_type +
+                    " (cluster.instance_type): described by the catalog (" + (*inst)->file + "), not measured");
   return l;
 }
 

@@ -33,11 +33,19 @@ struct MachineFacts {
   uint64_t gpu_memory_bytes = 0;     // per GPU
   std::string nvme_path;
   uint64_t nvme_free_bytes = 0;      // at nvme_path (or its nearest existing parent)
+  std::string links;                 // ReadLinks, where the launch needs it (cluster.target hosts)
   nlohmann::ordered_json ToJson() const;
 };
 
 // Never fails: what cannot be read is left at its default and the rest stands.
 MachineFacts ReadMachineFacts(const std::string& nvme_path);
+
+// This machine's network links as a probe cache key: for `interface` (or every
+// interface but loopback when empty) its name, MTU, speed and queueing
+// discipline (`tc qdisc show`, where tc is installed; a tc tbf shaping shows
+// here), handles and reference counts left out. Never fails: what cannot be
+// read is left out. Links of other hosts are not seen (--reprobe measures again).
+std::string ReadLinks(const std::string& interface);
 
 struct DiskProbe {
   double read_gbps = 0, write_gbps = 0;  // GB/s through the NVMe tier (O_DIRECT where the file system allows)
@@ -84,5 +92,12 @@ struct LocalCandidate {
 // links' (over the network between hosts).
 LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts, const LocalProbes& probes,
                                   int ranks, int nodes = 1);
+
+// cluster.target hosts with cluster.instance_type: every host is that catalog
+// entry and the catalog describes it (nothing is probed; its price gives the
+// cost per epoch). InvalidArgument naming cluster.instance_type when the
+// catalog lacks it, or cluster.hosts when a host's slots are not the entry's
+// GPU count (one rank per GPU).
+StatusOr<LocalCandidate> MakeCatalogHostsCandidate(const JobSpec& job, const Catalog& catalog);
 
 }  // namespace tencache

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@ struct RunOutcome {
   bool interrupted = false;               // stopped by SIGINT / SIGTERM
   int failed_rank = -1;                   // the rank that died first, where known
   std::string failed_host;                // the host it ran on, or the node that was lost, where known
+  std::map<int, std::string> rank_hosts;  // the host each rank said it runs on (its PID line)
   std::string failure;                    // what mpirun or the rank said
   std::vector<std::string> last_stderr;   // that rank's last stderr lines
   int steps_done = 0;

@@ -214,8 +214,10 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
   }
   if (plan.local) {
     const Candidate& c = *plan.local;
-    out << (c.nodes > 1 ? "\nThe hosts (cluster.target hosts runs there; each measured like this machine):\n"
-                        : "\nThis machine (cluster.target local runs here):\n");
+    out << (c.instance->provider != "local"
+                ? "\nThe hosts (cluster.target hosts runs there; each a " + c.instance->type + " from the catalog):\n"
+            : c.nodes > 1 ? "\nThe hosts (cluster.target hosts runs there; each measured like this machine):\n"
+                          : "\nThis machine (cluster.target local runs here):\n");
     if (c.feasible) {
       std::vector<std::vector<std::string>> local_rows = {rows.front(), Row(c, false)};
       local_rows[1].back() = "run";

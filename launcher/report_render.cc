@@ -25,6 +25,7 @@
 
 #include "common/byte_size.h"
 #include "common/human_format.h"
+#include "launcher/report_nodes.h"
 
 namespace tencache {
 namespace {
@@ -60,6 +61,7 @@ struct RunReport {
   Opt prediction_error;
   std::vector<CostRow> costs;
   std::vector<std::string> carried, assumed, assumptions;
+  json node_figures;  // per node (launcher/report_nodes.h), as report.json holds them
 };
 
 // Reads typed fields of report.json; remembers the first type error.
@@ -211,6 +213,7 @@ Status ReadReport(const std::string& path, RunReport* r) {
   ReadRunSections(f, j, r);
   ReadMeasuredPredicted(f, j, r);
   ReadCostRows(f, j["cost_per_epoch"], &r->costs);
+  if (j.contains("nodes")) r->node_figures = j["nodes"];
   return f.status();
 }
 
@@ -465,6 +468,10 @@ std::string RenderMarkdown(const RunReport& r, const Metrics& m, const Pictures&
   std::vector<std::vector<std::string>> rows = {{"", "measured", "predicted", "prediction error"}};
   for (auto& row : MeasuredRows(r, /*tiers=*/false)) rows.push_back(row);
   out << MdTable(rows) << "\nPrediction error: (predicted - measured) / measured.\n\n";
+  if (const auto nodes = NodeRows(r.node_figures); nodes.size() > 2 || (nodes.size() == 2 && r.target == "hosts")) {
+    out << "## Per node\n\nMedians per step after warm-up; stall and bytes summed over the node's ranks.\n\n"
+        << MdTable(nodes, 2) << "\n";
+  }
   out << TierTables(r, m) << "\n" << CostTable(r) << "\n" << Calibration(r);
   out << "## Pictures\n\n";
   for (const auto& [file, caption] : p.drawn) out << "![" << caption << "](" << file << ")\n\n";

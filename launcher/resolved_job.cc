@@ -143,6 +143,7 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
       {"cluster.rsh_agent", j.cluster.target == Target::kHosts ? Quote(j.cluster.hosts.rsh_agent) : ""},
       {"cluster.network_interface",
        j.cluster.target == Target::kHosts ? OptionalQuote(j.cluster.hosts.network_interface) : ""},
+      {"cluster.instance_type", j.cluster.target == Target::kHosts ? OptionalQuote(j.cluster.hosts.instance_type) : ""},
       {"cache.policy", CachePolicyName(j.cache.policy)},
       {"cache.device_budget", Size(j.cache.device_budget.value_or(0))},
       {"cache.host_budget", Size(j.cache.host_budget.value_or(0))},

@@ -5,7 +5,10 @@
 #include <limits>
 #include <numeric>
 
+#include "cachemgr/size_class_pool.h"
 #include "common/byte_size.h"
+#include "common/shard_bytes.h"
+#include "scheduler/plan.h"
 
 namespace tencache {
 
@@ -146,6 +149,9 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   const double pcie = gpu.h2d_gbps * a.h2d_efficiency * 1e9;
   const double link = nodes > 1 ? std::min(gpu.p2p_gbps, inst.network_gbps / 8.0) : gpu.p2p_gbps;
   const double coll_bw = ranks > 1 ? link * a.collective_efficiency * 1e9 : inf;
+  // A ring across nodes waits for the network at every step.
+  const double step_latency =
+      a.collective_latency_s + (nodes > 1 ? inst.network_latency_us.value_or(kAssumedNetworkLatencyUs) * 1e-6 : 0);
   const double nvme_rd = nvme_read_gbps > 0 ? nvme_read_gbps * 1e9 / inst.gpu_count : inf;
   const double nvme_wr = nvme_write_gbps > 0 ? nvme_write_gbps * 1e9 / inst.gpu_count : inf;
   const auto& f = pl.fraction;
@@ -167,7 +173,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     // forward and again in the backward, its gradient reduce-scattered; a tied
     // embedding is also the head, so it is gathered and reduced once more; the
     // final block (norm and head) is gathered once, with the loss.
-    const double ring = RingCollectiveSeconds(full, ranks, coll_bw, a.collective_latency_s);
+    const double ring = RingCollectiveSeconds(full, ranks, coll_bw, step_latency);
     const int head_extra = blk == 0 && m.tied_embeddings ? 1 : 0;
     fwd.coll = blk == m.num_blocks() - 1 ? 0 : ring;
     Lanes bwd = fwd;  // backward fetches and gathers the block again
@@ -175,7 +181,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     bwd.d2h = k[1] * shard * g_off / pcie;
     bwd.nvme += k[3] * shard * g_nvme / nvme_wr;
     // all-gather + reduce-scatter (fp32 gradients: twice the bytes of 16-bit weights)
-    bwd.coll = (1 + head_extra) * (ring + RingCollectiveSeconds(full * 4 / wb, ranks, coll_bw, a.collective_latency_s));
+    bwd.coll = (1 + head_extra) * (ring + RingCollectiveSeconds(full * 4 / wb, ranks, coll_bw, step_latency));
     if (a.collectives_block_compute) {
       fwd.compute += fwd.coll;
       bwd.compute += bwd.coll;
@@ -290,6 +296,24 @@ std::string SetCapacities(const JobSpec& job, const InstanceSpec& inst, const St
   return "";
 }
 
+// The worker's cache under the tencache policy refuses a host budget below
+// LeastHostBudget: infeasible where the budget is the user's or this
+// machine's (the run's own); for a catalog instance's auto budget, said as a
+// caveat (the worker keeps every gradient shard in host memory today, where
+// this model lets gradients reach NVMe).
+std::string CheckLeastHostBudget(const JobSpec& job, const ModelAssumptions& a, Candidate* c) {
+  if (job.cache.policy != CachePolicy::kTencache) return "";
+  const uint64_t least = LeastHostBudget(job.model, job.dtype, c->ranks);
+  if (c->capacity[kCpu] >= least) return "";
+  const std::string what = job.cache.host_budget ? "cache.host_budget " : "host memory ";
+  const std::string says = what + FormatBytes(c->capacity[kCpu]) + " per rank is below the " + FormatBytes(least) +
+                           " the worker's cache needs (every gradient shard, two staging buffers, and " +
+                           std::to_string(kWorkerHostSlotsPerClass) + " slots of each shard size)";
+  if (job.cache.host_budget || a.device_in_host_memory) return says;
+  c->assumptions.push_back("worker: " + says + "; the plan models gradients on NVMe, the worker does not yet");
+  return "";
+}
+
 std::string CheckBatch(const JobSpec& job, int ranks) {
   const int per_pass = job.train.micro_batch * ranks;
   if (job.train.global_batch % per_pass == 0) return "";
@@ -298,6 +322,11 @@ std::string CheckBatch(const JobSpec& job, int ranks) {
 }
 
 }  // namespace
+
+uint64_t LeastHostBudget(const ModelShape& model, DType dtype, int ranks) {
+  const ShardTensors t = ShardTensorBytes(model, dtype, ranks);
+  return std::max(HostFixedBytes(t.params), MinimumSlotBytes(t.all, kWorkerHostSlotsPerClass));
+}
 
 Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const GpuSpec& gpu, int nodes,
                             const ModelAssumptions& a) {
@@ -315,6 +344,10 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
   c.gpu_fixed = GpuFixedPerRank(job.model, job.dtype, job.train.micro_batch, c.ranks, gpu_mem, a);
   const Storage storage = NodeStorage(job, inst, a);
   if (!inst.network_assumed.empty() && nodes > 1) c.assumptions.push_back("network: " + inst.network_assumed);
+  if (!inst.network_latency_us && nodes > 1) {
+    c.assumptions.push_back("network latency assumed: " + std::to_string(int(kAssumedNetworkLatencyUs)) +
+                            " us per collective step between nodes (not in the catalog)");
+  }
 
   if (c.reason = CheckBatch(job, c.ranks); !c.reason.empty()) return c;
   if (c.spot && !inst.price_spot) {
@@ -351,6 +384,7 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
     return c;
   }
   if (c.placement.bytes[kNvme] > 0 && !storage.note.empty()) c.assumptions.push_back(storage.note);
+  if (c.reason = CheckLeastHostBudget(job, a, &c); !c.reason.empty()) return c;
   c.feasible = true;
   c.step = EstimateStep(job, inst, gpu, nodes, c.placement, c.states, storage.read_gbps, storage.write_gbps, a);
   c.tokens_per_s = double(job.train.global_batch) * job.model.seq_len / c.step.step_s;

@@ -59,6 +59,12 @@ struct ModelAssumptions {
 // NCCL's ring algorithm for large messages). 0 for one rank.
 double RingCollectiveSeconds(double full_bytes, int ranks, double bus_bps, double step_latency_s);
 
+// The least host budget per rank the worker's cache accepts under the tencache
+// policy: the tier layout's fixed share (scheduler/plan.h HostFixedBytes) or
+// the host tier's mandatory slots (cachemgr MinimumSlotBytes with
+// kWorkerHostSlotsPerClass), whichever is more. The worker refuses less.
+uint64_t LeastHostBudget(const ModelShape& model, DType dtype, int ranks);
+
 enum StateClass { kWeights16 = 0, kGrads16, kMaster32, kAdamM, kAdamV, kNumStateClasses };
 const char* StateClassName(int state_class);
 enum TierIndex { kGpu = 0, kCpu = 1, kNvme = 2, kNumTierIndices };

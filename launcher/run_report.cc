@@ -7,6 +7,7 @@
 
 #include "common/byte_size.h"
 #include "common/human_format.h"
+#include "launcher/report_nodes.h"
 
 namespace tencache {
 namespace {
@@ -167,6 +168,7 @@ StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in) {
     r["run"]["hosts"] = list;
   }
   r["measured"] = run.ToJson();
+  r["nodes"] = NodeFigures(in.metrics, in.rank_hosts, run.warmup);
   const double tokens_per_step = double(job.train.global_batch) * job.model.seq_len;
   r["predicted"] = {{"step_time_s", p.step.step_s},
                     {"tokens_per_s", tokens_per_step / p.step.step_s},

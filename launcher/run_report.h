@@ -12,6 +12,7 @@
 // an assumption, and the report labels each. Pure functions.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,7 @@ struct ReportInputs {
   std::string status;                    // finished | interrupted | failed
   nlohmann::ordered_json machine;        // facts and probes
   std::vector<std::string> assumptions;
+  std::map<int, std::string> rank_hosts;  // each rank's host (RankHosts), for the per-node figures
 };
 StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in);
 

@@ -48,6 +48,15 @@ uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity) {
   return lo;
 }
 
+uint64_t HostFixedBytes(const std::vector<uint64_t>& param_bytes) {
+  uint64_t grads = 0, largest = 0;
+  for (uint64_t b : param_bytes) {
+    grads += b;
+    largest = std::max(largest, b);
+  }
+  return grads + 2 * largest;
+}
+
 StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
                                  const TierBudgets& budgets) {
   TierLayout t;
@@ -60,12 +69,7 @@ StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
   t.device_capacity = budgets.device - t.grad_reserve;
   const std::vector<uint64_t>& bytes = seq.all_bytes();
   const uint64_t elem = ElementBytes(trace.header.dtype);
-  uint64_t grads = 0, largest = 0;
-  for (uint64_t b : bytes) {
-    grads += b;
-    largest = std::max(largest, b);
-  }
-  const uint64_t fixed = grads + 2 * largest;
+  const uint64_t fixed = HostFixedBytes(bytes);
   if (budgets.host < fixed) {
     return Status::ResourceExhausted("host budget " + std::to_string(budgets.host) +
                                      " bytes: expected at least " + std::to_string(fixed) +

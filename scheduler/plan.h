@@ -58,6 +58,10 @@ uint64_t GradReserve(const Trace& trace, uint64_t device_budget);
 // GradReserve) is exactly `capacity`: what to pass the simulator for a cache
 // whose device tier holds `capacity` bytes of parameters and stages no gradients.
 uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity);
+// What the host tier keeps whatever its budget: room for every gradient shard
+// (the parameter shards' sizes, `param_bytes`) and a staging reserve of two of
+// the largest. The least host budget LayoutTiers accepts.
+uint64_t HostFixedBytes(const std::vector<uint64_t>& param_bytes);
 // Host keeps, in this order: every gradient shard, a staging reserve of two of
 // the largest tensors, parameter homes in forward order, optimizer states; the
 // rest goes to NVMe. ResourceExhausted when a budget cannot hold its share.

@@ -3,6 +3,7 @@
 #include "cachemgr/device_tier.h"
 #include "cachemgr/host_tier.h"
 #include "cachemgr/nvme_tier.h"
+#include "common/shard_bytes.h"
 
 namespace tencache {
 
@@ -124,7 +125,7 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
   // smaller class). Budgets are hard: a prefetch that finds no free slot fails
   // and the shard is fetched when it is acquired instead.
   options.min_device_slots_per_class = 1;
-  options.min_host_slots_per_class = 3;
+  options.min_host_slots_per_class = kWorkerHostSlotsPerClass;
   options.grow_when_pinned = false;
   StatusOr<std::unique_ptr<TensorCache>> cache = TensorCache::Create(options, specs, std::move(tiers));
   if (!cache.ok()) return cache.status().WithContext("rank " + std::to_string(o.rank) + "'s shards");

@@ -81,6 +81,21 @@ std::string StepMetrics::ToJson() const {
   j["host_reserved_bytes"] = host_reserved_bytes;
   j["nvme_used_bytes"] = nvme_used_bytes;
   j["prefetches"] = prefetches;
+  nlohmann::ordered_json ranks;  // {"field": [rank 0, rank 1, ...]}
+  auto column = [&](const char* key, double RankFigures::*field) {
+    nlohmann::json v = nlohmann::json::array();
+    for (const RankFigures& r : per_rank) v.push_back(r.*field);
+    ranks[key] = v;
+  };
+  column("step_time_s", &RankFigures::step_time_s);
+  column("stall_s", &RankFigures::stall_s);
+  column("bytes_h2d", &RankFigures::bytes_h2d);
+  column("bytes_d2h", &RankFigures::bytes_d2h);
+  column("bytes_nvme_read", &RankFigures::bytes_nvme_read);
+  column("bytes_nvme_write", &RankFigures::bytes_nvme_write);
+  column("host_used_bytes", &RankFigures::host_used_bytes);
+  column("nvme_used_bytes", &RankFigures::nvme_used_bytes);
+  j["per_rank"] = ranks;
   return j.dump();
 }
 
@@ -400,9 +415,13 @@ Status Trainer::UpdateBlock(int b, const float* grad) {
     // The fp32 master: the parameter shard itself, or its own shard in mixed
     // precision, where the bf16 copy is then rounded from it.
     TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kWrite));
-    TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
-    TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
-    AdamWStep(adamw_, step_ + 1, layout_.counts[b], p.f32(), grad, m.f32(), v.f32(), threads_);
+    {
+      TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
+      TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
+      AdamWStep(adamw_, step_ + 1, layout_.counts[b], p.f32(), grad, m.f32(), v.f32(), threads_);
+    }
+    // The moments are released first: at most three host pins at once (the
+    // cache keeps kWorkerHostSlotsPerClass slots of a class that may hold all four).
     if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, p.f32()));
   }
   const AccessIndex k = profiler_.position();  // device accesses so far this step
@@ -704,14 +723,22 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
                    double(c.tier(Tier::kHost).misses)};
   sim_hits_ = sim_accesses_ = 0;
   TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
-  double mine[5] = {double(dev.peak_used_bytes), double(dev.reserved_bytes),
-                    double(c.tier(Tier::kHost).peak_used_bytes), double(c.tier(Tier::kHost).reserved_bytes),
-                    double(c.tier(Tier::kNvme).used_bytes)};
-  std::vector<double> all(5 * ranks_);
+  // Per rank: peaks (device used, device reserved, host used, host reserved,
+  // NVMe used), then this rank's own step time, stall and bytes per link.
+  constexpr int kFields = 11;
+  double mine[kFields] = {double(dev.peak_used_bytes), double(dev.reserved_bytes),
+                          double(c.tier(Tier::kHost).peak_used_bytes), double(c.tier(Tier::kHost).reserved_bytes),
+                          double(c.tier(Tier::kNvme).used_bytes), seconds, c.stall_seconds,
+                          double(c.bytes_host_to_device), double(c.bytes_device_to_host),
+                          double(c.bytes_nvme_to_host), double(c.bytes_host_to_nvme)};
+  std::vector<double> all(kFields * ranks_);
   TC_RETURN_IF_ERROR(comm_->AllGather(mine, all.data(), sizeof mine));
   double peak[5] = {0, 0, 0, 0, 0};
+  std::vector<StepMetrics::RankFigures> per_rank(ranks_);
   for (int r = 0; r < ranks_; ++r) {
-    for (int i = 0; i < 5; ++i) peak[i] = std::max(peak[i], all[r * 5 + i]);
+    const double* f = &all[size_t(r) * kFields];
+    for (int i = 0; i < 5; ++i) peak[i] = std::max(peak[i], f[i]);
+    per_rank[r] = {f[5], f[6], f[7], f[8], f[9], f[10], f[2], f[4]};
   }
   StepMetrics m;
   m.step = step_;
@@ -735,6 +762,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.host_used_bytes = peak[2];
   m.host_reserved_bytes = peak[3];
   m.nvme_used_bytes = peak[4];
+  m.per_rank = std::move(per_rank);
   m.prefetches = prefetches_ + (zero_infinity_ ? zero_infinity_->fetches_issued() - zi_fetches_reported_ : 0);
   if (zero_infinity_) zi_fetches_reported_ = zero_infinity_->fetches_issued();
   prefetches_ = 0;

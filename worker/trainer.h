@@ -62,6 +62,14 @@ struct StepMetrics {
   double host_used_bytes = 0, host_reserved_bytes = 0;      // max over ranks
   double nvme_used_bytes = 0;                                // max over ranks
   int prefetches = 0;        // this rank's planned fetches issued
+  // Each rank's own figures, by rank (the launcher groups them by node): step
+  // time, stall, bytes moved per link, peak host and NVMe bytes.
+  struct RankFigures {
+    double step_time_s = 0, stall_s = 0;
+    double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;
+    double host_used_bytes = 0, nvme_used_bytes = 0;
+  };
+  std::vector<RankFigures> per_rank;
   std::string ToJson() const;
 };
 

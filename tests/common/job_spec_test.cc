@@ -266,6 +266,7 @@ TEST(JobSpecHosts, MistakesNameTheKey) {
       {{"cluster.target=hosts", "cluster.hosts=[a, b]", "cluster.nodes=3"}, "cluster.nodes': 3, but cluster.hosts names 2"},
       {{"cluster.target=hosts", "cluster.hosts=[a:2]", "cluster.ranks_per_node=1"}, "every host in cluster.hosts has 2"},
       {{"cluster.hosts=[a, b]"}, "applies to cluster.target hosts, but the target is local"},
+      {{"cluster.instance_type=g5.xlarge"}, "cluster.instance_type': applies to cluster.target hosts"},
       {{"cluster.target=hosts", "cluster.hosts=[a]", "cluster.rsh_agent="}, "cluster.rsh_agent"},
       {{"cluster.target=hosts", "cluster.hosts=[a, b, c]"}, "train.global_batch': 8 is not a multiple of the 3 ranks"},
   };

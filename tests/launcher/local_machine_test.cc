@@ -101,5 +101,51 @@ TEST(LocalMachine, CandidateChargesExactlyTheProbedCompute) {
   EXPECT_NEAR(c.step.compute_s, 0.001 + job.model.layers * 0.01 + 0.004, 1e-6);
 }
 
+JobSpec HostsJob(const std::string& hosts, const std::string& type) {
+  return ParseJobText("model: {preset: tiny, dtype: fp32}\ntrain: {tokens_per_epoch: 1000, global_batch: 8}\n"
+                      "cluster: {target: hosts, hosts: " + hosts + ", instance_type: " + type + "}\n",
+                      "h.yaml")
+      .value();
+}
+
+TEST(CatalogHosts, EveryHostIsTheCatalogEntryWithItsPrice) {
+  const Catalog catalog = *Catalog::Load(DefaultCatalogPath());
+  StatusOr<LocalCandidate> l = MakeCatalogHostsCandidate(HostsJob("[n1, n2]", "g5.xlarge"), catalog);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_EQ(l->nodes, 2);
+  EXPECT_EQ(l->instance.type, "g5.xlarge");
+  EXPECT_EQ(l->gpu.name, (*catalog.FindInstance("g5.xlarge"))->gpu);
+  EXPECT_GT(l->instance.price_on_demand, 0);
+  EXPECT_FALSE(l->assumptions.device_in_host_memory);  // a real GPU, the catalog's assumptions
+  ASSERT_FALSE(l->notes.empty());
+  EXPECT_NE(l->notes[0].find("not measured"), std::string::npos);
+  JobSpec job = HostsJob("[n1, n2]", "g5.xlarge");
+  job.train.micro_batch = 1;
+  const Candidate c = EvaluateCandidate(job, l->instance, l->gpu, l->nodes, l->assumptions);
+  ASSERT_TRUE(c.feasible) << c.reason;
+  EXPECT_EQ(c.ranks, 2);
+  EXPECT_GT(c.cost_per_epoch_usd, 0);
+}
+
+TEST(CatalogHosts, MismatchesNameTheKey) {
+  const Catalog catalog = *Catalog::Load(DefaultCatalogPath());
+  StatusOr<LocalCandidate> l = MakeCatalogHostsCandidate(HostsJob("[n1:2, n2:2]", "g5.xlarge"), catalog);
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("cluster.hosts': host 'n1' has 2 slot(s), but cluster.instance_type g5.xlarge "
+                                      "has 1 GPU(s)"), std::string::npos) << l.status().message();
+  l = MakeCatalogHostsCandidate(HostsJob("[n1, n2]", "g5.xlarg"), catalog);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("cluster.instance_type"), std::string::npos) << l.status().message();
+  EXPECT_NE(l.status().message().find("did you mean 'g5.xlarge'"), std::string::npos) << l.status().message();
+}
+
+TEST(LocalMachine, LinksNameEachInterfaceButLoopback) {
+  EXPECT_EQ(ReadLinks("no-such-interface0"), "");
+  const std::string all = ReadLinks("");
+  EXPECT_EQ(all.find("lo mtu"), std::string::npos) << all;
+  EXPECT_EQ(ReadLinks(""), all);  // stable: a cache key
+}
+
 }  // namespace
 }  // namespace tencache

@@ -77,11 +77,11 @@ TEST(ResolvedJob, EveryAutoIsReplacedAndSaysWhy) {
 }
 
 TEST(ResolvedJob, TextReadsBackToTheSameJob) {
-  StatusOr<ResolvedJob> r = Resolve({"cache.host_budget=1MiB", "train.lr=0.002"});
+  StatusOr<ResolvedJob> r = Resolve({"cache.host_budget=3MiB", "train.lr=0.002"});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const std::string text = RenderResolvedJob(*r, {"header line"});
   EXPECT_EQ(text.rfind("# header line\n", 0), 0u);
-  EXPECT_NE(text.find("host_budget: 1048576  # from --set cache.host_budget=1MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("host_budget: 3145728  # from --set cache.host_budget=3MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("micro_batch: 4  # planned:"), std::string::npos) << text;
   StatusOr<JobSpec> back = ParseJobText(text, "resolved.yaml");
   ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << text;

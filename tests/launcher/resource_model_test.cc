@@ -208,5 +208,49 @@ TEST_F(ResourceModelTest, MoreNodesSpeedUpAndCollectivesCrossTheNetwork) {
   EXPECT_GT(four.step.collective_s / four.step.accum_steps, one.step.collective_s / one.step.accum_steps);
 }
 
+// The tencache policy needs host room for every gradient shard and two staging
+// buffers (common/shard_bytes.h): a smaller host budget is infeasible, named.
+TEST_F(ResourceModelTest, AHostBudgetBelowTheCachesLeastIsInfeasible) {
+  JobSpec job = Job("gpt2", 1, 8);
+  const uint64_t least = LeastHostBudget(job.model, job.dtype, 1);
+  job.cache.host_budget = least;
+  EXPECT_TRUE(Eval(job, "g5.xlarge", 1).feasible) << Eval(job, "g5.xlarge", 1).reason;
+  job.cache.host_budget = least - 4096;
+  const Candidate c = Eval(job, "g5.xlarge", 1);
+  EXPECT_FALSE(c.feasible);
+  EXPECT_NE(c.reason.find("cache.host_budget"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("is below the " + FormatBytes(least) + " the worker's cache needs"), std::string::npos)
+      << c.reason;
+  job.cache.policy = CachePolicy::kZeroInfinity;  // its own rule; not this one
+  EXPECT_TRUE(Eval(job, "g5.xlarge", 1).feasible);
+}
+
+// Between nodes every ring step waits for the network: the catalog's latency,
+// or an assumed one that the candidate names.
+TEST_F(ResourceModelTest, NetworkLatencyCostsEveryRingStepBetweenNodes) {
+  JobSpec job = Job("llama-2-13b", 1, 64);
+  InstanceSpec inst = **catalog_.FindInstance("p4d.24xlarge");
+  const GpuSpec& gpu = *catalog_.FindGpu(inst.gpu);
+  inst.network_latency_us.reset();
+  const Candidate assumed = EvaluateCandidate(job, inst, gpu, 2, ModelAssumptions());
+  auto says = [](const Candidate& c) {
+    for (const std::string& a : c.assumptions) {
+      if (a.find("network latency assumed: 25 us") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(says(assumed));
+  EXPECT_FALSE(says(EvaluateCandidate(job, inst, gpu, 1, ModelAssumptions())));  // one node: no network
+  inst.network_latency_us = 1000;
+  const Candidate slow = EvaluateCandidate(job, inst, gpu, 2, ModelAssumptions());
+  EXPECT_FALSE(says(slow));
+  // Per micro-step: every block's forward gather, backward gather and
+  // reduce-scatter take ranks - 1 ring steps each (16 ranks).
+  const double per_micro = (slow.step.collective_s - assumed.step.collective_s);
+  const int blocks = job.model.num_blocks();
+  const int collectives = 3 * (blocks - 1) + 2 * (job.model.tied_embeddings ? 1 : 0) + 2;
+  EXPECT_NEAR(per_micro, collectives * 15 * (1000 - 25) * 1e-6, 1e-9 + 0.02 * per_micro);
+}
+
 }  // namespace
 }  // namespace tencache

@@ -27,6 +27,8 @@ using tencache::testing::CommandResult;
 using tencache::testing::RunCommand;
 
 const std::string kNodes = std::string(TENCACHE_SOURCE_DIR) + "/tests/multinode/netns-nodes.sh";
+// The job a user starts with: the quickstart, as it ships.
+const std::string kQuickstart = std::string(TENCACHE_SOURCE_DIR) + "/configs/examples/quickstart.yaml";
 
 std::vector<double> Losses(const fs::path& metrics) {
   std::vector<double> out;
@@ -54,13 +56,6 @@ class NamespaceNodes : public ::testing::Test {
       return false;
     }
     EXPECT_EQ(r.code, 0) << r.out;
-    std::ofstream(dir_ / "job.yaml")
-        << "name: multinode\n"
-           "model: {preset: tiny, layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, seq_len: 32, dtype: fp32}\n"
-           "train: {data: /usr/share/common-licenses/GPL-3, micro_batch: 1, global_batch: 8, lr: 3.0e-3, seed: 9}\n"
-           "cluster: {target: local, nodes: 1, ranks_per_node: 1}\n"
-           "cache: {policy: tencache, device_budget: 320KiB, host_budget: 2MiB, nvme_path: "
-        << (dir_ / "nvme").string() << "}\n";
     return r.code == 0;
   }
   std::string Hosts(int n, int slots) const {
@@ -68,24 +63,27 @@ class NamespaceNodes : public ::testing::Test {
     for (int i = 1; i <= n; ++i) list += (i > 1 ? "," : "") + std::string("192.0.2.") + std::to_string(i) + ":" + std::to_string(slots);
     return "[" + list + "]";
   }
-  // tencache-launch from node 1, as a user on the first machine would.
-  // Host budgets below each rank's states (0.98 MB on 2 ranks, 0.49 MB on 4)
-  // and above the cache's minimum of 3 slots per size class: every node's ranks
-  // use their NVMe tier.
-  std::string LaunchCommand(int n, int slots, int steps, const std::string& out) const {
-    const std::string host_budget = n * slots <= 2 ? "512KiB" : "320KiB";
-    return "nsenter -t $(cat " + (dir_ / "192.0.2.1.pid").string() + ") -n -u -- " + TENCACHE_LAUNCH_BIN + " " +
-           (dir_ / "job.yaml").string() + " --set cluster.target=hosts --set cluster.nodes=auto "
-           "--set cluster.ranks_per_node=auto --set 'cluster.hosts=" + Hosts(n, slots) + "' --set cluster.rsh_agent=" +
-           (dir_ / "rsh").string() + " --set cluster.network_interface=eth0 --set cache.host_budget=" + host_budget + " --steps " + std::to_string(steps) +
-           " --out " + out;
+  // The quickstart on these nodes: its NVMe tier under the test's folder, and a
+  // host budget below each rank's states (6.4 MiB on 2 ranks, 3.2 MiB on 4) so
+  // that every node's ranks use their NVMe tier.
+  std::string QuickstartSets(int ranks) const {
+    return " --set cache.nvme_path=" + (dir_ / "nvme").string() + " --set cache.host_budget=" +
+           (ranks <= 2 ? "3MiB" : "1600KiB");
   }
-  // The same job on one rank, on this machine: the losses to match.
+  // tencache-launch from node 1, as a user on the first machine would.
+  std::string LaunchCommand(int n, int slots, int steps, const std::string& out) const {
+    return "nsenter -t $(cat " + (dir_ / "192.0.2.1.pid").string() + ") -n -u -- " + TENCACHE_LAUNCH_BIN + " " +
+           kQuickstart + " --set cluster.target=hosts --set 'cluster.hosts=" + Hosts(n, slots) +
+           "' --set cluster.rsh_agent=" + (dir_ / "rsh").string() + " --set cluster.network_interface=eth0" +
+           QuickstartSets(n * slots) + " --steps " + std::to_string(steps) + " --out " + out;
+  }
+  // The quickstart on one rank, on this machine: the losses to match.
   std::vector<double> OneRank(int steps) {
     const fs::path metrics = dir_ / "one.jsonl";
-    CommandResult r = RunCommand(std::string(TENCACHE_WORKER_BIN) + " --job " + (dir_ / "job.yaml").string() +
-                                 " --steps " + std::to_string(steps) + " --sample 0 --metrics " +
-                                 metrics.string() + " 2>&1");
+    CommandResult r = RunCommand(std::string(TENCACHE_WORKER_BIN) + " --job " + kQuickstart +
+                                 " --set train.micro_batch=1 --set cache.policy=none --set cache.nvme_path=" +
+                                 (dir_ / "nvme-one").string() + " --steps " + std::to_string(steps) +
+                                 " --sample 0 --metrics " + metrics.string() + " 2>&1");
     EXPECT_EQ(r.code, 0) << r.out;
     return Losses(metrics);
   }
@@ -100,6 +98,20 @@ class NamespaceNodes : public ::testing::Test {
     ASSERT_EQ(one.size(), size_t(steps));
     for (int s = 0; s < steps; ++s) EXPECT_LT(std::fabs(one[s] - many[s]) / one[s], 1e-4) << "step " << s;
     EXPECT_TRUE(fs::exists(out / "report.md"));
+    // Per-node figures: one entry per node, each with its ranks' NVMe traffic.
+    std::ifstream report_in(out / "report.json");
+    const nlohmann::json report = nlohmann::json::parse(report_in);
+    ASSERT_EQ(report["nodes"].size(), size_t(nodes)) << report["nodes"];
+    for (int n = 0; n < nodes; ++n) {
+      const nlohmann::json& node = report["nodes"][n];
+      EXPECT_EQ(node["host"], "tcn" + std::to_string(n + 1)) << node;
+      EXPECT_EQ(node["ranks"].size(), size_t(slots)) << node;
+      EXPECT_GT(node["peak_nvme_bytes"].get<double>(), 0) << node;
+      EXPECT_GT(node["step_time_s"].get<double>(), 0) << node;
+    }
+    std::ifstream md(out / "report.md");
+    const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("## Per node"), std::string::npos);
     // Every rank used its NVMe tier, and the last one ran on the last node
     // (its PID line names the node's hostname).
     for (int r = 0; r < nodes * slots; ++r) {
@@ -129,6 +141,11 @@ TEST_F(NamespaceNodes, TwoNodesOfTwoRanksMatchOneRank) {
 TEST_F(NamespaceNodes, ALinkShapedToOneGigabitTrainsTheSame) {
   NODES_OR_SKIP(2, "1gbit");
   ExpectMatchesOneRank(2, 1, 4);
+  // The shaping is part of the probe cache's key: a cached probe of the
+  // unshaped link is not reused for it.
+  std::ifstream in(dir_ / "run" / "machine.json");
+  const nlohmann::json machine = nlohmann::json::parse(in);
+  EXPECT_NE(machine["facts"]["links"].get<std::string>().find("tbf"), std::string::npos) << machine["facts"];
 }
 
 // A host that cannot be reached stops the launch before anything starts, named.

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command_runner.h"
+#include "launcher/resource_model.h"
 #include "reference_gpt.h"
 
 namespace tencache {
@@ -328,6 +329,32 @@ TEST(Trainer, BadBatchAndPolicyAreErrorsNamingTheKey) {
   EXPECT_EQ(ExitCodeFor(s), 2);
   EXPECT_NE(s.message().find("model.dtype"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("loss scaling"), std::string::npos) << s.message();
+}
+
+// The launcher's least host budget (launcher/resource_model.h) is the worker's: at
+// it the tencache policy builds its plan and trains; a byte less is refused.
+TEST(Trainer, TheLeastHostBudgetThePlannerAllowsIsTheWorkers) {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    const JobSpec probe = SmallJob("tencache", "least", {std::string("model.dtype=") + dtype});
+    const uint64_t least = LeastHostBudget(probe.model, probe.dtype, 1);
+    for (uint64_t host : {least, least - 1}) {
+      const std::string tag = std::string("least_") + dtype + std::to_string(host);
+      const JobSpec job = SmallJob("tencache", tag, {std::string("model.dtype=") + dtype,
+                                                    "cache.host_budget=" + std::to_string(host),
+                                                    "cache.device_budget=1MiB"});
+      auto solo = MakeSoloCommunicator();
+      StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, solo.get(), Corpus(), [](const std::string&) {});
+      Status st = t.status();  // the cache's slots are checked here, the tier layout at the first plan
+      for (int s = 0; s < 2 && st.ok(); ++s) st = (*t)->Step().status();
+      if (host == least) {
+        EXPECT_TRUE(st.ok()) << dtype << ": " << st.ToString();
+      } else {
+        EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << dtype << ": " << st.ToString();
+        EXPECT_NE(st.message().find("host"), std::string::npos) << dtype << ": " << st.ToString();
+      }
+      fs::remove_all(NvmeDir(tag));
+    }
+  }
 }
 
 TEST(Trainer, TinyModelLearnsTheCorpus) {
