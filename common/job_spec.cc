@@ -52,7 +52,8 @@ const std::vector<std::string>& LeafKeys() {
       "model.preset", "model.dtype", "model.layers", "model.hidden", "model.heads",
       "model.kv_heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
       "model.max_positions", "model.mlp", "model.norm", "model.position", "model.bias",
-      "model.tied_embeddings",
+      "model.tied_embeddings", "model.fused_qkv", "model.parallel_block", "model.embedding_norm",
+      "model.rope_theta", "model.norm_eps", "model.init",
       "train.data", "train.tokens_per_epoch", "train.micro_batch", "train.global_batch",
       "train.steps", "train.lr", "train.weight_decay", "train.seed", "train.checkpoint_every",
       "train.checkpoint_dir",
@@ -375,9 +376,11 @@ Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
     }
   }
   const bool kv_given = r.Has("model.kv_heads");
+  const bool multi_head = m.kv_heads == m.heads;  // the preset's: kv_heads follows a new heads
   TC_RETURN_IF_ERROR(r.GetInt("model.layers", 1, &m.layers));
   TC_RETURN_IF_ERROR(r.GetInt("model.hidden", 1, &m.hidden));
   TC_RETURN_IF_ERROR(r.GetInt("model.heads", 1, &m.heads));
+  if (multi_head && !kv_given) m.kv_heads = m.heads;
   TC_RETURN_IF_ERROR(r.GetInt("model.kv_heads", 1, &m.kv_heads));
   TC_RETURN_IF_ERROR(r.GetInt("model.ffn_hidden", 1, &m.ffn_hidden));
   TC_RETURN_IF_ERROR(r.GetInt("model.seq_len", 1, &m.seq_len));
@@ -387,7 +390,10 @@ Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
     if (!kv_given) m.kv_heads = m.heads;
     if (!r.Has("model.max_positions")) m.max_positions = m.seq_len;
   }
-  TC_RETURN_IF_ERROR(r.GetEnum<MlpKind>("model.mlp", {{"gelu", MlpKind::kGelu}, {"swiglu", MlpKind::kSwiGlu}}, &m.mlp));
+  TC_RETURN_IF_ERROR(r.GetEnum<MlpKind>("model.mlp",
+                                        {{"gelu", MlpKind::kGelu}, {"gelu_exact", MlpKind::kGeluExact},
+                                         {"relu", MlpKind::kRelu}, {"swiglu", MlpKind::kSwiGlu}},
+                                        &m.mlp));
   TC_RETURN_IF_ERROR(r.GetEnum<NormKind>(
       "model.norm", {{"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRmsNorm}}, &m.norm));
   TC_RETURN_IF_ERROR(r.GetEnum<PositionKind>(
@@ -396,6 +402,23 @@ Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
       &m.position));
   TC_RETURN_IF_ERROR(r.GetBool("model.bias", &m.bias));
   TC_RETURN_IF_ERROR(r.GetBool("model.tied_embeddings", &m.tied_embeddings));
+  TC_RETURN_IF_ERROR(r.GetBool("model.fused_qkv", &m.fused_qkv));
+  TC_RETURN_IF_ERROR(r.GetBool("model.parallel_block", &m.parallel_block));
+  TC_RETURN_IF_ERROR(r.GetBool("model.embedding_norm", &m.embedding_norm));
+  TC_RETURN_IF_ERROR(r.GetDouble("model.rope_theta", 0.0, true, &m.rope_theta));
+  TC_RETURN_IF_ERROR(r.GetDouble("model.norm_eps", 0.0, true, &m.norm_eps));
+  TC_RETURN_IF_ERROR(r.GetString("model.init", &job->init));
+  if (!job->init.empty()) {
+    fs::path init(job->init);
+    if (init.is_relative()) init = fs::path(source).parent_path() / init;
+    job->init = init.lexically_normal().string();
+    std::error_code ec;
+    if (!fs::exists(init, ec)) {
+      return Status::InvalidArgument(job->Where("model.init") + ": '" + job->init +
+                                     "' does not exist; expected a .safetensors file or a folder holding "
+                                     "model.safetensors or model.safetensors.index.json");
+    }
+  }
   TC_RETURN_IF_ERROR(r.GetEnum<DType>(
       "model.dtype", {{"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}}, &job->dtype));
 

@@ -104,6 +104,9 @@ struct JobSpec {
   std::string name;
   ModelShape model;
   DType dtype = DType::kBf16;
+  // model.init: a Hugging Face safetensors checkpoint (a file, or a folder with
+  // its index) the weights start from (absolute); "": drawn from train.seed.
+  std::string init;
   TrainSpec train;
   ClusterSpec cluster;
   CacheSpec cache;

@@ -14,7 +14,15 @@ const char* DTypeName(DType dtype) {
   }
   return "?";
 }
-const char* MlpKindName(MlpKind k) { return k == MlpKind::kGelu ? "gelu" : "swiglu"; }
+const char* MlpKindName(MlpKind k) {
+  switch (k) {
+    case MlpKind::kGelu: return "gelu";
+    case MlpKind::kSwiGlu: return "swiglu";
+    case MlpKind::kGeluExact: return "gelu_exact";
+    case MlpKind::kRelu: return "relu";
+  }
+  return "?";
+}
 const char* NormKindName(NormKind k) { return k == NormKind::kLayerNorm ? "layernorm" : "rmsnorm"; }
 const char* PositionKindName(PositionKind k) {
   switch (k) {
@@ -29,15 +37,15 @@ namespace {
 
 void AddNorm(const ModelShape& m, const std::string& prefix, int block,
              std::vector<TensorShape>* out) {
-  const uint64_t h = m.hidden;
-  out->push_back({prefix + ".weight", block, h});
-  if (m.norm == NormKind::kLayerNorm) out->push_back({prefix + ".bias", block, h});
+  const int64_t h = m.hidden;
+  out->push_back({prefix + ".weight", block, uint64_t(h), {h}});
+  if (m.norm == NormKind::kLayerNorm) out->push_back({prefix + ".bias", block, uint64_t(h), {h}});
 }
 
 void AddLinear(const ModelShape& m, const std::string& prefix, int block, uint64_t in,
                uint64_t out_features, std::vector<TensorShape>* out) {
-  out->push_back({prefix + ".weight", block, in * out_features});
-  if (m.bias) out->push_back({prefix + ".bias", block, out_features});
+  out->push_back({prefix + ".weight", block, in * out_features, {int64_t(out_features), int64_t(in)}});
+  if (m.bias) out->push_back({prefix + ".bias", block, out_features, {int64_t(out_features)}});
 }
 
 void AddLayer(const ModelShape& m, int i, std::vector<TensorShape>* out) {
@@ -65,14 +73,15 @@ void AddLayer(const ModelShape& m, int i, std::vector<TensorShape>* out) {
 
 std::vector<TensorShape> ModelShape::Tensors() const {
   std::vector<TensorShape> out;
-  out.push_back({"embed.tokens", 0, uint64_t(vocab) * hidden});
+  out.push_back({"embed.tokens", 0, uint64_t(vocab) * hidden, {vocab, hidden}});
   if (position == PositionKind::kLearned) {
-    out.push_back({"embed.positions", 0, uint64_t(max_positions + position_offset) * hidden});
+    const int64_t rows = int64_t(max_positions) + position_offset;
+    out.push_back({"embed.positions", 0, uint64_t(rows) * hidden, {rows, hidden}});
   }
   if (embedding_norm) AddNorm(*this, "embed.norm", 0, &out);
   for (int i = 0; i < layers; ++i) AddLayer(*this, i, &out);
   AddNorm(*this, "final_norm", layers + 1, &out);
-  if (!tied_embeddings) out.push_back({"lm_head.weight", layers + 1, uint64_t(vocab) * hidden});
+  if (!tied_embeddings) out.push_back({"lm_head.weight", layers + 1, uint64_t(vocab) * hidden, {vocab, hidden}});
   return out;
 }
 
@@ -115,6 +124,10 @@ Status ValidateModelShape(const ModelShape& m, const std::string& ctx) {
                                    std::to_string(m.heads) + "), got " +
                                    std::to_string(m.kv_heads));
   }
+  if (m.position == PositionKind::kRotary && m.head_dim() % 2 != 0) {
+    return Status::InvalidArgument(ctx + ".heads: rotary positions need an even head size (hidden / heads), got " +
+                                   std::to_string(m.head_dim()));
+  }
   if (m.position == PositionKind::kLearned && m.seq_len > m.max_positions) {
     return Status::InvalidArgument(ctx + ".seq_len: expected at most max_positions (" +
                                    std::to_string(m.max_positions) + ") for learned positions, got " +
@@ -148,6 +161,7 @@ ModelShape Opt(const char* name, int layers, int hidden, int heads) {
   m.seq_len = m.max_positions = 2048;
   m.position_offset = 2;
   m.vocab = 50272;
+  m.mlp = MlpKind::kRelu;
   return m;
 }
 
@@ -205,6 +219,7 @@ std::vector<ModelShape> AllPresets() {
   falcon.bias = false;
   falcon.fused_qkv = true;
   falcon.parallel_block = true;
+  falcon.mlp = MlpKind::kGeluExact;
   v.push_back(falcon);
   ModelShape bloom;  // ALiBi positions, a norm after the embedding
   bloom.name = "bloom-7b1";

@@ -15,7 +15,9 @@
 namespace tencache {
 
 enum class DType { kBf16, kFp16, kFp32 };
-enum class MlpKind { kGelu, kSwiGlu };           // 2 matrices (up, down) or 3 (gate, up, down)
+// 2 matrices (up, down) with GELU (tanh approximation: GPT-2, BLOOM), exact
+// GELU (erf: Falcon) or ReLU (OPT); or 3 (gate, up, down) with SwiGLU (Llama).
+enum class MlpKind { kGelu, kSwiGlu, kGeluExact, kRelu };
 enum class NormKind { kLayerNorm, kRmsNorm };    // weight + bias, or weight only
 enum class PositionKind { kLearned, kRotary, kAlibi };
 
@@ -33,6 +35,7 @@ struct TensorShape {
   std::string name;   // e.g. "layers.3.attn.q.weight"
   int block = 0;
   uint64_t numel = 0;
+  std::vector<int64_t> dims;  // e.g. {out, in} for a linear weight (numel is their product)
 };
 
 struct ModelShape {
@@ -54,6 +57,8 @@ struct ModelShape {
   bool parallel_block = false; // attention and MLP read one shared norm (Falcon)
   bool embedding_norm = false; // a norm right after the token embedding (BLOOM)
   bool tied_embeddings = true; // LM head shares the token embedding
+  double rope_theta = 10000;   // rotary base (position rotary)
+  double norm_eps = 1e-5;      // LayerNorm / RMSNorm epsilon
 
   int head_dim() const { return hidden / heads; }
   // Every parameter tensor, in forward order (tied head listed once, in block 0).

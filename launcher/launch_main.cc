@@ -1,7 +1,8 @@
 // tencache-launch: the user's entry point. `tencache-launch JOB.yaml` (= `run`)
 // plans the job, runs it on this machine with the plan's budgets driving every
 // worker, and reports measured against predicted cost; `plan` only plans;
-// `report DIR` rebuilds a run's report. This file is the CLI edge: it parses
+// `report DIR` rebuilds a run's report; `export DIR` writes its weights for
+// transformers. This file is the CLI edge: it parses
 // flags (CLI11, as every tencache program) and turns failures into one message
 // on stderr and an exit code (2 for bad input).
 #include <chrono>
@@ -14,6 +15,7 @@
 #include "common/cli.h"
 #include "common/job_spec.h"
 #include "launcher/catalog.h"
+#include "launcher/export_weights.h"
 #include "launcher/k8s_runner.h"
 #include "launcher/launch_k8s.h"
 #include "launcher/launch_run.h"
@@ -89,11 +91,12 @@ int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   if (argc > 1 && argv[1][0] != '-' && std::strcmp(argv[1], "plan") != 0 && std::strcmp(argv[1], "run") != 0 &&
       std::strcmp(argv[1], "report") != 0 && std::strcmp(argv[1], "render") != 0 &&
-      std::strcmp(argv[1], "status") != 0 && std::strcmp(argv[1], "logs") != 0 && std::strcmp(argv[1], "delete") != 0) {
+      std::strcmp(argv[1], "status") != 0 && std::strcmp(argv[1], "logs") != 0 && std::strcmp(argv[1], "delete") != 0 &&
+      std::strcmp(argv[1], "export") != 0) {
     const std::string first = argv[1];
     const bool yaml = first.size() > 5 && (first.rfind(".yaml") == first.size() - 5 || first.rfind(".yml") == first.size() - 4);
     if (!yaml && first.find('/') == std::string::npos) {
-      std::fprintf(stderr, "tencache-launch: unknown command '%s'; expected plan, run, render, report, status, logs, delete or a JOB.yaml "
+      std::fprintf(stderr, "tencache-launch: unknown command '%s'; expected plan, run, render, report, export, status, logs, delete or a JOB.yaml "
                            "(see tencache-launch --help)\n", first.c_str());
       return 2;
     }
@@ -135,6 +138,14 @@ int Main(int argc, char** argv) {
   report_cmd->add_option("dir", report_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
   report_cmd->add_option("--catalog", report_catalog, "instance catalog (default: the run's)");
 
+  ExportOptions exp;
+  CLI::App* export_cmd = app->add_subcommand("export", "write a finished run's weights in Hugging Face's layout "
+                                                       "(model.safetensors and config.json) for transformers");
+  export_cmd->add_option("dir", exp.run_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
+  export_cmd->add_option("--format", exp.format, "safetensors")->capture_default_str();
+  export_cmd->add_option("--out", exp.out, "the folder to write")->required();
+  export_cmd->add_option("--dtype", exp.dtype, "bf16, fp16 or fp32 (default: the job's model.dtype)");
+
   RenderOptions render;
   CLI::App* render_cmd = app->add_subcommand("render", "print (or write to --out) the Kubernetes objects that run "
                                                        "the chosen plan: a ConfigMap and a Kubeflow MPIJob");
@@ -157,6 +168,7 @@ int Main(int argc, char** argv) {
 
   if (int code = ParseCli(*app, int(cargv.size()), cargv.data()); code >= 0) return code;
   if (*render_cmd) return RenderJob(render);
+  if (*export_cmd) return ExportWeights(exp);
   if (*status_cmd) return K8sStatus(kube, job_name);
   if (*logs_cmd) return K8sLogs(kube, job_name, follow);
   if (*delete_cmd) return K8sDelete(kube, job_name);

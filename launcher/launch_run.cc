@@ -328,7 +328,7 @@ int LaunchRun(const LaunchOptions& opt) {
   spec.job = fs::absolute(out / "job.resolved.yaml").string();
   spec.ranks = resolved->job.ranks();
   spec.as_root = as_root;
-  spec.worker_args = {"--sample", "0"};
+  spec.worker_args = {"--sample", "0", "--save-weights", fs::absolute(out / "weights").string()};
   UseHosts(resolved->job, &spec);
   const std::vector<std::string> argv = MpirunCommand(spec);
   if (opt.dry_run) {

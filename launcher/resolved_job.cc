@@ -109,6 +109,12 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
       {"model.position", PositionKindName(m.position)},
       {"model.bias", m.bias ? "true" : "false"},
       {"model.tied_embeddings", m.tied_embeddings ? "true" : "false"},
+      {"model.fused_qkv", m.fused_qkv ? "true" : "false"},
+      {"model.parallel_block", m.parallel_block ? "true" : "false"},
+      {"model.embedding_norm", m.embedding_norm ? "true" : "false"},
+      {"model.rope_theta", nlohmann::json(m.rope_theta).dump()},
+      {"model.norm_eps", nlohmann::json(m.norm_eps).dump()},
+      {"model.init", OptionalQuote(j.init)},
       {"train.data", j.train.data.empty() ? "" : Quote(std::filesystem::absolute(j.train.data).string())},
       {"train.tokens_per_epoch", std::to_string(j.train.tokens_per_epoch)},
       {"train.micro_batch", std::to_string(j.train.micro_batch)},
@@ -179,7 +185,7 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
     std::string comment;
     if (auto w = r.why.find(key); w != r.why.end()) comment = w->second;
     else if (auto l = j.locations.find(key); l != j.locations.end()) comment = "from " + l->second;
-    else if (key.rfind("model.", 0) == 0 && m.name != "custom" && key != "model.preset") comment = "the preset's";
+    else if (key.rfind("model.", 0) == 0 && m.name != "custom" && key != "model.preset" && key != "model.init") comment = "the preset's";
     else comment = "default";
     if (value.empty()) {
       out << "# " << key << ": not set (" << comment << ")\n";

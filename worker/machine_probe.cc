@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "worker/adamw.h"
-#include "worker/gpt_model.h"
+#include "worker/decoder_model.h"
 #include "worker/trainer.h"
 
 namespace tencache {
@@ -51,7 +51,7 @@ StatusOr<double> SlowestRankSeconds(Communicator* comm, int repeats, const std::
 }
 
 // A block's flat parameters in the compute dtype, initialised as training does.
-torch::Tensor BlockParams(const GptModel& model, int block, torch::Dtype dtype) {
+torch::Tensor BlockParams(const DecoderModel& model, int block, torch::Dtype dtype) {
   std::vector<float> init(size_t(model.layout(block).numel));
   model.InitBlock(block, 1, init.data());
   return torch::from_blob(init.data(), {int64_t(init.size())}, torch::kFloat32).to(dtype).clone();
@@ -65,7 +65,7 @@ torch::Tensor BlockParams(const GptModel& model, int block, torch::Dtype dtype) 
 constexpr int kProbeLayers = 8;
 
 struct ProbeModel {
-  GptModel model;
+  DecoderModel model;
   torch::Tensor tokens, targets, embed, head;
   std::vector<torch::Tensor> layers;
 };
@@ -84,7 +84,9 @@ StatusOr<double> MicroBatchSeconds(const ProbeModel& p, int layers, int repeats,
     }
     torch::Tensor in = x.detach().requires_grad_(true);
     torch::Tensor fl = p.head.detach().requires_grad_(true), f0 = p.embed.detach().requires_grad_(true);
-    torch::Tensor dx = torch::autograd::grad({p.model.HeadLoss(fl, f0, in, p.targets)}, {in, fl, f0})[0];
+    torch::Tensor loss = p.model.HeadLoss(fl, f0, in, p.targets);
+    const bool tied = p.model.shape().tied_embeddings;  // an untied head does not read the embedding
+    torch::Tensor dx = tied ? torch::autograd::grad({loss}, {in, fl, f0})[0] : torch::autograd::grad({loss}, {in, fl})[0];
     for (int l = layers - 1; l >= 0; --l) {
       torch::Tensor flat = p.layers[l].detach().requires_grad_(true), li = inputs[l].detach().requires_grad_(true);
       dx = torch::autograd::grad({p.model.Layer(1, flat, li)}, {li, flat}, {dx})[0];
@@ -95,7 +97,7 @@ StatusOr<double> MicroBatchSeconds(const ProbeModel& p, int layers, int repeats,
 }
 
 Status ProbeCompute(const JobSpec& job, torch::Dtype dtype, Communicator* comm, ProbeResult* r) {
-  ProbeModel p{GptModel(job.model), {}, {}, {}, {}, {}};
+  ProbeModel p{DecoderModel(job.model), {}, {}, {}, {}, {}};
   const int64_t B = job.train.micro_batch, T = job.model.seq_len, C = job.model.hidden;
   torch::manual_seed(1);
   p.tokens = torch::randint(0, job.model.vocab, {B, T}, torch::kLong);
@@ -124,7 +126,7 @@ Status ProbeCompute(const JobSpec& job, torch::Dtype dtype, Communicator* comm, 
 
 // AdamW and memcpy over the largest shard this rank will hold.
 void ProbeMemory(const JobSpec& job, int ranks, int threads, ProbeResult* r) {
-  GptModel model(job.model);
+  DecoderModel model(job.model);
   size_t largest = 0;
   for (int b = 0; b < model.num_blocks(); ++b) largest = std::max(largest, size_t(model.layout(b).numel));
   const size_t n = std::max<size_t>((largest + ranks - 1) / ranks, 1 << 16);
@@ -142,7 +144,7 @@ void ProbeMemory(const JobSpec& job, int ranks, int threads, ProbeResult* r) {
 Status ProbeCollectives(const JobSpec& job, Communicator* comm, ProbeResult* r, bool mixed) {
   const int R = comm->size();
   if (R == 1) return Status::Ok();
-  GptModel model(job.model);
+  DecoderModel model(job.model);
   size_t largest = 0;
   for (int b = 0; b < model.num_blocks(); ++b) largest = std::max(largest, size_t(model.layout(b).numel));
   const size_t shard = (largest + R - 1) / R, elem = mixed ? 2 : 4;

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "worker/hf_checkpoint.h"
+
 namespace tencache {
 namespace {
 
@@ -189,7 +191,7 @@ Status Trainer::Init() {
   threads_ = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, ranks_));
   contributions_.assign(model_.num_blocks(), 0);
   needed_.assign(model_.num_blocks(), accum_);
-  needed_[0] = 2 * accum_;  // the embedding is the head too
+  if (job_.model.tied_embeddings) needed_[0] = 2 * accum_;  // the embedding is the head too
   checkpoints_.resize(model_.num_blocks());
   arrivals_seen_.assign(model_.num_blocks(), -1);
   refresh_.assign(model_.num_blocks(), PrefetchHandle());
@@ -222,9 +224,15 @@ Status Trainer::Init() {
   return Status::Ok();
 }
 
-// Every rank generates each whole block from the seed and keeps its shard (in
-// mixed precision: the fp32 master, and the bf16 parameter rounded from it).
+// Every rank generates each whole block from the seed, or reads it from
+// model.init, and keeps its shard (in mixed precision: the fp32 master, and
+// the bf16 parameter rounded from it).
 Status Trainer::InitShards() {
+  std::unique_ptr<HfCheckpointReader> init;
+  if (!job_.init.empty()) {
+    TC_ASSIGN_OR_RETURN(HfCheckpointReader r, HfCheckpointReader::Open(job_.init, model_, job_.Where("model.init")));
+    init = std::make_unique<HfCheckpointReader>(std::move(r));
+  }
   // Blocks are drawn in parallel (each from its own seeded stream, so the
   // values do not depend on the threads), up to `threads_` at a time and 4 GiB
   // of whole blocks at once, and written to the store in order from this thread.
@@ -235,14 +243,17 @@ Status Trainer::InitShards() {
   for (int first = 0; first < n; first += batch) {
     const int last = std::min(n, first + batch);
     std::vector<std::vector<float>> blocks(last - first);
+    std::vector<Status> read(last - first);
     std::vector<std::thread> drawers;
     for (int b = first; b < last; ++b) {
-      drawers.emplace_back([this, b, first, &blocks] {
+      drawers.emplace_back([this, b, first, &blocks, &read, &init] {
         blocks[b - first].assign(padded(b), 0.0f);
-        model_.InitBlock(b, job_.train.seed, blocks[b - first].data());
+        if (init) read[b - first] = init->ReadBlock(b, blocks[b - first].data());
+        else model_.InitBlock(b, job_.train.seed, blocks[b - first].data());
       });
     }
     for (std::thread& t : drawers) t.join();
+    for (const Status& st : read) TC_RETURN_IF_ERROR(st);
     for (int b = first; b < last; ++b) {
       const float* mine = blocks[b - first].data() + comm_->rank() * layout_.counts[b];
       {
@@ -263,6 +274,27 @@ Status Trainer::WriteComputeCopy(int block, const float* master) {
   torch::from_blob(p.data(), {n}, torch::kBFloat16)
       .copy_(torch::from_blob(const_cast<float*>(master), {n}, torch::kFloat32));
   return Status::Ok();
+}
+
+Status Trainer::SaveWeights(const std::string& dir) {
+  std::unique_ptr<HfCheckpointWriter> out;
+  if (comm_->rank() == 0) {
+    StatusOr<HfCheckpointWriter> w = HfCheckpointWriter::Begin(dir, model_, StDType::kF32, job_.dtype);
+    if (!w.ok()) return w.status().WithContext("--save-weights " + dir);
+    out = std::make_unique<HfCheckpointWriter>(std::move(*w));
+  }
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    const size_t count = layout_.counts[b];
+    std::vector<float> mine(count), all(count * ranks_);
+    {
+      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kRead));
+      std::memcpy(mine.data(), p.f32(), count * sizeof(float));
+    }
+    TC_RETURN_IF_ERROR(comm_->AllGather(mine.data(), all.data(), count * sizeof(float)));
+    if (out) TC_RETURN_IF_ERROR(out->WriteBlock(b, all.data()));
+  }
+  store_->EndStep();  // saving is not a training step
+  return out ? out->Finish() : Status::Ok();
 }
 
 double Trainer::Now() const {
@@ -454,6 +486,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kForward));
     x = model_.Embed(e.flat, tokens);
     EndAccess(0, Phase::kForward, e.start_s);
+    Release(&e);  // its slot may be the first layer's (one size class)
     for (int b = 1; b < last; ++b) {
       checkpoints_[b] = x;
       TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
@@ -462,27 +495,36 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     }
   }
   // The head computes the loss once, with autograd on, and starts the backward:
-  // gradients of x, of the final block and of the embedding (the tied head).
+  // gradients of x, of the final block and, with a tied head, of the embedding.
   const double scale = 1.0 / (double(accum_) * ranks_);
+  const bool tied = job_.model.tied_embeddings;
   torch::Tensor loss, dx, d_last, d_embed;
   {
     TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
     EndAccess(last, Phase::kBackward, head.start_s);
-    TC_ASSIGN_OR_RETURN(Gathered embed, Gather(0, 1, Phase::kBackward));
+    Gathered embed;
+    if (tied) {
+      TC_ASSIGN_OR_RETURN(embed, Gather(0, 1, Phase::kBackward));
+    }
     torch::Tensor x_in = x.detach().requires_grad_(true);
     torch::Tensor flat_last = head.flat.detach().requires_grad_(true);
-    torch::Tensor flat0 = embed.flat.detach().requires_grad_(true);
+    torch::Tensor flat0 = tied ? embed.flat.detach().requires_grad_(true) : torch::Tensor();
     loss = model_.HeadLoss(flat_last, flat0, x_in, targets);
-    auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last, flat0});
-    dx = grads[0], d_last = grads[1], d_embed = grads[2];
+    if (tied) {
+      auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last, flat0});
+      dx = grads[0], d_last = grads[1], d_embed = grads[2];
+      EndAccess(0, Phase::kBackward, embed.start_s);
+    } else {
+      auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last});
+      dx = grads[0], d_last = grads[1];
+    }
     loss = loss.detach();
-    EndAccess(0, Phase::kBackward, embed.start_s);
     head = Gathered();
     flat_last = flat0 = x_in = torch::Tensor();
-    Release(&embed);
+    if (tied) Release(&embed);
   }
   TC_RETURN_IF_ERROR(ReduceGrad(last, d_last));
-  TC_RETURN_IF_ERROR(ReduceGrad(0, d_embed));
+  if (tied) TC_RETURN_IF_ERROR(ReduceGrad(0, d_embed));
 
   // Each layer, last first: recompute from its input with autograd on, then
   // d(input) [B, T, hidden] and d(block) [padded].
@@ -785,14 +827,16 @@ StatusOr<std::string> Trainer::Sample(const std::string& prompt, int tokens) {
       TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
       x = model_.Layer(b, g.flat, x);
     }
-    e = Gathered();  // its working buffer was reused by the layers: gather it again
-    TC_ASSIGN_OR_RETURN(e, Gather(0, 0, Phase::kForward));
+    e = Gathered();  // its working buffer was reused by the layers: gather it again (a tied head)
+    if (job_.model.tied_embeddings) {
+      TC_ASSIGN_OR_RETURN(e, Gather(0, 0, Phase::kForward));
+    }
     TC_ASSIGN_OR_RETURN(Gathered h, Gather(last, 1, Phase::kForward));
     // Temperature 0.8 sampling, seeded: greedy decoding of a small model repeats itself.
     torch::Tensor probs = torch::softmax(model_.HeadLogits(h.flat, e.flat, x) / 0.8, -1);
     const int64_t next = torch::multinomial(probs, 1).item<int64_t>();
     ctx.push_back(next);
-    out.push_back(char(next));
+    out += next < 256 ? std::string(1, char(next)) : "[" + std::to_string(next) + "]";  // beyond bytes: the id
   }
   store_->EndStep();
   sampling_ = false;

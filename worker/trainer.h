@@ -1,4 +1,4 @@
-// Trainer: one rank of ZeRO-3 training of a GptModel, every shard served by a
+// Trainer: one rank of ZeRO-3 training of a DecoderModel, every shard served by a
 // ShardStore (the tiered tensor cache, or ordinary memory for the reference).
 //
 // A step runs `accum` micro-batches. For each block the forward all-gathers
@@ -29,7 +29,7 @@
 #include "worker/adamw.h"
 #include "worker/communicator.h"
 #include "worker/compute_device.h"
-#include "worker/gpt_model.h"
+#include "worker/decoder_model.h"
 #include "worker/shard_store.h"
 #include "worker/token_corpus.h"
 #include "worker/zero_infinity_prefetcher.h"
@@ -77,7 +77,8 @@ class Trainer {
  public:
   using LogSink = std::function<void(const std::string&)>;
   // Validates that the job can run here (model supported, batch divisible by
-  // ranks x micro_batch, policy available), initialises every shard from the seed.
+  // ranks x micro_batch, policy available), initialises every shard from the
+  // seed, or from the Hugging Face checkpoint model.init names (worker/hf_checkpoint.h).
   // On a CUDA `device` the model computes on that GPU and the cache's device
   // tier is its memory (pinned host tier); with cache.policy none (the
   // reference) every shard stays in host memory and is copied to the GPU at
@@ -92,6 +93,10 @@ class Trainer {
   // Continues `prompt` by `tokens` bytes (byte-level vocabulary), sampling at
   // temperature 0.8 from the seed. Collective: every rank calls it.
   StatusOr<std::string> Sample(const std::string& prompt, int tokens);
+  // Writes the weights (the fp32 masters) to DIR/model.safetensors in
+  // transformers' layout, with DIR/config.json; rank 0 writes, block by block
+  // as the ranks gather them. Collective: every rank calls it.
+  Status SaveWeights(const std::string& dir);
 
   std::string Describe() const;
   int accum_steps() const { return accum_; }
@@ -154,7 +159,7 @@ class Trainer {
   const std::shared_ptr<const TokenCorpus> corpus_;
   const LogSink log_;
   const ComputeDevice device_;
-  GptModel model_;
+  DecoderModel model_;
   int ranks_ = 1;
   int accum_ = 1;
   ShardLayout layout_;          // elements per shard of each block, the shards' kinds and element types

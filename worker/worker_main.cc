@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/hf_layout.h"
 #include "common/job_spec.h"
 #include "common/report_lines.h"
 #include "worker/machine_probe.h"
@@ -36,6 +37,7 @@ struct Args {
   int steps = -1;
   std::string metrics;
   std::string trace;
+  std::string save_weights;
   int sample = 48;
   bool report_lines = false;
   bool probe = false;
@@ -54,6 +56,9 @@ std::unique_ptr<CLI::App> MakeApp(Args* a) {
   app->add_flag("--report-lines", a->report_lines,
                 "print lines for tencache-launch (common/report_lines.h): each rank's PID, rank 0's metrics");
   app->add_option("--trace", a->trace, "rank 0 writes its profiled step's trace for tencache-sim --trace FILE");
+  app->add_option("--save-weights", a->save_weights,
+                  "after training, write the weights to DIR/model.safetensors (transformers' layout, fp32) and "
+                  "DIR/config.json");
   app->add_option("--sample", a->sample, "bytes of text to sample at the end (0: none)")
       ->check(CLI::Range(0, 100000000));
   app->add_option("--device", a->device,
@@ -132,6 +137,14 @@ Status Run(const Args& args, int rank) {
     if (!wrote.ok()) return wrote.WithContext("--trace");
     log("trace: wrote " + args.trace + "; replay: tencache-sim --trace " + args.trace + " " + trainer->SimFlags() +
         " --policy tencache (device_hit_rate compares with steps >= 2)");
+  }
+  if (!args.save_weights.empty()) {
+    if (StatusOr<HfArch> arch = HfArchFor(job.model); !arch.ok()) {  // a model transformers has no class for
+      log("weights not saved: " + arch.status().message());
+    } else {
+      TC_RETURN_IF_ERROR(trainer->SaveWeights(args.save_weights));
+      log("weights: wrote " + args.save_weights + "/model.safetensors and config.json (" + arch->architecture + ")");
+    }
   }
   if (args.sample > 0) {
     TC_ASSIGN_OR_RETURN(std::string text, trainer->Sample("The ", args.sample));

@@ -180,6 +180,20 @@ TEST(LaunchRun, QuickstartTrainsAndReports) {
       EXPECT_TRUE(fs::exists(out / png)) << png;
     }
   }
+  // The weights the run ended with, in transformers' layout, exported in bf16.
+  EXPECT_TRUE(fs::exists(out / "weights" / "model.safetensors"));
+  CommandResult exported = tencache::testing::RunCommand(Launch() + " export " + out.string() +
+                                                         " --format safetensors --dtype bf16 --out " +
+                                                         (out / "hf").string() + " 2>&1");
+  EXPECT_EQ(exported.code, 0) << exported.out;
+  EXPECT_EQ(ReadJson(out / "hf" / "config.json")["architectures"][0], "GPT2LMHeadModel");
+  EXPECT_EQ(ReadJson(out / "hf" / "config.json")["torch_dtype"], "bfloat16");
+  // bf16 is half the fp32 file's data.
+  EXPECT_LT(fs::file_size(out / "hf" / "model.safetensors"), fs::file_size(out / "weights" / "model.safetensors") * 6 / 10);
+  CommandResult bad = tencache::testing::RunCommand(Launch() + " export " + out.string() + " --format onnx --out " +
+                                                    (out / "x").string() + " 2>&1");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--format 'onnx': expected safetensors"), std::string::npos) << bad.out;
   // `report DIR` rebuilds the same report from the folder.
   fs::remove(out / "report.json");
   CommandResult again = tencache::testing::RunCommand(Launch() + " report " + out.string() + " 2>&1");

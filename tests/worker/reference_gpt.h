@@ -23,7 +23,7 @@ TORCH_MODULE(RefLayer);
 struct ReferenceGptImpl : torch::nn::Module {
   explicit ReferenceGptImpl(const ModelShape& m);
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& targets);
-  // Copies block b's flat buffer (layout of GptModel) into the modules.
+  // Copies block b's flat buffer (layout of DecoderModel) into the modules.
   void LoadBlock(int block, const std::vector<float>& flat);
   ModelShape shape;
   torch::nn::Embedding tokens{nullptr}, positions{nullptr};

@@ -5,7 +5,7 @@
 #include "worker/shard_store.h"
 
 #include "common/shard_bytes.h"
-#include "worker/gpt_model.h"
+#include "worker/decoder_model.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -99,7 +99,7 @@ TEST_F(ShardStoreBudgetTest, WriteBackBeyondTheNvmeBudgetFailsTheAcquireNamingTh
 TEST(ShardBytes, AgreeWithTheWorkersLayout) {
   for (const char* preset : {"tiny", "gpt2"}) {
     ModelShape m = FindPreset(preset).value();
-    GptModel model(m);
+    DecoderModel model(m);
     for (DType dtype : {DType::kBf16, DType::kFp32}) {
       for (int ranks : {1, 2, 3, 8}) {
         ShardLayout layout;

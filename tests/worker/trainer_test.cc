@@ -220,7 +220,7 @@ TEST(Trainer, EqualsPlainLibtorchWithTorchAdamW) {
   ASSERT_EQ(ours.size(), 20u);
 
   torch::manual_seed(0);
-  GptModel model(job.model);
+  DecoderModel model(job.model);
   ReferenceGpt ref(job.model);
   for (int b = 0; b < model.num_blocks(); ++b) {
     std::vector<float> flat(model.layout(b).numel);

@@ -1,4 +1,4 @@
-#include "worker/gpt_model.h"
+#include "worker/decoder_model.h"
 
 #include <gtest/gtest.h>
 
@@ -14,11 +14,11 @@ ModelShape Tiny() {
   return m;
 }
 
-TEST(GptModel, LayoutsMatchTheModelShape) {
-  for (const char* name : {"tiny", "gpt2", "opt-1.3b"}) {
+TEST(DecoderModel, LayoutsMatchTheModelShape) {
+  for (const std::string& name : PresetNames()) {
     ModelShape m = *FindPreset(name);
     ASSERT_TRUE(CheckWorkerSupports(m).ok()) << name;
-    GptModel model(m);
+    DecoderModel model(m);
     std::vector<uint64_t> blocks = m.BlockParamCounts();
     std::vector<TensorShape> tensors = m.Tensors();
     size_t t = 0;
@@ -28,20 +28,39 @@ TEST(GptModel, LayoutsMatchTheModelShape) {
         ASSERT_LT(t, tensors.size());
         EXPECT_EQ(s.name, tensors[t].name);
         EXPECT_EQ(uint64_t(s.numel), tensors[t].numel);
+        EXPECT_EQ(s.shape, tensors[t].dims) << s.name;
         ++t;
       }
     }
   }
 }
 
-TEST(GptModel, RejectsWhatItCannotTrain) {
-  Status s = CheckWorkerSupports(*FindPreset("llama-2-7b"));
+TEST(DecoderModel, TrainsEveryPresetAndRejectsOnlyInvalidShapes) {
+  for (const std::string& name : PresetNames()) EXPECT_TRUE(CheckWorkerSupports(*FindPreset(name)).ok()) << name;
+  ModelShape m = *FindPreset("llama-2-7b");
+  m.kv_heads = 5;
+  Status s = CheckWorkerSupports(m);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("model.mlp"), std::string::npos);
+  EXPECT_NE(s.message().find("model.kv_heads"), std::string::npos) << s.message();
+  m = *FindPreset("llama-2-7b");
+  m.hidden = 4096 + 32;  // head size 129: rotary needs pairs
+  m.heads = 32;
+  EXPECT_NE(CheckWorkerSupports(m).message().find("even head size"), std::string::npos);
 }
 
-TEST(GptModel, InitIsAPureFunctionOfSeedAndBlock) {
-  GptModel model(Tiny());
+TEST(DecoderModel, AlibiSlopesFollowBloom) {
+  const std::vector<double> four = AlibiSlopes(4);
+  ASSERT_EQ(four.size(), 4u);
+  EXPECT_DOUBLE_EQ(four[0], 0.25);
+  EXPECT_DOUBLE_EQ(four[3], 0.25 * 0.25 * 0.25 * 0.25);
+  const std::vector<double> six = AlibiSlopes(6);  // 4 of 2^(-2i), then 2^(-1), 2^(-3)
+  ASSERT_EQ(six.size(), 6u);
+  EXPECT_DOUBLE_EQ(six[4], 0.5);
+  EXPECT_DOUBLE_EQ(six[5], 0.125);
+}
+
+TEST(DecoderModel, InitIsAPureFunctionOfSeedAndBlock) {
+  DecoderModel model(Tiny());
   std::vector<float> a(model.layout(1).numel), b(a.size()), c(a.size());
   model.InitBlock(1, 5, a.data());
   model.InitBlock(1, 5, b.data());
@@ -56,10 +75,10 @@ TEST(GptModel, InitIsAPureFunctionOfSeedAndBlock) {
   EXPECT_NEAR(std::sqrt(sum2 / up.numel), 0.02, 0.002);
 }
 
-TEST(GptModel, ForwardAndGradientsMatchTheReferenceModel) {
+TEST(DecoderModel, ForwardAndGradientsMatchTheReferenceModel) {
   torch::manual_seed(0);
   const ModelShape m = Tiny();
-  GptModel model(m);
+  DecoderModel model(m);
   ReferenceGpt ref(m);
   std::vector<std::vector<float>> flats(model.num_blocks());
   for (int b = 0; b < model.num_blocks(); ++b) {
@@ -88,8 +107,8 @@ TEST(GptModel, ForwardAndGradientsMatchTheReferenceModel) {
   EXPECT_TRUE(torch::allclose(g_up, ref->layers[0]->up->weight.grad(), 1e-4, 1e-6));
 }
 
-TEST(GptModel, ViewsShareTheFlatStorage) {
-  GptModel model(Tiny());
+TEST(DecoderModel, ViewsShareTheFlatStorage) {
+  DecoderModel model(Tiny());
   std::vector<float> flat(model.layout(1).numel, 0.0f);
   torch::Tensor t = torch::from_blob(flat.data(), {int64_t(flat.size())});
   model.View(t, 1, "layers.0.norm1.bias").fill_(3.0f);

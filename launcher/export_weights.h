@@ -1,0 +1,23 @@
+// `tencache-launch export RUN_DIR --format safetensors --out DIR`: the weights
+// a run ended with (RUN_DIR/weights, written by the workers' --save-weights in
+// transformers' layout, fp32) as DIR/model.safetensors in the job's dtype (or
+// --dtype) with DIR/config.json, so that transformers' from_pretrained(DIR)
+// loads them unchanged. Tensors are converted one at a time.
+#pragma once
+
+#include <string>
+
+namespace tencache {
+
+struct ExportOptions {
+  std::string run_dir;
+  std::string format = "safetensors";
+  std::string out;
+  std::string dtype;  // "": the job's model.dtype; bf16, fp16 or fp32
+};
+
+// 0, 2 for bad input (a folder that is not a finished run, an unknown format
+// or dtype), 1 when writing fails.
+int ExportWeights(const ExportOptions& options);
+
+}  // namespace tencache

@@ -1,0 +1,101 @@
+#include "worker/hf_checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Dims(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+StatusOr<HfCheckpointReader> HfCheckpointReader::Open(const std::string& path, const DecoderModel& model,
+                                                      const std::string& key) {
+  StatusOr<HfArch> arch = HfArchFor(model.shape());
+  if (!arch.ok()) return arch.status().WithContext(key);
+  StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(path);
+  if (!reader.ok()) return Status::InvalidArgument(key + ": " + reader.status().message());
+  HfCheckpointReader r(std::move(*reader), model, std::move(*arch));
+  std::map<const StTensor*, bool> used;
+  for (const HfTensor& t : r.arch_.tensors) {
+    const StTensor* s = r.reader_.Find(t.theirs);
+    if (s == nullptr && !t.prefix.empty()) s = r.reader_.Find(t.theirs.substr(t.prefix.size()));
+    if (s == nullptr) {
+      return Status::InvalidArgument(key + ": " + path + ": tensor '" + t.theirs + "' (the " + r.arch_.model_type +
+                                     " layout of our " + t.ours + ") is missing");
+    }
+    if (s->shape != t.their_dims) {
+      return Status::InvalidArgument(key + ": " + path + ": tensor '" + s->name + "' has shape " + Dims(s->shape) +
+                                     "; the job's model needs " + Dims(t.their_dims));
+    }
+    used[s] = true;
+    r.found_.push_back(s);
+  }
+  for (const StTensor& s : r.reader_.tensors()) {
+    if (!used.count(&s) && !r.arch_.Ignorable(s.name)) {
+      return Status::InvalidArgument(key + ": " + path + ": tensor '" + s.name + "' is not part of the job's " +
+                                     r.arch_.model_type + " model (" + std::to_string(model.shape().layers) +
+                                     " layers): is the checkpoint another model or size?");
+    }
+  }
+  return r;
+}
+
+Status HfCheckpointReader::ReadBlock(int block, float* out) const {
+  const BlockLayout& layout = model_->layout(block);
+  size_t i = 0;
+  for (size_t k = 0; k < arch_.tensors.size(); ++k) {
+    if (i >= layout.params.size()) break;
+    const HfTensor& t = arch_.tensors[k];
+    if (t.ours != layout.params[i].name) continue;
+    const ParamSlot& slot = layout.params[i++];
+    std::vector<float> theirs(found_[k]->numel());
+    TC_RETURN_IF_ERROR(reader_.ReadF32(*found_[k], theirs.data()));
+    HfReorder(t, model_->shape(), /*to_theirs=*/false, theirs.data(), out + slot.offset);
+  }
+  if (i != layout.params.size()) return Status::Internal("hf checkpoint: block " + std::to_string(block) + " incomplete");
+  return Status::Ok();
+}
+
+StatusOr<HfCheckpointWriter> HfCheckpointWriter::Begin(const std::string& dir, const DecoderModel& model,
+                                                      StDType dtype, DType config_dtype) {
+  TC_ASSIGN_OR_RETURN(HfArch arch, HfArchFor(model.shape()));
+  TC_ASSIGN_OR_RETURN(nlohmann::ordered_json config, HfConfig(model.shape(), config_dtype));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError(dir + ": cannot create: " + ec.message());
+  std::ofstream(fs::path(dir) / "config.json") << config.dump(2) << "\n";
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const HfTensor& t : arch.tensors) entries.push_back({t.theirs, dtype, t.their_dims});
+  TC_ASSIGN_OR_RETURN(SafetensorsWriter w, SafetensorsWriter::Begin((fs::path(dir) / "model.safetensors").string(),
+                                                                    std::move(entries), {{"format", "pt"}}));
+  return HfCheckpointWriter(std::move(w), model, std::move(arch), dtype);
+}
+
+Status HfCheckpointWriter::WriteBlock(int block, const float* flat) {
+  const BlockLayout& layout = model_->layout(block);
+  size_t i = 0;
+  for (const HfTensor& t : arch_.tensors) {
+    if (i >= layout.params.size()) break;
+    if (t.ours != layout.params[i].name) continue;
+    const ParamSlot& slot = layout.params[i++];
+    std::vector<float> theirs(slot.numel);
+    HfReorder(t, model_->shape(), /*to_theirs=*/true, flat + slot.offset, theirs.data());
+    std::vector<char> bytes(size_t(slot.numel) * StDTypeBytes(dtype_));
+    ConvertFromF32(dtype_, theirs.data(), uint64_t(slot.numel), bytes.data());
+    TC_RETURN_IF_ERROR(writer_.Write(t.theirs, bytes.data(), bytes.size()));
+  }
+  return Status::Ok();
+}
+
+Status HfCheckpointWriter::Finish() { return writer_.Finish(); }
+
+}  // namespace tencache
