@@ -55,7 +55,8 @@ const std::vector<std::string>& LeafKeys() {
       "model.tied_embeddings", "model.fused_qkv", "model.parallel_block", "model.embedding_norm",
       "model.rope_theta", "model.norm_eps", "model.init",
       "train.data", "train.tokens_per_epoch", "train.micro_batch", "train.global_batch",
-      "train.steps", "train.lr", "train.weight_decay", "train.seed", "train.checkpoint_every",
+      "train.steps", "train.lr", "train.lr_schedule", "train.warmup_steps", "train.min_lr", "train.beta1",
+      "train.beta2", "train.eps", "train.weight_decay", "train.seed", "train.checkpoint_every",
       "train.checkpoint_dir",
       "cluster.target", "cluster.nodes", "cluster.ranks_per_node", "cluster.max_nodes", "cluster.instance_types", "cluster.objective",
       "cluster.use_spot", "cluster.max_price_per_hour", "cluster.catalog",
@@ -105,6 +106,24 @@ std::string Join(const std::vector<std::string>& v) {
 }
 
 }  // namespace
+
+const char* LrScheduleName(LrSchedule s) {
+  switch (s) {
+    case LrSchedule::kConstant: return "constant";
+    case LrSchedule::kCosine: return "cosine";
+    case LrSchedule::kLinear: return "linear";
+  }
+  return "?";
+}
+
+double LearningRateAt(const TrainSpec& t, int64_t step) {
+  if (step < t.warmup_steps) return t.lr * double(step + 1) / double(t.warmup_steps);
+  if (t.lr_schedule == LrSchedule::kConstant) return t.lr;
+  const double span = std::max(1, t.steps - t.warmup_steps);
+  const double p = std::min(1.0, double(step - t.warmup_steps) / span);
+  if (t.lr_schedule == LrSchedule::kLinear) return t.lr - (t.lr - t.min_lr) * p;
+  return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * p));
+}
 
 const char* TargetName(Target t) {
   switch (t) {
@@ -443,6 +462,24 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
   TC_RETURN_IF_ERROR(r.GetInt("train.steps", 1, &t.steps));
   TC_RETURN_IF_ERROR(r.GetDouble("train.lr", 0.0, true, &t.lr));
   TC_RETURN_IF_ERROR(r.GetDouble("train.weight_decay", 0.0, false, &t.weight_decay));
+  TC_RETURN_IF_ERROR(r.GetEnum<LrSchedule>(
+      "train.lr_schedule",
+      {{"constant", LrSchedule::kConstant}, {"cosine", LrSchedule::kCosine}, {"linear", LrSchedule::kLinear}},
+      &t.lr_schedule));
+  TC_RETURN_IF_ERROR(r.GetInt("train.warmup_steps", 0, &t.warmup_steps));
+  TC_RETURN_IF_ERROR(r.GetDouble("train.min_lr", 0.0, false, &t.min_lr));
+  TC_RETURN_IF_ERROR(r.GetDouble("train.beta1", 0.0, false, &t.beta1));
+  TC_RETURN_IF_ERROR(r.GetDouble("train.beta2", 0.0, false, &t.beta2));
+  TC_RETURN_IF_ERROR(r.GetDouble("train.eps", 0.0, true, &t.eps));
+  for (const auto& [key, beta] : {std::pair<const char*, double>{"train.beta1", t.beta1}, {"train.beta2", t.beta2}}) {
+    if (beta >= 1.0) {
+      return Status::InvalidArgument(job->Where(key) + ": expected a number in [0, 1), got " + std::to_string(beta));
+    }
+  }
+  if (t.min_lr > t.lr) {
+    return Status::InvalidArgument(job->Where("train.min_lr") + ": " + std::to_string(t.min_lr) +
+                                   " is above train.lr (" + std::to_string(t.lr) + "); expected at most train.lr");
+  }
   TC_RETURN_IF_ERROR(r.GetUint64("train.seed", 0, &t.seed));
   TC_RETURN_IF_ERROR(r.GetInt("train.checkpoint_every", 0, &t.checkpoint_every));
   TC_RETURN_IF_ERROR(r.GetString("train.checkpoint_dir", &t.checkpoint_dir));
@@ -460,7 +497,7 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
     if (exists && t.tokens_per_epoch == 0) {
       uint64_t bytes = fs::file_size(data, ec);
       const std::string ext = data.extension().string();
-      t.tokens_per_epoch = (ext == ".bin" || ext == ".u16") ? bytes / 2 : bytes;
+      t.tokens_per_epoch = (ext == ".bin" || ext == ".u16") ? bytes / 2 : ext == ".u32" ? bytes / 4 : bytes;
       if (t.tokens_per_epoch == 0) {
         return Status::InvalidArgument(job->Where("train.data") + ": file '" + t.data +
                                        "' is empty; expected a text corpus or uint16 token file");

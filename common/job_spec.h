@@ -19,14 +19,21 @@
 
 namespace tencache {
 
+enum class LrSchedule { kConstant, kCosine, kLinear };
+const char* LrScheduleName(LrSchedule s);  // "constant", "cosine", "linear"
+
 struct TrainSpec {
-  std::string data;               // text (byte-level tokens) or .bin/.u16 (uint16 tokens)
+  std::string data;               // text (byte-level tokens), .bin/.u16 (uint16) or .u32 (uint32 tokens)
   uint64_t tokens_per_epoch = 0;  // 0: derive from the data file
   int micro_batch = 1;            // sequences per rank per forward/backward; 0: auto (the planner picks)
   int global_batch = 1;           // sequences per optimizer step, all ranks together
   int steps = 1000;
-  double lr = 3.0e-4;
-  double weight_decay = 0.0;
+  double lr = 3.0e-4;              // the peak learning rate
+  LrSchedule lr_schedule = LrSchedule::kConstant;
+  int warmup_steps = 0;            // linear warm-up to lr over this many steps
+  double min_lr = 0.0;             // where cosine and linear end (at train.steps)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8;  // AdamW
+  double weight_decay = 0.0;       // AdamW's decoupled decay, not on norms and biases
   uint64_t seed = 1;
   int checkpoint_every = 0;       // 0: never
   std::string checkpoint_dir = "ckpt/";
@@ -120,6 +127,12 @@ struct JobSpec {
   // Ranks of the run: nodes x ranks_per_node. REQUIRES: both resolved (non-zero).
   int ranks() const { return cluster.nodes * cluster.ranks_per_node; }
 };
+
+// The learning rate of optimizer step `step` (0-based) under t's schedule:
+// lr x (step + 1) / warmup_steps during the warm-up, then constant, or from lr
+// down to min_lr at step train.steps along a half cosine or a line (and
+// min_lr after).
+double LearningRateAt(const TrainSpec& t, int64_t step);
 
 // Reads and validates `path`, applying overrides ("cache.device_budget=8MiB").
 StatusOr<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::string>& overrides = {});

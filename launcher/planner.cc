@@ -286,7 +286,8 @@ nlohmann::ordered_json PlanToJson(const PlanResult& plan, bool all_nodes) {
   j["model"] = {{"name", plan.model.name},
                 {"params", plan.params},
                 {"model_state_bytes", plan.model_state_bytes},
-                {"dtype", DTypeName(plan.dtype)}};
+                {"dtype", DTypeName(plan.dtype)},
+                {"train_flops_per_sequence", MicroStepFlops(plan.model, 1)}};
   j["tokens_per_epoch"] = plan.tokens_per_epoch;
   j["objective"] = plan.objective == Objective::kCost ? "cost" : "time";
   nlohmann::ordered_json list = nlohmann::ordered_json::array();

@@ -109,7 +109,9 @@ struct Lanes {
 // `own` is the block's own parameter count.
 double BlockForwardFlops(const ModelShape& m, int block, uint64_t own, double tokens) {
   if (block == 0) return 0;  // embedding lookup
-  if (block == m.layers + 1) return 2.0 * m.vocab * m.hidden * tokens + 2.0 * own * tokens;
+  if (block == m.layers + 1) {  // final norm and head (an untied head's matrix is in `own`)
+    return (m.tied_embeddings ? 2.0 * m.vocab * m.hidden * tokens : 0.0) + 2.0 * own * tokens;
+  }
   return 2.0 * own * tokens + 4.0 * tokens * m.seq_len * m.hidden;  // + attention scores
 }
 

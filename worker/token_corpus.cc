@@ -16,7 +16,7 @@ StatusOr<std::shared_ptr<TokenCorpus>> TokenCorpus::Open(const std::string& path
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return Status::NotFound(path + ": cannot open the training data (" + std::strerror(errno) +
-                            "); expected a text file or a .bin/.u16 file of uint16 tokens");
+                            "); expected a text file, a .bin/.u16 file of uint16 tokens or a .u32 file of uint32 tokens");
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size == 0) {
@@ -27,18 +27,26 @@ StatusOr<std::shared_ptr<TokenCorpus>> TokenCorpus::Open(const std::string& path
   c->path_ = path;
   c->bytes_ = static_cast<uint64_t>(st.st_size);
   const std::string ext = path.size() > 4 ? path.substr(path.size() - 4) : "";
-  c->wide_ = ext == ".bin" || ext == ".u16";
-  if (c->wide_ && c->bytes_ % 2 != 0) {
+  c->width_ = ext == ".bin" || ext == ".u16" ? 2 : ext == ".u32" ? 4 : 1;
+  if (c->bytes_ % c->width_ != 0) {
     ::close(fd);
-    return Status::InvalidArgument(path + ": a uint16 token file must have an even size, has " +
-                                   std::to_string(c->bytes_) + " bytes");
+    return Status::InvalidArgument(path + ": a uint" + std::to_string(8 * c->width_) +
+                                   " token file must hold a whole number of " + std::to_string(c->width_) +
+                                   "-byte tokens, has " + std::to_string(c->bytes_) + " bytes");
   }
   void* map = ::mmap(nullptr, c->bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) return Status::IoError(path + ": mmap failed: " + std::strerror(errno));
   c->data_ = static_cast<const uint8_t*>(map);
-  c->tokens_ = c->wide_ ? c->bytes_ / 2 : c->bytes_;
-  for (uint64_t i = 0; i < c->tokens_; ++i) c->max_token_ = std::max(c->max_token_, c->Token(i));
+  c->tokens_ = c->bytes_ / c->width_;
+  for (uint64_t i = 0; i < c->tokens_; ++i) {
+    if (c->width_ == 4 && reinterpret_cast<const uint32_t*>(c->data_)[i] > 0x7fffffffu) {
+      return Status::InvalidArgument(path + ": token " + std::to_string(i) + " is " +
+                                     std::to_string(reinterpret_cast<const uint32_t*>(c->data_)[i]) +
+                                     ": expected ids below 2^31");
+    }
+    c->max_token_ = std::max(c->max_token_, c->Token(i));
+  }
   return c;
 }
 

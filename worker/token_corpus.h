@@ -1,8 +1,9 @@
 // TokenCorpus and BatchSampler: training data, memory-mapped and read in a
 // deterministic order.
 //
-// A corpus is a text file read as bytes (byte-level tokens, vocab 256) or a
-// `.bin` / `.u16` file of little-endian uint16 tokens. The file is mapped
+// A corpus is a text file read as bytes (byte-level tokens, vocab 256), a
+// `.bin` / `.u16` file of little-endian uint16 tokens, or a `.u32` file of
+// little-endian uint32 tokens (vocabularies above 65,536). The file is mapped
 // read-only; nothing is copied until a batch is built. The sampler cuts the
 // corpus into non-overlapping windows of seq_len + 1 tokens and visits them in a
 // fresh permutation each epoch, drawn from the seed; sequence j of step s is a
@@ -22,16 +23,21 @@ namespace tencache {
 
 class TokenCorpus {
  public:
-  // NotFound / InvalidArgument name the path: missing, empty, odd-sized uint16.
+  // NotFound / InvalidArgument name the path: missing, empty, a size that is
+  // not a whole number of tokens, a uint32 token above 2^31 - 1.
   static StatusOr<std::shared_ptr<TokenCorpus>> Open(const std::string& path);
   ~TokenCorpus();
   TokenCorpus(const TokenCorpus&) = delete;
   TokenCorpus& operator=(const TokenCorpus&) = delete;
 
   uint64_t size() const { return tokens_; }
-  int vocab() const { return wide_ ? 65536 : 256; }
+  int token_bytes() const { return width_; }  // 1, 2 or 4
   int max_token() const { return max_token_; }
-  int Token(uint64_t i) const { return wide_ ? reinterpret_cast<const uint16_t*>(data_)[i] : data_[i]; }
+  int Token(uint64_t i) const {
+    return width_ == 1   ? data_[i]
+           : width_ == 2 ? reinterpret_cast<const uint16_t*>(data_)[i]
+                         : int(reinterpret_cast<const uint32_t*>(data_)[i]);
+  }
   const std::string& path() const { return path_; }
 
  private:
@@ -40,7 +46,7 @@ class TokenCorpus {
   const uint8_t* data_ = nullptr;
   uint64_t bytes_ = 0;
   uint64_t tokens_ = 0;
-  bool wide_ = false;
+  int width_ = 1;
   int max_token_ = 0;
 };
 

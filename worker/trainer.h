@@ -41,6 +41,7 @@ struct StepMetrics {
   double loss = 0;           // mean over the global batch
   double step_time_s = 0;
   double tokens_per_s = 0;
+  double lr = 0;             // the step's learning rate (train.lr_schedule)
   // tencache-sim's definition: parameter-shard device accesses (fwd/bwd) whose
   // shard stayed on the device since its previous access, all ranks.
   double device_hit_rate = 0;
@@ -123,7 +124,8 @@ class Trainer {
   Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
           ComputeDevice device);
   Status Init();
-  Status InitShards();
+  Status InitShards();  // trainer_weights.cc: InitShards, PlanDecayRuns, UpdateBlock, SaveWeights
+  void PlanDecayRuns();
   Status WriteComputeCopy(int block, const float* master);
   StatusOr<Gathered> Gather(int block, int slot, Phase phase);
   // The whole block in working buffer `slot` from this rank's shard `p`
@@ -165,7 +167,12 @@ class Trainer {
   ShardLayout layout_;          // elements per shard of each block, the shards' kinds and element types
   torch::Dtype compute_dtype_ = torch::kFloat32;
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget
-  AdamWConfig adamw_;
+  AdamWConfig adamw_;  // the job's; the rate of each step from LearningRateAt
+  struct DecayRun {
+    size_t begin = 0, end = 0;  // elements of this rank's shard
+    bool decay = false;
+  };
+  std::vector<std::vector<DecayRun>> decay_runs_;  // per block
   int threads_ = 1;
 
   std::unique_ptr<ShardStore> store_;

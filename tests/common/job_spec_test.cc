@@ -280,3 +280,48 @@ TEST(JobSpecHosts, MistakesNameTheKey) {
 
 }  // namespace
 }  // namespace tencache
+
+namespace tencache {
+namespace {
+
+TrainSpec Schedule(const std::vector<std::string>& sets) {
+  StatusOr<JobSpec> j = ParseJobText("model: {preset: tiny}\ntrain: {tokens_per_epoch: 10, steps: 110, lr: 1.0}\n",
+                                     "s.yaml", sets);
+  EXPECT_TRUE(j.ok()) << j.status().message();
+  return j->train;
+}
+
+TEST(LearningRate, WarmupThenConstantCosineOrLinear) {
+  TrainSpec t = Schedule({"train.warmup_steps=10"});
+  EXPECT_DOUBLE_EQ(LearningRateAt(t, 0), 0.1);
+  EXPECT_DOUBLE_EQ(LearningRateAt(t, 9), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(t, 60), 1.0);
+  t = Schedule({"train.warmup_steps=10", "train.lr_schedule=cosine", "train.min_lr=0.1"});
+  EXPECT_DOUBLE_EQ(LearningRateAt(t, 10), 1.0);
+  EXPECT_NEAR(LearningRateAt(t, 60), 0.55, 1e-12);  // half way down the cosine
+  EXPECT_NEAR(LearningRateAt(t, 110), 0.1, 1e-12);
+  EXPECT_NEAR(LearningRateAt(t, 500), 0.1, 1e-12);  // past train.steps: min_lr
+  t = Schedule({"train.lr_schedule=linear"});
+  EXPECT_DOUBLE_EQ(LearningRateAt(t, 0), 1.0);
+  EXPECT_NEAR(LearningRateAt(t, 55), 0.5, 1e-12);
+  EXPECT_EQ(t.beta1, 0.9);
+  EXPECT_EQ(t.beta2, 0.999);
+  EXPECT_EQ(t.eps, 1e-8);
+}
+
+TEST(LearningRate, BadRecipeKeysNameTheKey) {
+  const char* base = "model: {preset: tiny}\ntrain: {tokens_per_epoch: 10, lr: 1.0e-3}\n";
+  for (const auto& [set, says] : std::vector<std::pair<std::string, std::string>>{
+           {"train.lr_schedule=step", "train.lr_schedule"},
+           {"train.beta2=1.0", "train.beta2': expected a number in [0, 1)"},
+           {"train.min_lr=0.1", "train.min_lr': 0.100000 is above train.lr"},
+           {"train.warmup_steps=-1", "train.warmup_steps"},
+           {"train.eps=0", "train.eps"}}) {
+    StatusOr<JobSpec> j = ParseJobText(base, "b.yaml", {set});
+    ASSERT_FALSE(j.ok()) << set;
+    EXPECT_NE(j.status().message().find(says), std::string::npos) << j.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tencache

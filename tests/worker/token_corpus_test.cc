@@ -30,7 +30,7 @@ TEST_F(TokenCorpusTest, TextIsByteLevel) {
   auto c = TokenCorpus::Open(Write("a.txt", "hello"));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->size(), 5u);
-  EXPECT_EQ((*c)->vocab(), 256);
+  EXPECT_EQ((*c)->token_bytes(), 1);
   EXPECT_EQ((*c)->Token(1), 'e');
 }
 
@@ -44,12 +44,27 @@ TEST_F(TokenCorpusTest, Uint16Tokens) {
   EXPECT_EQ((*c)->max_token(), 0x1234);
 }
 
+TEST_F(TokenCorpusTest, Uint32TokensForLargeVocabularies) {
+  std::string raw = {char(0xa0), char(0x86), char(0x01), char(0x00), char(0x07), char(0), char(0), char(0)};
+  auto c = TokenCorpus::Open(Write("t.u32", raw));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ((*c)->size(), 2u);
+  EXPECT_EQ((*c)->token_bytes(), 4);
+  EXPECT_EQ((*c)->Token(0), 100000);  // beyond uint16
+  EXPECT_EQ((*c)->max_token(), 100000);
+  Status s = TokenCorpus::Open(Write("big.u32", std::string(3, char(0)) + char(0x80))).status();
+  EXPECT_NE(s.message().find("token 0 is 2147483648: expected ids below 2^31"), std::string::npos) << s.message();
+  EXPECT_NE(TokenCorpus::Open(Write("odd.u32", "abcdef")).status().message().find("whole number of 4-byte tokens"),
+            std::string::npos);
+}
+
 TEST_F(TokenCorpusTest, BadFiles) {
   auto missing = TokenCorpus::Open((dir_ / "nope.txt").string());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("nope.txt"), std::string::npos);
   EXPECT_EQ(TokenCorpus::Open(Write("e.txt", "")).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(TokenCorpus::Open(Write("odd.u16", "abc")).status().message().find("even size"), std::string::npos);
+  EXPECT_NE(TokenCorpus::Open(Write("odd.u16", "abc")).status().message().find("whole number of 2-byte tokens"),
+            std::string::npos);
 }
 
 TEST_F(TokenCorpusTest, SamplerIsDeterministicAndVisitsEveryWindowOncePerEpoch) {

@@ -242,6 +242,52 @@ TEST(Trainer, EqualsPlainLibtorchWithTorchAdamW) {
   }
 }
 
+// The recipe keys against torch's AdamW: weight decay on the matrices and
+// embeddings only (a second parameter group without it for norms and
+// biases), betas, eps, and a warmed-up cosine schedule set on every group
+// each step.
+TEST(Trainer, RecipeEqualsTorchAdamWWithParameterGroupsAndSchedule) {
+  JobSpec job = SmallJob("none", "recipe", {"train.weight_decay=1.0", "train.beta2=0.95", "train.eps=1e-6",
+                                            "train.lr_schedule=cosine", "train.warmup_steps=3", "train.steps=12",
+                                            "train.min_lr=3.0e-4"});
+  auto solo = MakeSoloCommunicator();
+  std::vector<StepMetrics> ours = Train(job, solo.get(), 12);
+  ASSERT_EQ(ours.size(), 12u);
+  EXPECT_DOUBLE_EQ(ours[0].lr, 1.0e-3);  // 3e-3 x 1/3
+  EXPECT_LT(ours[11].lr, ours[5].lr);
+  torch::manual_seed(0);
+  DecoderModel model(job.model);
+  ReferenceGpt ref(job.model);
+  for (int b = 0; b < model.num_blocks(); ++b) {
+    std::vector<float> flat(model.layout(b).numel);
+    model.InitBlock(b, job.train.seed, flat.data());
+    ref->LoadBlock(b, flat);
+  }
+  std::vector<torch::Tensor> decay, keep;
+  for (const torch::Tensor& p : ref->parameters()) (p.dim() >= 2 ? decay : keep).push_back(p);
+  auto options = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(job.train.lr).betas({0.9, 0.95}).eps(1e-6).weight_decay(wd));
+  };
+  torch::optim::AdamW opt({torch::optim::OptimizerParamGroup(decay, options(1.0)),
+                           torch::optim::OptimizerParamGroup(keep, options(0.0))});
+  BatchSampler sampler(Corpus(), job.model.seq_len, job.train.global_batch, job.train.seed);
+  const int G = job.train.global_batch, T = job.model.seq_len;
+  for (int s = 0; s < 12; ++s) {
+    for (auto& g : opt.param_groups()) {
+      static_cast<torch::optim::AdamWOptions&>(g.options()).lr(LearningRateAt(job.train, s));
+    }
+    torch::Tensor seqs = torch::empty({G, T + 1}, torch::kLong);
+    for (int j = 0; j < G; ++j) sampler.Sequence(s, j, seqs[j].data_ptr<int64_t>());
+    opt.zero_grad();
+    torch::Tensor loss = ref->forward(seqs.narrow(1, 0, T), seqs.narrow(1, 1, T));
+    loss.backward();
+    opt.step();
+    const double want = loss.item<double>();
+    EXPECT_LT(std::fabs(ours[s].loss - want) / want, 1e-4) << "step " << s << ": " << ours[s].loss << " vs " << want;
+  }
+}
+
 TEST(Trainer, TwoAndFourRanksMatchOneRank) {
   auto solo = MakeSoloCommunicator();
   std::vector<StepMetrics> one = Train(SmallJob("none", "r1"), solo.get(), 20);

@@ -1,0 +1,144 @@
+// The trainer's weights: where they start (the seed, or a Hugging Face
+// checkpoint), how the optimizer updates them, and how they are saved.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "worker/hf_checkpoint.h"
+#include "worker/trainer.h"
+
+namespace tencache {
+
+// This rank's shard of each block in runs that weight decay applies to or not
+// (norms and biases are not decayed; nor is the padding).
+void Trainer::PlanDecayRuns() {
+  decay_runs_.resize(model_.num_blocks());
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    const int64_t lo = int64_t(comm_->rank() * layout_.counts[b]), hi = lo + int64_t(layout_.counts[b]);
+    int64_t at = lo;
+    for (const ParamSlot& p : model_.layout(b).params) {
+      const bool bias = p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
+      const bool decay = !bias && p.name.find("norm") == std::string::npos;
+      const int64_t end = std::min(hi, p.offset + p.numel);
+      if (end <= at) continue;
+      if (!decay_runs_[b].empty() && decay_runs_[b].back().decay == decay) decay_runs_[b].back().end = size_t(end - lo);
+      else decay_runs_[b].push_back({size_t(at - lo), size_t(end - lo), decay});
+      at = end;
+    }
+    if (at < hi) decay_runs_[b].push_back({size_t(at - lo), size_t(hi - lo), false});
+  }
+}
+
+// Every rank generates each whole block from the seed, or reads it from
+// model.init, and keeps its shard (in mixed precision: the fp32 master, and
+// the bf16 parameter rounded from it).
+Status Trainer::InitShards() {
+  std::unique_ptr<HfCheckpointReader> init;
+  if (!job_.init.empty()) {
+    TC_ASSIGN_OR_RETURN(HfCheckpointReader r, HfCheckpointReader::Open(job_.init, model_, job_.Where("model.init")));
+    init = std::make_unique<HfCheckpointReader>(std::move(r));
+  }
+  // Blocks are drawn in parallel (each from its own seeded stream, so the
+  // values do not depend on the threads), up to `threads_` at a time and 4 GiB
+  // of whole blocks at once, and written to the store in order from this thread.
+  size_t largest = 1;
+  for (int b = 0; b < model_.num_blocks(); ++b) largest = std::max(largest, padded(b) * sizeof(float));
+  const int n = model_.num_blocks();
+  const int batch = int(std::clamp<size_t>((size_t(4) << 30) / largest, 1, size_t(std::max(1, threads_))));
+  for (int first = 0; first < n; first += batch) {
+    const int last = std::min(n, first + batch);
+    std::vector<std::vector<float>> blocks(last - first);
+    std::vector<Status> read(last - first);
+    std::vector<std::thread> drawers;
+    for (int b = first; b < last; ++b) {
+      drawers.emplace_back([this, b, first, &blocks, &read, &init] {
+        blocks[b - first].assign(padded(b), 0.0f);
+        if (init) read[b - first] = init->ReadBlock(b, blocks[b - first].data());
+        else model_.InitBlock(b, job_.train.seed, blocks[b - first].data());
+      });
+    }
+    for (std::thread& t : drawers) t.join();
+    for (const Status& st : read) TC_RETURN_IF_ERROR(st);
+    for (int b = first; b < last; ++b) {
+      const float* mine = blocks[b - first].data() + comm_->rank() * layout_.counts[b];
+      {
+        TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kOverwrite));
+        std::memcpy(p.data(), mine, layout_.counts[b] * sizeof(float));
+      }
+      if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, mine));
+      blocks[b - first] = std::vector<float>();
+    }
+  }
+  return Status::Ok();
+}
+
+// The bf16 parameter shard rounded from the fp32 master (mixed precision).
+Status Trainer::WriteComputeCopy(int block, const float* master) {
+  TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kHost, AccessMode::kOverwrite));
+  const int64_t n = int64_t(layout_.counts[block]);
+  torch::from_blob(p.data(), {n}, torch::kBFloat16)
+      .copy_(torch::from_blob(const_cast<float*>(master), {n}, torch::kFloat32));
+  return Status::Ok();
+}
+
+Status Trainer::SaveWeights(const std::string& dir) {
+  std::unique_ptr<HfCheckpointWriter> out;
+  if (comm_->rank() == 0) {
+    StatusOr<HfCheckpointWriter> w = HfCheckpointWriter::Begin(dir, model_, StDType::kF32, job_.dtype);
+    if (!w.ok()) return w.status().WithContext("--save-weights " + dir);
+    out = std::make_unique<HfCheckpointWriter>(std::move(*w));
+  }
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    const size_t count = layout_.counts[b];
+    std::vector<float> mine(count), all(count * ranks_);
+    {
+      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kRead));
+      std::memcpy(mine.data(), p.f32(), count * sizeof(float));
+    }
+    TC_RETURN_IF_ERROR(comm_->AllGather(mine.data(), all.data(), count * sizeof(float)));
+    if (out) TC_RETURN_IF_ERROR(out->WriteBlock(b, all.data()));
+  }
+  store_->EndStep();  // saving is not a training step
+  return out ? out->Finish() : Status::Ok();
+}
+
+// AdamW on the block's shards. A shard the plan keeps on the device until its
+// next use is copied back there right after its host update (the update
+// invalidated the device copy); otherwise the plan fetches it before its use.
+Status Trainer::UpdateBlock(int b, const float* grad) {
+  const double start = Now();
+  const TensorId param = ShardTensorId(b, ShardKind::kParam);
+  TensorCache* cache = store_->cache();
+  const bool planned = plan_ != nullptr && job_.cache.prefetch && !sampling_ && profiler_.following();
+  const bool on_device = cache != nullptr && cache->IsResident(param, Tier::kDevice);
+  {
+    // The fp32 master: the parameter shard itself, or its own shard in mixed
+    // precision, where the bf16 copy is then rounded from it.
+    TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kWrite));
+    {
+      TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
+      TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
+      AdamWConfig config = adamw_;
+      config.lr = LearningRateAt(job_.train, step_);
+      for (const DecayRun& r : decay_runs_[b]) {
+        config.weight_decay = r.decay ? adamw_.weight_decay : 0.0;
+        AdamWStep(config, step_ + 1, r.end - r.begin, p.f32() + r.begin, grad + r.begin, m.f32() + r.begin,
+                  v.f32() + r.begin, threads_);
+      }
+    }
+    // The moments are released first: at most three host pins at once (the
+    // cache keeps kWorkerHostSlotsPerClass slots of a class that may hold all four).
+    if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, p.f32()));
+  }
+  const AccessIndex k = profiler_.position();  // device accesses so far this step
+  if (planned && on_device && k > 0 && plan_->KeptUntilNextUse(TensorId(b), k - 1) &&
+      !cache->IsResident(param, Tier::kDevice)) {
+    refresh_[b] = store_->Prefetch(b, ShardKind::kParam, Tier::kDevice);
+    refreshed_[b] = true;
+  }
+  EndAccess(b, Phase::kOptimizer, start);
+  return Status::Ok();
+}
+
+}  // namespace tencache
