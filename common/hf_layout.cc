@@ -1,6 +1,7 @@
 #include "common/hf_layout.h"
 
 #include <cstring>
+#include <iterator>
 
 namespace tencache {
 namespace {
@@ -45,64 +46,57 @@ StatusOr<Family> FamilyOf(const ModelShape& m) {
                    "separate q, k, v, OPT's");
 }
 
-// Our name within a layer ("norm1.weight") -> theirs, per family.
-std::string LayerName(Family f, const std::string& ours) {
-  struct Row { const char* ours; const char* gpt2; const char* opt; const char* llama; const char* falcon; const char* bloom; };
-  static const Row rows[] = {
-      {"norm1.weight", "ln_1.weight", "self_attn_layer_norm.weight", "input_layernorm.weight", "input_layernorm.weight", "input_layernorm.weight"},
-      {"norm1.bias", "ln_1.bias", "self_attn_layer_norm.bias", "", "input_layernorm.bias", "input_layernorm.bias"},
-      {"attn.qkv.weight", "attn.c_attn.weight", "", "", "self_attention.query_key_value.weight", "self_attention.query_key_value.weight"},
-      {"attn.qkv.bias", "attn.c_attn.bias", "", "", "", "self_attention.query_key_value.bias"},
-      {"attn.q.weight", "", "self_attn.q_proj.weight", "self_attn.q_proj.weight", "", ""},
-      {"attn.q.bias", "", "self_attn.q_proj.bias", "", "", ""},
-      {"attn.k.weight", "", "self_attn.k_proj.weight", "self_attn.k_proj.weight", "", ""},
-      {"attn.k.bias", "", "self_attn.k_proj.bias", "", "", ""},
-      {"attn.v.weight", "", "self_attn.v_proj.weight", "self_attn.v_proj.weight", "", ""},
-      {"attn.v.bias", "", "self_attn.v_proj.bias", "", "", ""},
-      {"attn.out.weight", "attn.c_proj.weight", "self_attn.out_proj.weight", "self_attn.o_proj.weight", "self_attention.dense.weight", "self_attention.dense.weight"},
-      {"attn.out.bias", "attn.c_proj.bias", "self_attn.out_proj.bias", "", "", "self_attention.dense.bias"},
-      {"norm2.weight", "ln_2.weight", "final_layer_norm.weight", "post_attention_layernorm.weight", "", "post_attention_layernorm.weight"},
-      {"norm2.bias", "ln_2.bias", "final_layer_norm.bias", "", "", "post_attention_layernorm.bias"},
-      {"mlp.gate.weight", "", "", "mlp.gate_proj.weight", "", ""},
-      {"mlp.up.weight", "mlp.c_fc.weight", "fc1.weight", "mlp.up_proj.weight", "mlp.dense_h_to_4h.weight", "mlp.dense_h_to_4h.weight"},
-      {"mlp.up.bias", "mlp.c_fc.bias", "fc1.bias", "", "", "mlp.dense_h_to_4h.bias"},
-      {"mlp.down.weight", "mlp.c_proj.weight", "fc2.weight", "mlp.down_proj.weight", "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.weight"},
-      {"mlp.down.bias", "mlp.c_proj.bias", "fc2.bias", "", "", "mlp.dense_4h_to_h.bias"},
-  };
-  for (const Row& r : rows) {
-    if (ours != r.ours) continue;
-    switch (f) {
-      case Family::kGpt2: return r.gpt2;
-      case Family::kOpt: return r.opt;
-      case Family::kLlama: return r.llama;
-      case Family::kFalcon: return r.falcon;
-      case Family::kBloom: return r.bloom;
-    }
+// One of our names and theirs in each family (gpt2, opt, llama, falcon,
+// bloom; "" where the family has no such tensor).
+struct NameRow {
+  const char* ours;
+  const char* theirs[5];
+};
+
+std::string Lookup(const NameRow* rows, size_t n, Family f, const std::string& ours) {
+  for (size_t i = 0; i < n; ++i) {
+    if (ours == rows[i].ours) return rows[i].theirs[int(f)];
   }
   return "";
 }
 
-std::string TopName(Family f, const std::string& ours) {
-  struct Row { const char* ours; const char* gpt2; const char* opt; const char* llama; const char* falcon; const char* bloom; };
-  static const Row rows[] = {
-      {"embed.tokens", "wte.weight", "embed_tokens.weight", "embed_tokens.weight", "word_embeddings.weight", "word_embeddings.weight"},
-      {"embed.positions", "wpe.weight", "embed_positions.weight", "", "", ""},
-      {"embed.norm.weight", "", "", "", "", "word_embeddings_layernorm.weight"},
-      {"embed.norm.bias", "", "", "", "", "word_embeddings_layernorm.bias"},
-      {"final_norm.weight", "ln_f.weight", "final_layer_norm.weight", "norm.weight", "ln_f.weight", "ln_f.weight"},
-      {"final_norm.bias", "ln_f.bias", "final_layer_norm.bias", "", "ln_f.bias", "ln_f.bias"},
+// Our name within a layer ("norm1.weight") -> theirs.
+std::string LayerName(Family f, const std::string& ours) {
+  static const NameRow rows[] = {
+      {"norm1.weight", {"ln_1.weight", "self_attn_layer_norm.weight", "input_layernorm.weight", "input_layernorm.weight", "input_layernorm.weight"}},
+      {"norm1.bias", {"ln_1.bias", "self_attn_layer_norm.bias", "", "input_layernorm.bias", "input_layernorm.bias"}},
+      {"attn.qkv.weight", {"attn.c_attn.weight", "", "", "self_attention.query_key_value.weight", "self_attention.query_key_value.weight"}},
+      {"attn.qkv.bias", {"attn.c_attn.bias", "", "", "", "self_attention.query_key_value.bias"}},
+      {"attn.q.weight", {"", "self_attn.q_proj.weight", "self_attn.q_proj.weight", "", ""}},
+      {"attn.q.bias", {"", "self_attn.q_proj.bias", "", "", ""}},
+      {"attn.k.weight", {"", "self_attn.k_proj.weight", "self_attn.k_proj.weight", "", ""}},
+      {"attn.k.bias", {"", "self_attn.k_proj.bias", "", "", ""}},
+      {"attn.v.weight", {"", "self_attn.v_proj.weight", "self_attn.v_proj.weight", "", ""}},
+      {"attn.v.bias", {"", "self_attn.v_proj.bias", "", "", ""}},
+      {"attn.out.weight", {"attn.c_proj.weight", "self_attn.out_proj.weight", "self_attn.o_proj.weight", "self_attention.dense.weight", "self_attention.dense.weight"}},
+      {"attn.out.bias", {"attn.c_proj.bias", "self_attn.out_proj.bias", "", "", "self_attention.dense.bias"}},
+      {"norm2.weight", {"ln_2.weight", "final_layer_norm.weight", "post_attention_layernorm.weight", "", "post_attention_layernorm.weight"}},
+      {"norm2.bias", {"ln_2.bias", "final_layer_norm.bias", "", "", "post_attention_layernorm.bias"}},
+      {"mlp.gate.weight", {"", "", "mlp.gate_proj.weight", "", ""}},
+      {"mlp.up.weight", {"mlp.c_fc.weight", "fc1.weight", "mlp.up_proj.weight", "mlp.dense_h_to_4h.weight", "mlp.dense_h_to_4h.weight"}},
+      {"mlp.up.bias", {"mlp.c_fc.bias", "fc1.bias", "", "", "mlp.dense_h_to_4h.bias"}},
+      {"mlp.down.weight", {"mlp.c_proj.weight", "fc2.weight", "mlp.down_proj.weight", "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.weight"}},
+      {"mlp.down.bias", {"mlp.c_proj.bias", "fc2.bias", "", "", "mlp.dense_4h_to_h.bias"}},
   };
-  for (const Row& r : rows) {
-    if (ours != r.ours) continue;
-    switch (f) {
-      case Family::kGpt2: return r.gpt2;
-      case Family::kOpt: return r.opt;
-      case Family::kLlama: return r.llama;
-      case Family::kFalcon: return r.falcon;
-      case Family::kBloom: return r.bloom;
-    }
-  }
-  return "";
+  return Lookup(rows, std::size(rows), f, ours);
+}
+
+// Our name outside the layers ("embed.tokens") -> theirs.
+std::string TopName(Family f, const std::string& ours) {
+  static const NameRow rows[] = {
+      {"embed.tokens", {"wte.weight", "embed_tokens.weight", "embed_tokens.weight", "word_embeddings.weight", "word_embeddings.weight"}},
+      {"embed.positions", {"wpe.weight", "embed_positions.weight", "", "", ""}},
+      {"embed.norm.weight", {"", "", "", "", "word_embeddings_layernorm.weight"}},
+      {"embed.norm.bias", {"", "", "", "", "word_embeddings_layernorm.bias"}},
+      {"final_norm.weight", {"ln_f.weight", "final_layer_norm.weight", "norm.weight", "ln_f.weight", "ln_f.weight"}},
+      {"final_norm.bias", {"ln_f.bias", "final_layer_norm.bias", "", "ln_f.bias", "ln_f.bias"}},
+  };
+  return Lookup(rows, std::size(rows), f, ours);
 }
 
 const char* Prefix(Family f) {

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 
@@ -213,12 +214,13 @@ TEST(Trainer, StatePrefetchesServeTheUpdatesFromTheHost) {
   EXPECT_GT(rate[1], rate[0] + 0.05);
 }
 
-TEST(Trainer, EqualsPlainLibtorchWithTorchAdamW) {
-  JobSpec job = SmallJob("none", "plain");
-  auto solo = MakeSoloCommunicator();
-  std::vector<StepMetrics> ours = Train(job, solo.get(), 20);
-  ASSERT_EQ(ours.size(), 20u);
-
+// The same job in plain libtorch (ReferenceGpt from the job's initial blocks)
+// trained by the optimizer `make_opt` builds over its parameters: each step's
+// loss; `before_step` (when given) runs first each step.
+std::vector<double> ReferenceLosses(
+    const JobSpec& job, int steps,
+    const std::function<std::unique_ptr<torch::optim::Optimizer>(ReferenceGpt&)>& make_opt,
+    const std::function<void(torch::optim::Optimizer&, int)>& before_step = nullptr) {
   torch::manual_seed(0);
   DecoderModel model(job.model);
   ReferenceGpt ref(job.model);
@@ -227,19 +229,39 @@ TEST(Trainer, EqualsPlainLibtorchWithTorchAdamW) {
     model.InitBlock(b, job.train.seed, flat.data());
     ref->LoadBlock(b, flat);
   }
-  torch::optim::AdamW opt(ref->parameters(), torch::optim::AdamWOptions(job.train.lr).weight_decay(0.0));
+  std::unique_ptr<torch::optim::Optimizer> opt = make_opt(ref);
   BatchSampler sampler(Corpus(), job.model.seq_len, job.train.global_batch, job.train.seed);
   const int G = job.train.global_batch, T = job.model.seq_len;
-  for (int s = 0; s < 20; ++s) {
+  std::vector<double> out;
+  for (int s = 0; s < steps; ++s) {
+    if (before_step) before_step(*opt, s);
     torch::Tensor seqs = torch::empty({G, T + 1}, torch::kLong);
     for (int j = 0; j < G; ++j) sampler.Sequence(s, j, seqs[j].data_ptr<int64_t>());
-    opt.zero_grad();
+    opt->zero_grad();
     torch::Tensor loss = ref->forward(seqs.narrow(1, 0, T), seqs.narrow(1, 1, T));
     loss.backward();
-    opt.step();
-    const double want = loss.item<double>();
-    EXPECT_LT(std::fabs(ours[s].loss - want) / want, 1e-4) << "step " << s << ": " << ours[s].loss << " vs " << want;
+    opt->step();
+    out.push_back(loss.item<double>());
   }
+  return out;
+}
+
+void ExpectLossesWithin(const std::vector<StepMetrics>& ours, const std::vector<double>& want, double rel) {
+  ASSERT_EQ(ours.size(), want.size());
+  for (size_t s = 0; s < want.size(); ++s) {
+    EXPECT_LT(std::fabs(ours[s].loss - want[s]) / want[s], rel) << "step " << s << ": " << ours[s].loss << " vs " << want[s];
+  }
+}
+
+TEST(Trainer, EqualsPlainLibtorchWithTorchAdamW) {
+  JobSpec job = SmallJob("none", "plain");
+  auto solo = MakeSoloCommunicator();
+  std::vector<StepMetrics> ours = Train(job, solo.get(), 20);
+  ExpectLossesWithin(ours, ReferenceLosses(job, 20, [&](ReferenceGpt& ref) {
+                       return std::make_unique<torch::optim::AdamW>(
+                           ref->parameters(), torch::optim::AdamWOptions(job.train.lr).weight_decay(0.0));
+                     }),
+                     1e-4);
 }
 
 // The recipe keys against torch's AdamW: weight decay on the matrices and
@@ -255,37 +277,20 @@ TEST(Trainer, RecipeEqualsTorchAdamWWithParameterGroupsAndSchedule) {
   ASSERT_EQ(ours.size(), 12u);
   EXPECT_DOUBLE_EQ(ours[0].lr, 1.0e-3);  // 3e-3 x 1/3
   EXPECT_LT(ours[11].lr, ours[5].lr);
-  torch::manual_seed(0);
-  DecoderModel model(job.model);
-  ReferenceGpt ref(job.model);
-  for (int b = 0; b < model.num_blocks(); ++b) {
-    std::vector<float> flat(model.layout(b).numel);
-    model.InitBlock(b, job.train.seed, flat.data());
-    ref->LoadBlock(b, flat);
-  }
-  std::vector<torch::Tensor> decay, keep;
-  for (const torch::Tensor& p : ref->parameters()) (p.dim() >= 2 ? decay : keep).push_back(p);
-  auto options = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(job.train.lr).betas({0.9, 0.95}).eps(1e-6).weight_decay(wd));
+  auto make = [&](ReferenceGpt& ref) {
+    std::vector<torch::Tensor> decay, keep;
+    for (const torch::Tensor& p : ref->parameters()) (p.dim() >= 2 ? decay : keep).push_back(p);
+    auto options = [&](double wd) {
+      return std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(job.train.lr).betas({0.9, 0.95}).eps(1e-6).weight_decay(wd));
+    };
+    return std::make_unique<torch::optim::AdamW>(std::vector<torch::optim::OptimizerParamGroup>{
+        torch::optim::OptimizerParamGroup(decay, options(1.0)), torch::optim::OptimizerParamGroup(keep, options(0.0))});
   };
-  torch::optim::AdamW opt({torch::optim::OptimizerParamGroup(decay, options(1.0)),
-                           torch::optim::OptimizerParamGroup(keep, options(0.0))});
-  BatchSampler sampler(Corpus(), job.model.seq_len, job.train.global_batch, job.train.seed);
-  const int G = job.train.global_batch, T = job.model.seq_len;
-  for (int s = 0; s < 12; ++s) {
-    for (auto& g : opt.param_groups()) {
-      static_cast<torch::optim::AdamWOptions&>(g.options()).lr(LearningRateAt(job.train, s));
-    }
-    torch::Tensor seqs = torch::empty({G, T + 1}, torch::kLong);
-    for (int j = 0; j < G; ++j) sampler.Sequence(s, j, seqs[j].data_ptr<int64_t>());
-    opt.zero_grad();
-    torch::Tensor loss = ref->forward(seqs.narrow(1, 0, T), seqs.narrow(1, 1, T));
-    loss.backward();
-    opt.step();
-    const double want = loss.item<double>();
-    EXPECT_LT(std::fabs(ours[s].loss - want) / want, 1e-4) << "step " << s << ": " << ours[s].loss << " vs " << want;
-  }
+  auto schedule = [&](torch::optim::Optimizer& opt, int s) {
+    for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(LearningRateAt(job.train, s));
+  };
+  ExpectLossesWithin(ours, ReferenceLosses(job, 12, make, schedule), 1e-4);
 }
 
 TEST(Trainer, TwoAndFourRanksMatchOneRank) {
