@@ -132,6 +132,19 @@ double MicroStepFlops(const ModelShape& m, int micro_batch) {
   return flops;
 }
 
+BlockCollectives CollectivesOfBlock(const ModelShape& m, int block) {
+  // Each block is gathered in the forward and again in the backward and its
+  // gradient reduce-scattered; a tied embedding is also the head, so it is
+  // gathered and reduced once more; the final block (norm and head) is
+  // gathered once, with the loss.
+  BlockCollectives c;
+  const int extra = block == 0 && m.tied_embeddings ? 1 : 0;
+  c.forward_gathers = block == m.num_blocks() - 1 ? 0 : 1;
+  c.backward_gathers = 1 + extra;
+  c.reduce_scatters = 1 + extra;
+  return c;
+}
+
 double RingCollectiveSeconds(double full_bytes, int ranks, double bus_bps, double step_latency_s) {
   if (ranks <= 1) return 0;
   return (ranks - 1) * (step_latency_s + full_bytes / ranks / bus_bps);
@@ -171,19 +184,15 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     fwd.compute = flops / peak + a.block_overhead_s;
     fwd.h2d = k[0] * shard * w_off / pcie;
     fwd.nvme = k[2] * shard * w_nvme / nvme_rd;
-    // The worker's collectives per micro-step: each block gathered in the
-    // forward and again in the backward, its gradient reduce-scattered; a tied
-    // embedding is also the head, so it is gathered and reduced once more; the
-    // final block (norm and head) is gathered once, with the loss.
     const double ring = RingCollectiveSeconds(full, ranks, coll_bw, step_latency);
-    const int head_extra = blk == 0 && m.tied_embeddings ? 1 : 0;
-    fwd.coll = blk == m.num_blocks() - 1 ? 0 : ring;
+    const BlockCollectives n = CollectivesOfBlock(m, blk);
+    fwd.coll = n.forward_gathers * ring;
     Lanes bwd = fwd;  // backward fetches and gathers the block again
     bwd.compute = flops * BackwardFactor(m, blk) / peak + a.block_overhead_s;
     bwd.d2h = k[1] * shard * g_off / pcie;
     bwd.nvme += k[3] * shard * g_nvme / nvme_wr;
-    // all-gather + reduce-scatter (fp32 gradients: twice the bytes of 16-bit weights)
-    bwd.coll = (1 + head_extra) * (ring + RingCollectiveSeconds(full * 4 / wb, ranks, coll_bw, step_latency));
+    // reduce-scatters of fp32 gradients: twice the bytes of 16-bit weights
+    bwd.coll = n.backward_gathers * ring + n.reduce_scatters * RingCollectiveSeconds(full * 4 / wb, ranks, coll_bw, step_latency);
     if (a.collectives_block_compute) {
       fwd.compute += fwd.coll;
       bwd.compute += bwd.coll;

@@ -65,6 +65,16 @@ double RingCollectiveSeconds(double full_bytes, int ranks, double bus_bps, doubl
 // kWorkerHostSlotsPerClass), whichever is more. The worker refuses less.
 uint64_t LeastHostBudget(const ModelShape& model, DType dtype, int ranks);
 
+// The worker's collectives for block `blk` in one micro-step on more than one
+// rank (what its profiled trace records as collective events): all-gathers
+// in the forward and in the backward (a tied head gathers the embedding once
+// more), reduce-scatters of its gradient in the backward. EstimateStep
+// charges exactly these.
+struct BlockCollectives {
+  int forward_gathers = 0, backward_gathers = 0, reduce_scatters = 0;
+};
+BlockCollectives CollectivesOfBlock(const ModelShape& m, int block);
+
 enum StateClass { kWeights16 = 0, kGrads16, kMaster32, kAdamM, kAdamV, kNumStateClasses };
 const char* StateClassName(int state_class);
 enum TierIndex { kGpu = 0, kCpu = 1, kNvme = 2, kNumTierIndices };

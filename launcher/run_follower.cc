@@ -188,10 +188,15 @@ std::ofstream& RunFollower::RankLog(int rank, bool err) {
 
 void RunFollower::Line(const std::string& line, bool from_stderr) {
   (void)from_stderr;  // mpirun --tag-output says which stream each rank's line came from
-  static const std::regex tagged(R"(^\[\d+,(\d+)\]<(stdout|stderr)>:\s?(.*)$)");
+  static const std::regex tagged(R"(^(\[\d+,(\d+)\]<(stdout|stderr)>:)\s?(.*)$)");
   std::smatch m;
   if (std::regex_match(line, m, tagged)) {
-    RankLine(std::stoi(m[1].str()), m[2].str() == "stderr", m[3].str());
+    // Open MPI tags each chunk it forwards (about 1 KiB), not each line: a
+    // longer line carries its tag again inside, where a chunk ended.
+    const std::string tag = m[1].str();
+    std::string text = m[4].str();
+    for (size_t at; (at = text.find(tag)) != std::string::npos;) text.erase(at, tag.size());
+    RankLine(std::stoi(m[2].str()), m[3].str() == "stderr", text);
   } else {
     Untagged(line);
   }
@@ -221,7 +226,12 @@ void RunFollower::RankLine(int rank, bool err, const std::string& text) {
     if (pid > 0 && (host.empty() || host == local_host_)) pids_.push_back(pid_t(pid));
   } else if (rank == 0 && text.rfind(kReportMetricsPrefix, 0) == 0) {
     nlohmann::json j = nlohmann::json::parse(text.substr(std::strlen(kReportMetricsPrefix)), nullptr, false);
-    if (j.is_discarded()) return;
+    if (j.is_discarded() || !j.is_object()) {  // said, not dropped in silence
+      ++unreadable_metrics_;
+      Note("tencache-launch: rank 0's metrics line " + std::to_string(steps_done_ + unreadable_metrics_) +
+           " is not readable JSON; it stays in logs/rank-0.out, not in metrics.jsonl");
+      return;
+    }
     metrics_ << j.dump() << "\n" << std::flush;
     last_ = j;
     steps_done_ = j.value("step", 0) + 1;

@@ -105,6 +105,8 @@ class RunFollower {
   bool failed() const { return failed_rank_ >= 0 || !failure_.empty(); }
   std::vector<std::string> LastStderr(int rank) const;
   int steps_done() const { return steps_done_; }
+  // Rank 0's metrics lines that were not JSON (each also said as a Note).
+  int unreadable_metrics() const { return unreadable_metrics_; }
 
  private:
   std::ofstream& RankLog(int rank, bool err);
@@ -123,6 +125,7 @@ class RunFollower {
   int failed_rank_ = -1;
   std::string failure_;
   int steps_done_ = 0;
+  int unreadable_metrics_ = 0;
   nlohmann::json last_;
   std::vector<double> step_times_;
   double last_progress_ = 0;

@@ -2,6 +2,7 @@
 // rank-tagged lines, metrics, a rank's error, Open MPI's death notice. Signals
 // are raised from the metrics callback, so nothing waits on a timer.
 #include "launcher/local_runner.h"
+#include "launcher/run_follower.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -65,6 +66,32 @@ TEST(LocalRunner, FilesEachRanksLinesAndRankZerosMetrics) {
   EXPECT_NE(Read(dir / "logs" / "rank-0.out").find("TENCACHE_PID 11"), std::string::npos);
   const std::string metrics = Read(dir / "metrics.jsonl");
   EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 2);
+  fs::remove_all(dir);
+}
+
+// Open MPI tags every chunk of about 1 KiB it forwards: a long metrics line
+// arrives with its tag again in the middle. It is read whole; a line that is
+// not JSON is said, and counted, not dropped in silence.
+TEST(LocalRunner, LongMetricsLinesSplitByOpenMpisTagsAreReadWhole) {
+  const fs::path dir = Scratch("long");
+  FollowerOptions o;
+  o.log_dir = (dir / "logs").string();
+  o.metrics_path = (dir / "metrics.jsonl").string();
+  o.total_steps = 3;
+  o.progress_every_s = 0;
+  RunFollower f(o);
+  ASSERT_TRUE(f.Open().ok());
+  const std::string pad(1500, 'x');
+  f.Line("[1,0]<stdout>:TENCACHE_METRICS {\"step\":0,\"loss\":5.5,\"pad\":\"" + pad.substr(0, 990) +
+             "[1,0]<stdout>:" + pad.substr(990) + "\",\"step_time_s\":0.1}",
+         false);
+  f.Line("[1,0]<stdout>:TENCACHE_METRICS {\"step\":1,\"loss\":5.0,\"step_time_s\":0.1}", false);
+  f.Line("[1,0]<stdout>:TENCACHE_METRICS {\"step\":2,\"loss\":", false);
+  EXPECT_EQ(f.steps_done(), 2);
+  EXPECT_EQ(f.unreadable_metrics(), 1);
+  const std::string metrics = Read(dir / "metrics.jsonl");
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 2);
+  EXPECT_NE(metrics.find("\"pad\":\"" + pad + "\""), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -64,11 +64,11 @@ class NamespaceNodes : public ::testing::Test {
     return "[" + list + "]";
   }
   // The quickstart on these nodes: its NVMe tier under the test's folder, and a
-  // host budget below each rank's states (6.4 MiB on 2 ranks, 3.2 MiB on 4) so
-  // that every node's ranks use their NVMe tier.
+  // host budget below each rank's states (6.4 MiB on 2 ranks, 4.3 MiB on 3,
+  // 3.2 MiB on 4) so that every node's ranks use their NVMe tier.
   std::string QuickstartSets(int ranks) const {
     return " --set cache.nvme_path=" + (dir_ / "nvme").string() + " --set cache.host_budget=" +
-           (ranks <= 2 ? "3MiB" : "1600KiB");
+           (ranks <= 2 ? "3MiB" : ranks == 3 ? "2MiB" : "1600KiB") + batch_;
   }
   // tencache-launch from node 1, as a user on the first machine would.
   std::string LaunchCommand(int n, int slots, int steps, const std::string& out) const {
@@ -82,7 +82,7 @@ class NamespaceNodes : public ::testing::Test {
     const fs::path metrics = dir_ / "one.jsonl";
     CommandResult r = RunCommand(std::string(TENCACHE_WORKER_BIN) + " --job " + kQuickstart +
                                  " --set train.micro_batch=1 --set cache.policy=none --set cache.nvme_path=" +
-                                 (dir_ / "nvme-one").string() + " --steps " + std::to_string(steps) +
+                                 (dir_ / "nvme-one").string() + batch_ + " --steps " + std::to_string(steps) +
                                  " --sample 0 --metrics " + metrics.string() + " 2>&1");
     EXPECT_EQ(r.code, 0) << r.out;
     return Losses(metrics);
@@ -123,6 +123,7 @@ class NamespaceNodes : public ::testing::Test {
   }
   fs::path dir_;
   std::string skip_;
+  std::string batch_;  // --set train.global_batch=N where the quickstart's 8 does not divide over the ranks
 };
 
 #define NODES_OR_SKIP(...) \
@@ -131,6 +132,12 @@ class NamespaceNodes : public ::testing::Test {
 TEST_F(NamespaceNodes, TwoNodesOfOneRankMatchOneRank) {
   NODES_OR_SKIP(2);
   ExpectMatchesOneRank(2, 1, 8);
+}
+
+TEST_F(NamespaceNodes, ThreeNodesOfOneRankMatchOneRank) {
+  NODES_OR_SKIP(3);
+  batch_ = " --set train.global_batch=12";
+  ExpectMatchesOneRank(3, 1, 3);
 }
 
 TEST_F(NamespaceNodes, TwoNodesOfTwoRanksMatchOneRank) {

@@ -18,6 +18,7 @@
 
 #include "common/hf_layout.h"
 #include "common/safetensors.h"
+#include "launcher/resource_model.h"
 #include "reference_decoder.h"
 #include "worker/communicator.h"
 #include "worker/decoder_model.h"
@@ -195,6 +196,42 @@ TEST(Architectures, CachedRunsEqualTheReferenceOnOneRankAndTwo) {
       EXPECT_LT(std::fabs(two[0][s] - ref[s]) / ref[s], 1e-4) << a.preset << " step " << s;
     }
     EXPECT_LT(ref.back(), ref.front()) << a.preset << ": the loss did not fall";
+  }
+}
+
+// The resource model charges the collectives the worker's profiled trace
+// records (the trace tencache-sim replays): per block and micro-step, its
+// all-gathers and reduce-scatters, tied head (GPT-2) and untied (Llama), with
+// one and two micro-steps a step.
+TEST(Architectures, TheModelsCollectivesAreTheTracesCollectives) {
+  for (int arch : {0, 2}) {
+    for (int micro : {4, 2}) {
+      const JobSpec job = ArchJob(Archs()[arch], "tencache",
+                                  {"train.micro_batch=" + std::to_string(micro), "cache.device_budget=1MiB",
+                                   "cache.host_budget=4MiB"});
+      const int accum = 8 / (2 * micro);
+      auto comms = MakeThreadCommunicators(2, 120000);
+      std::vector<std::map<std::pair<int, int>, int>> counted(2);  // (block, kind) -> events
+      std::vector<std::thread> threads;
+      for (int r = 0; r < 2; ++r) {
+        threads.emplace_back([&, r] {
+          StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, comms[r].get(), Corpus(), [](const std::string&) {});
+          ASSERT_TRUE(t.ok()) << t.status().ToString();
+          ASSERT_TRUE((*t)->Step().ok());
+          for (const TraceEvent& e : (*t)->profiler().profile().events) {
+            if (e.kind == EventKind::kCollective) ++counted[r][{e.block, int(e.collective)}];
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (int b = 0; b < job.model.num_blocks(); ++b) {
+        const BlockCollectives n = CollectivesOfBlock(job.model, b);
+        EXPECT_EQ((counted[0][{b, int(CollectiveKind::kAllGather)}]), accum * (n.forward_gathers + n.backward_gathers))
+            << Archs()[arch].preset << " micro " << micro << " block " << b;
+        EXPECT_EQ((counted[0][{b, int(CollectiveKind::kReduceScatter)}]), accum * n.reduce_scatters)
+            << Archs()[arch].preset << " micro " << micro << " block " << b;
+      }
+    }
   }
 }
 
