@@ -10,13 +10,6 @@ namespace {
 
 const char* const kSummed[] = {"stall_s", "bytes_h2d", "bytes_d2h", "bytes_nvme_read", "bytes_nvme_write"};
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // metrics["per_rank"][key][rank], or 0 where absent.
 double Column(const nlohmann::json& m, const char* key, int rank) {
   auto pr = m.find("per_rank");
@@ -26,12 +19,19 @@ double Column(const nlohmann::json& m, const char* key, int rank) {
   return (*col)[rank].get<double>();
 }
 
-double Num(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0;
+}  // namespace
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-}  // namespace
+double NumberField(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
 
 std::map<int, std::string> RankHosts(const JobSpec& job, const std::map<int, std::string>& reported,
                                      const std::string& this_host) {
@@ -118,9 +118,9 @@ std::vector<std::vector<std::string>> NodeRows(const nlohmann::json& nodes) {
         ranks += (ranks.empty() ? "" : ", ") + (r.is_number_integer() ? std::to_string(r.get<int>()) : "?");
       }
     }
-    auto bytes = [&](const char* k) { return FormatBytes(uint64_t(std::max(0.0, Num(n, k)))); };
-    rows.push_back({n.value("host", std::string("?")), ranks, FormatDuration(Num(n, "step_time_s")),
-                    FormatDuration(Num(n, "stall_s")), bytes("bytes_nvme_read"), bytes("bytes_nvme_write"),
+    auto bytes = [&](const char* k) { return FormatBytes(uint64_t(std::max(0.0, NumberField(n, k)))); };
+    rows.push_back({n.value("host", std::string("?")), ranks, FormatDuration(NumberField(n, "step_time_s")),
+                    FormatDuration(NumberField(n, "stall_s")), bytes("bytes_nvme_read"), bytes("bytes_nvme_write"),
                     bytes("bytes_h2d"), bytes("bytes_d2h"), bytes("peak_host_bytes"), bytes("peak_nvme_bytes")});
   }
   return rows;

@@ -14,6 +14,11 @@
 
 namespace tencache {
 
+// The median of `v` (0 when empty), and a number field of a metrics object
+// (0 where absent or not a number): shared with the run report's summary.
+double Median(std::vector<double> v);
+double NumberField(const nlohmann::json& j, const char* key);
+
 // The host of each rank: `reported` (the ranks' own PID lines) where given;
 // otherwise cluster.hosts filled in order, slot by slot (Open MPI's default
 // mapping), or `this_host` for every rank of a local run; a Kubernetes

@@ -12,18 +12,6 @@
 namespace tencache {
 namespace {
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double Field(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
-
 // The job as it would run on any catalog instance: nodes, ranks, micro-batch
 // and budgets left to each instance's own plan.
 JobSpec PricingJob(const JobSpec& job) {
@@ -77,13 +65,13 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
   std::map<std::string, std::vector<double>> v;
   for (size_t i = 0; i < metrics.size(); ++i) {
     const nlohmann::json& m = metrics[i];
-    r.peak_device = std::max(r.peak_device, Field(m, "device_used_bytes"));
-    r.peak_host = std::max(r.peak_host, Field(m, "host_used_bytes"));
-    r.peak_nvme = std::max(r.peak_nvme, Field(m, "nvme_used_bytes"));
+    r.peak_device = std::max(r.peak_device, NumberField(m, "device_used_bytes"));
+    r.peak_host = std::max(r.peak_host, NumberField(m, "host_used_bytes"));
+    r.peak_nvme = std::max(r.peak_nvme, NumberField(m, "nvme_used_bytes"));
     if (int(i) < r.warmup) continue;
     for (const char* k : {"step_time_s", "tokens_per_s", "stall_s", "device_hit_rate", "bytes_h2d", "bytes_d2h",
                           "bytes_nvme_read", "bytes_nvme_write"}) {
-      v[k].push_back(Field(m, k));
+      v[k].push_back(NumberField(m, k));
     }
   }
   r.step_time_s = Median(v["step_time_s"]);
@@ -94,8 +82,8 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
   r.bytes_d2h = Median(v["bytes_d2h"]);
   r.bytes_nvme_read = Median(v["bytes_nvme_read"]);
   r.bytes_nvme_write = Median(v["bytes_nvme_write"]);
-  r.loss_first = Field(metrics.front(), "loss");
-  r.loss_last = Field(metrics.back(), "loss");
+  r.loss_first = NumberField(metrics.front(), "loss");
+  r.loss_last = NumberField(metrics.back(), "loss");
   return r;
 }
 
