@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/byte_size.h"
+#include "common/job_reader.h"
 #include "common/suggest.h"
 
 namespace tencache {
@@ -56,8 +57,9 @@ const std::vector<std::string>& LeafKeys() {
       "model.rope_theta", "model.norm_eps", "model.init",
       "train.data", "train.tokens_per_epoch", "train.micro_batch", "train.global_batch",
       "train.steps", "train.lr", "train.lr_schedule", "train.warmup_steps", "train.min_lr", "train.beta1",
-      "train.beta2", "train.eps", "train.weight_decay", "train.seed", "train.checkpoint_every",
-      "train.checkpoint_dir",
+      "train.beta2", "train.eps", "train.weight_decay", "train.grad_clip", "train.initial_loss_scale",
+      "train.loss_scale_window", "train.eval_every", "train.eval_data", "train.eval_split",
+      "train.eval_sequences", "train.seed", "train.checkpoint_every", "train.checkpoint_dir",
       "cluster.target", "cluster.nodes", "cluster.ranks_per_node", "cluster.max_nodes", "cluster.instance_types", "cluster.objective",
       "cluster.use_spot", "cluster.max_price_per_hour", "cluster.catalog",
       "cluster.volume.size", "cluster.volume.read_gbps", "cluster.volume.write_gbps",
@@ -99,12 +101,6 @@ std::vector<std::string> ChildNames(const std::string& section) {
   return {names.begin(), names.end()};
 }
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 }  // namespace
 
 const char* LrScheduleName(LrSchedule s) {
@@ -134,45 +130,6 @@ const char* TargetName(Target t) {
   return "?";
 }
 
-namespace {
-
-// Reads typed values out of the YAML tree, naming file, line and key on error.
-class JobReader {
- public:
-  JobReader(std::string source, YAML::Node root, std::map<std::string, std::string> overridden)
-      : source_(std::move(source)), root_(std::move(root)), overridden_(std::move(overridden)) {}
-
-  Status CheckKeys(const YAML::Node& node, const std::string& section);
-  YAML::Node Find(const std::string& key) const;
-  std::string Location(const std::string& key, const YAML::Node& node) const;
-  Status Error(const std::string& key, const YAML::Node& node, const std::string& expected) const;
-
-  Status GetString(const std::string& key, std::string* out);
-  Status GetInt(const std::string& key, int64_t min, int* out);
-  // An integer >= 1, or 'auto' (stored as 0).
-  Status GetCountOrAuto(const std::string& key, int* out);
-  Status GetUint64(const std::string& key, uint64_t min, uint64_t* out);
-  Status GetDouble(const std::string& key, double min, bool min_exclusive, double* out);
-  Status GetBool(const std::string& key, bool* out);
-  Status GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out, bool allow_zero = false);
-  Status GetStringList(const std::string& key, std::vector<std::string>* out);
-  template <typename E>
-  Status GetEnum(const std::string& key, const std::vector<std::pair<std::string, E>>& values, E* out);
-
-  bool Has(const std::string& key) const { return Find(key).IsDefined(); }
-  const std::map<std::string, std::string>& locations() const { return locations_; }
-
- private:
-  Status Scalar(const std::string& key, const YAML::Node& node, const std::string& expected,
-                std::string* text) const;
-  void Record(const std::string& key, const YAML::Node& node) { locations_[key] = Location(key, node); }
-
-  std::string source_;
-  YAML::Node root_;
-  std::map<std::string, std::string> overridden_;  // key -> "--set key=value"
-  std::map<std::string, std::string> locations_;
-};
-
 Status JobReader::CheckKeys(const YAML::Node& node, const std::string& section) {
   if (!node.IsMap()) {
     return Error(section.empty() ? "(top level)" : section, node, "a mapping of keys to values");
@@ -187,190 +144,12 @@ Status JobReader::CheckKeys(const YAML::Node& node, const std::string& section) 
     }
     std::string hint = DidYouMean(name, ChildNames(section));
     return Status::InvalidArgument(Location(key, entry.first) + ": unknown key '" + key + "'" + hint +
-                                   "; expected one of: " + Join(ChildNames(section)));
+                                   "; expected one of: " + JoinNames(ChildNames(section)));
   }
   return Status::Ok();
 }
 
-YAML::Node JobReader::Find(const std::string& key) const {
-  // yaml-cpp's Node::operator= writes through to the referenced node and a
-  // non-const operator[] inserts: walk with reset() and const lookups only.
-  YAML::Node node;
-  node.reset(root_);
-  std::stringstream parts(key);
-  std::string part;
-  while (std::getline(parts, part, '.')) {
-    if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    const YAML::Node& current = node;
-    YAML::Node child = current[part];
-    if (!child.IsDefined() || child.IsNull()) return YAML::Node(YAML::NodeType::Undefined);
-    node.reset(child);
-  }
-  return node;
-}
-
-std::string JobReader::Location(const std::string& key, const YAML::Node& node) const {
-  auto it = overridden_.find(key);
-  if (it != overridden_.end()) return it->second;
-  const YAML::Mark mark = node.Mark();
-  if (mark.line < 0) return source_;
-  return source_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-}
-
-Status JobReader::Error(const std::string& key, const YAML::Node& node,
-                        const std::string& expected) const {
-  std::string got;
-  if (node.IsScalar()) got = ", got '" + node.Scalar() + "'";
-  else if (node.IsSequence()) got = ", got a list";
-  else if (node.IsMap()) got = ", got a mapping";
-  return Status::InvalidArgument(Location(key, node) + ": key '" + key + "': expected " + expected + got);
-}
-
-Status JobReader::Scalar(const std::string& key, const YAML::Node& node, const std::string& expected,
-                         std::string* text) const {
-  if (!node.IsScalar()) return Error(key, node, expected);
-  *text = node.Scalar();
-  return Status::Ok();
-}
-
-Status JobReader::GetString(const std::string& key, std::string* out) {
-  YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  TC_RETURN_IF_ERROR(Scalar(key, node, "a string", out));
-  if (out->empty()) return Error(key, node, "a non-empty string");
-  Record(key, node);
-  return Status::Ok();
-}
-
-// Integers may be written plainly or in exponent form when integral (2e9).
-bool ParseWholeNumber(const std::string& text, double* value) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (*end != '\0' || !std::isfinite(v) || v != std::floor(v)) return false;
-  *value = v;
-  return true;
-}
-
-Status JobReader::GetInt(const std::string& key, int64_t min, int* out) {
-  YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  const std::string expected = "an integer >= " + std::to_string(min);
-  std::string text;
-  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
-  double v = 0;
-  if (!ParseWholeNumber(text, &v) || v < double(min) || v > 2147483647.0) return Error(key, node, expected);
-  *out = static_cast<int>(v);
-  Record(key, node);
-  return Status::Ok();
-}
-
-Status JobReader::GetCountOrAuto(const std::string& key, int* out) {
-  YAML::Node node = Find(key);
-  if (node.IsDefined() && node.IsScalar() && node.Scalar() == "auto") {
-    *out = 0;
-    Record(key, node);
-    return Status::Ok();
-  }
-  if (node.IsDefined() && !node.IsScalar()) return Error(key, node, "'auto' or an integer >= 1");
-  Status s = GetInt(key, 1, out);
-  if (!s.ok()) return Error(key, node, "'auto' or an integer >= 1");
-  return s;
-}
-
-Status JobReader::GetUint64(const std::string& key, uint64_t min, uint64_t* out) {
-  YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  const std::string expected = "an integer >= " + std::to_string(min);
-  std::string text;
-  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
-  double v = 0;
-  if (!ParseWholeNumber(text, &v) || v < double(min) || v > 1.8e19) return Error(key, node, expected);
-  *out = static_cast<uint64_t>(v);
-  Record(key, node);
-  return Status::Ok();
-}
-
-Status JobReader::GetDouble(const std::string& key, double min, bool min_exclusive, double* out) {
-  YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  std::ostringstream expected;
-  expected << "a number " << (min_exclusive ? "> " : ">= ") << min;
-  std::string text;
-  TC_RETURN_IF_ERROR(Scalar(key, node, expected.str(), &text));
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  bool bad = text.empty() || *end != '\0' || !std::isfinite(v) || (min_exclusive ? v <= min : v < min);
-  if (bad) return Error(key, node, expected.str());
-  *out = v;
-  Record(key, node);
-  return Status::Ok();
-}
-
-Status JobReader::GetBool(const std::string& key, bool* out) {
-  YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  std::string text;
-  TC_RETURN_IF_ERROR(Scalar(key, node, "true or false", &text));
-  if (text == "true" || text == "yes") *out = true;
-  else if (text == "false" || text == "no") *out = false;
-  else return Error(key, node, "true or false");
-  Record(key, node);
-  return Status::Ok();
-}
-
-Status JobReader::GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out, bool allow_zero) {
-  YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  const std::string expected = std::string(allow_auto ? "'auto' or " : "") +
-                               (allow_zero ? "a size such as 0, 20GiB, 512MiB or 1.5TB"
-                                           : "a positive size such as 20GiB, 512MiB or 1.5TB");
-  std::string text;
-  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
-  Record(key, node);
-  if (allow_auto && text == "auto") {
-    out->reset();
-    return Status::Ok();
-  }
-  StatusOr<uint64_t> bytes = ParseByteSize(text);
-  if (!bytes.ok() || (*bytes == 0 && !allow_zero)) return Error(key, node, expected);
-  *out = *bytes;
-  return Status::Ok();
-}
-
-Status JobReader::GetStringList(const std::string& key, std::vector<std::string>* out) {
-  YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  const std::string expected = "a list of names such as [p4d.24xlarge, g5.12xlarge]";
-  if (!node.IsSequence()) return Error(key, node, expected);
-  out->clear();
-  for (const YAML::Node& item : node) {
-    if (!item.IsScalar() || item.Scalar().empty()) return Error(key, item, expected);
-    out->push_back(item.Scalar());
-  }
-  Record(key, node);
-  return Status::Ok();
-}
-
-template <typename E>
-Status JobReader::GetEnum(const std::string& key, const std::vector<std::pair<std::string, E>>& values,
-                          E* out) {
-  YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  std::vector<std::string> names;
-  for (const auto& v : values) names.push_back(v.first);
-  const std::string expected = "one of " + Join(names);
-  std::string text;
-  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
-  for (const auto& v : values) {
-    if (v.first == text) {
-      *out = v.second;
-      Record(key, node);
-      return Status::Ok();
-    }
-  }
-  return Error(key, node, expected + DidYouMean(text, names));
-}
+namespace {
 
 Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
   std::string preset;
@@ -479,6 +258,23 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
   if (t.min_lr > t.lr) {
     return Status::InvalidArgument(job->Where("train.min_lr") + ": " + std::to_string(t.min_lr) +
                                    " is above train.lr (" + std::to_string(t.lr) + "); expected at most train.lr");
+  }
+  TC_RETURN_IF_ERROR(r.GetDouble("train.grad_clip", 0.0, false, &t.grad_clip));
+  TC_RETURN_IF_ERROR(r.GetDouble("train.initial_loss_scale", 0.0, true, &t.initial_loss_scale));
+  TC_RETURN_IF_ERROR(r.GetInt("train.loss_scale_window", 1, &t.loss_scale_window));
+  TC_RETURN_IF_ERROR(r.GetInt("train.eval_every", 0, &t.eval_every));
+  TC_RETURN_IF_ERROR(r.GetString("train.eval_data", &t.eval_data));
+  TC_RETURN_IF_ERROR(r.GetDouble("train.eval_split", 0.0, true, &t.eval_split));
+  TC_RETURN_IF_ERROR(r.GetInt("train.eval_sequences", 1, &t.eval_sequences));
+  if (t.eval_split > 0.5) {
+    return Status::InvalidArgument(job->Where("train.eval_split") + ": expected a fraction in (0, 0.5] of "
+                                   "train.data's sequences to hold out for validation, got " +
+                                   std::to_string(t.eval_split));
+  }
+  if (!t.eval_data.empty()) {
+    fs::path eval(t.eval_data);
+    if (eval.is_relative()) eval = fs::path(source).parent_path() / eval;
+    t.eval_data = eval.lexically_normal().string();
   }
   TC_RETURN_IF_ERROR(r.GetUint64("train.seed", 0, &t.seed));
   TC_RETURN_IF_ERROR(r.GetInt("train.checkpoint_every", 0, &t.checkpoint_every));

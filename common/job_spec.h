@@ -34,6 +34,17 @@ struct TrainSpec {
   double min_lr = 0.0;             // where cosine and linear end (at train.steps)
   double beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8;  // AdamW
   double weight_decay = 0.0;       // AdamW's decoupled decay, not on norms and biases
+  double grad_clip = 0.0;          // the global L2 norm gradients are clipped to; 0: no clipping
+  // model.dtype fp16: dynamic loss scaling as torch's GradScaler does it.
+  double initial_loss_scale = 65536.0;
+  int loss_scale_window = 2000;    // steps without overflow before the scale doubles
+  // Validation: every eval_every steps (0: never), the mean loss over up to
+  // eval_sequences windows of eval_data, or of the last eval_split of
+  // train.data's windows (held out from training) when eval_data is "".
+  int eval_every = 0;
+  std::string eval_data;
+  double eval_split = 0.05;
+  int eval_sequences = 64;
   uint64_t seed = 1;
   int checkpoint_every = 0;       // 0: never
   std::string checkpoint_dir = "ckpt/";

@@ -25,6 +25,7 @@
 
 #include "common/byte_size.h"
 #include "common/human_format.h"
+#include "launcher/gnuplot.h"
 #include "launcher/report_nodes.h"
 
 namespace tencache {
@@ -57,6 +58,7 @@ struct RunReport {
   std::string hostname, device, instance_type, dtype, policy;
   Opt cores, ram_bytes, gpus, nodes, ranks, steps, budget[kTiers];
   Opt m_steps, m_warmup, m_step_time, m_tokens, m_stall, m_hit, m_bytes[kLinks], m_peak[kTiers], loss_first, loss_last;
+  Opt evaluations, eval_loss_first, eval_loss_last, skipped_steps;
   Opt p_step_time, p_tokens, p_stall, p_bytes[kLinks];
   Opt prediction_error;
   std::vector<CostRow> costs;
@@ -176,6 +178,10 @@ void ReadMeasuredPredicted(Fields& f, const json& j, RunReport* r) {
   r->m_hit = f.Num(m, "measured.", "device_hit_rate");
   r->loss_first = f.Num(m, "measured.", "loss_first");
   r->loss_last = f.Num(m, "measured.", "loss_last");
+  r->evaluations = f.Num(m, "measured.", "evaluations");
+  r->eval_loss_first = f.Num(m, "measured.", "eval_loss_first");
+  r->eval_loss_last = f.Num(m, "measured.", "eval_loss_last");
+  r->skipped_steps = f.Num(m, "measured.", "skipped_steps");
   const json& peak = f.Obj(m, "measured.", "peak_bytes");
   for (int t = 0; t < kTiers; ++t) r->m_peak[t] = f.Num(peak, "measured.peak_bytes.", kTierKeys[t]);
   const json& p = j["predicted"];
@@ -220,7 +226,7 @@ Status ReadReport(const std::string& path, RunReport* r) {
 // -------------------------------------------------------------- metrics.jsonl
 
 struct StepRow {
-  double step = NAN, loss = NAN, step_time_s = NAN, stall_s = NAN;
+  double step = NAN, loss = NAN, step_time_s = NAN, stall_s = NAN, eval_loss = NAN;
   double bytes[kLinks] = {NAN, NAN, NAN, NAN};
 };
 
@@ -255,6 +261,7 @@ Metrics ReadMetrics(const std::string& path) {
     StepRow r;
     r.step = NumOr(j, "step");
     r.loss = NumOr(j, "loss");
+    r.eval_loss = NumOr(j, "eval_loss");
     r.step_time_s = NumOr(j, "step_time_s");
     r.stall_s = NumOr(j, "stall_s");
     for (int l = 0; l < kLinks; ++l) r.bytes[l] = NumOr(j, kLinkKeys[l]);
@@ -384,6 +391,13 @@ std::string WhatRan(const RunReport& r, const Metrics& m) {
     if (r.budget[t]) rows.push_back({std::string(kTierNames[t]) + " budget", Bytes(r.budget[t])});
   }
   if (r.loss_first && r.loss_last) rows.push_back({"loss", Loss(*r.loss_first) + " -> " + Loss(*r.loss_last)});
+  if (r.evaluations && r.eval_loss_first && r.eval_loss_last) {
+    rows.push_back({"validation loss", Loss(*r.eval_loss_first) + " -> " + Loss(*r.eval_loss_last) + " (" +
+                                           Plural(std::llround(*r.evaluations), "evaluation") + ")"});
+  }
+  if (r.skipped_steps) {
+    rows.push_back({"skipped steps", Int(r.skipped_steps) + " (fp16 loss scaling: the gradient overflowed, no update)"});
+  }
   return "## What ran\n\n" + MdTable(rows, /*text_columns=*/2);
 }
 
@@ -510,182 +524,42 @@ std::string RenderSummary(const RunReport& r) {
   return out.str();
 }
 
-// -------------------------------------------------------------------- gnuplot
+// -------------------------------------------------------------------- pictures
 
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::IoError(path + ": cannot write (" + std::strerror(errno) + ")");
-  return Status::Ok();
-}
-
-// The executable `name` in a PATH directory, or "" when there is none.
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path == nullptr ? "" : path);
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    struct stat st;
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  return "";
-}
-
-struct ProcessResult {
-  int exit_code = -1;  // -1: killed by a signal or by the timeout
-  std::string output;  // stdout and stderr together
-};
-
-// Runs exe with args (args[0] is the program name) in `cwd`, stdin from
-// /dev/null, and waits at most timeout_s. No shell is involved.
-StatusOr<ProcessResult> RunProcess(const std::string& exe, const std::vector<std::string>& args,
-                                   const std::string& cwd, int timeout_s) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IoError(std::string("pipe: ") + std::strerror(errno));
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return Status::IoError(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {  // child: only async-signal-safe calls from here
-    const int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  ProcessResult r;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  bool timed_out = false;
-  for (;;) {
-    using std::chrono::milliseconds;
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      ::kill(pid, SIGKILL);
-      break;
-    }
-    pollfd p = {fds[0], POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;  // timeout is checked at the top
-    char buf[4096];
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    r.output.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  if (timed_out) r.output += "\n(killed after " + std::to_string(timeout_s) + " s)";
-  return r;
-}
-
-struct Gnuplot {
-  std::string exe;       // "" when not on PATH
-  std::string terminal;  // "pngcairo" or "png"
-};
-
-// Finds gnuplot and asks it once which PNG terminal it has.
-Gnuplot FindGnuplot() {
-  Gnuplot g;
-  g.exe = FindOnPath("gnuplot");
-  if (g.exe.empty()) return g;
-  StatusOr<ProcessResult> terms = RunProcess(g.exe, {"gnuplot", "-e", "set terminal"}, "", kGnuplotTimeoutS);
-  g.terminal = terms.ok() && terms->output.find("pngcairo") != std::string::npos ? "pngcairo" : "png";
-  return g;
-}
-
-// A gnuplot string literal: single quotes, an inner quote doubled.
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string Header(const Gnuplot& g, const std::string& name, int width, int height) {
-  std::ostringstream out;
-  out << "# Drawn by tencache-launch report. Rerun: cd into this folder, then gnuplot " << name << ".gp\n"
-      << "set terminal " << g.terminal << " size " << width << "," << height
-      << (g.terminal == "pngcairo" ? " font 'sans,11'" : "") << " noenhanced\n"
-      << "set output " << Quote("../" + name + ".png") << "\n"
-      << "set datafile missing 'NaN'\nset grid\nset key outside top center horizontal\n";
-  return out.str();
-}
-
-std::string Dat(double v) {
-  if (std::isnan(v)) return "NaN";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
-// Writes plots/NAME.dat and plots/NAME.gp and runs gnuplot on them; records
-// the picture, or why it is missing and the first failure.
+// Draws plots/NAME with gnuplot; records the picture, or why it is missing and
+// the first failure.
 void Draw(const Gnuplot& g, const std::string& run_dir, const std::string& name, const std::string& caption,
           const std::string& data, const std::string& script, Pictures* p, std::vector<std::string>* warnings) {
-  const std::string dir = run_dir + "/plots";
-  const std::string gp = dir + "/" + name + ".gp";
-  Status s = WriteFile(dir + "/" + name + ".dat", data);
-  if (s.ok()) s = WriteFile(gp, script);
-  std::string output;
-  ::unlink((run_dir + "/" + name + ".png").c_str());  // a picture from an earlier render is no proof
-  if (s.ok()) {
-    StatusOr<ProcessResult> run = RunProcess(g.exe, {"gnuplot", name + ".gp"}, dir, kGnuplotTimeoutS);
-    if (!run.ok()) {
-      s = run.status().WithContext("gnuplot " + gp);
-    } else if (run->exit_code != 0) {
-      s = Status::Internal("gnuplot " + gp + " failed (exit " + std::to_string(run->exit_code) + "): " + run->output);
-    } else if (::access((run_dir + "/" + name + ".png").c_str(), R_OK) != 0) {
-      s = Status::Internal("gnuplot " + gp + " wrote no " + name + ".png: " + run->output);
-    }
-    if (run.ok()) output = run->output;
-  }
-  if (s.ok()) {
+  StatusOr<std::string> output = DrawWithGnuplot(g, run_dir, name, data, script, kGnuplotTimeoutS);
+  if (output.ok()) {
     p->drawn.push_back({name + ".png", caption});
-    if (!output.empty() && warnings != nullptr) warnings->push_back("gnuplot " + gp + ": " + output);
+    if (!output->empty() && warnings != nullptr) warnings->push_back("gnuplot " + run_dir + "/plots/" + name + ".gp: " + *output);
     return;
   }
-  p->notes.push_back(name + ".png was not drawn:\n\n```\n" + s.message() + "\n```");
-  if (p->status.ok()) p->status = s;
-}
-
-// "[0:top]" with headroom above the largest value, so a flat series does not
-// hide under the border; "[0:1]" for an all-zero series (no "empty range" warning).
-std::string RangeFromZero(double max) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "[0:%.6g]", max > 0 ? max * 1.15 : 1.0);
-  return buf;
+  p->notes.push_back(name + ".png was not drawn:\n\n```\n" + output.status().message() + "\n```");
+  if (p->status.ok()) p->status = output.status();
 }
 
 std::string Points(const Metrics& m) { return m.rows.size() < 30 ? "linespoints pt 7 ps 0.6" : "lines"; }
 
 void DrawLossStepTime(const Gnuplot& g, const std::string& run_dir, const RunReport& r, const Metrics& m,
                       Pictures* p, std::vector<std::string>* warnings) {
-  std::string data = "# step loss step_time_s\n";
+  std::string data = "# step loss step_time_s eval_loss\n";
   double max_step_time = 0;
+  bool evaluated = false;
   for (const StepRow& s : m.rows) {
-    data += Dat(s.step) + " " + Dat(s.loss) + " " + Dat(s.step_time_s) + "\n";
+    data += GnuplotNumber(s.step) + " " + GnuplotNumber(s.loss) + " " + GnuplotNumber(s.step_time_s) + " " +
+            GnuplotNumber(s.eval_loss) + "\n";
     if (!std::isnan(s.step_time_s)) max_step_time = std::max(max_step_time, s.step_time_s);
+    evaluated |= !std::isnan(s.eval_loss);
   }
   std::ostringstream gp;
-  gp << Header(g, "loss_step_time", 1100, 600) << "set title " << Quote(r.job + ": loss and step time") << "\n"
+  gp << GnuplotHeader(g, "loss_step_time", 1100, 600) << "set title " << GnuplotQuote(r.job + ": loss and step time") << "\n"
      << "set xlabel 'step'\nset ylabel 'loss (nats)'\nset y2label 'step time (s)'\n"
-     << "set ytics nomirror\nset y2tics\nset y2range " << RangeFromZero(max_step_time) << "\n"
+     << "set ytics nomirror\nset y2tics\nset y2range " << GnuplotRangeFromZero(max_step_time) << "\n"
      << "plot 'loss_step_time.dat' using 1:2 axes x1y1 with " << Points(m) << " lw 2 title 'loss', \\\n"
+     << (evaluated ? "     'loss_step_time.dat' using 1:4 axes x1y1 with points pt 5 ps 1.2 title 'validation loss', \\\n"
+                   : "")
      << "     'loss_step_time.dat' using 1:3 axes x1y2 with " << Points(m) << " lw 1.5 title 'step time (s)'\n";
   Draw(g, run_dir, "loss_step_time", "loss and step time per step", data, gp.str(), p, warnings);
 }
@@ -695,22 +569,22 @@ void DrawStallBytes(const Gnuplot& g, const std::string& run_dir, const RunRepor
   std::string data = "# step stall_s h2d_MiB d2h_MiB nvme_read_MiB nvme_write_MiB\n";
   double max_stall = 0, max_mib = 0;
   for (const StepRow& s : m.rows) {
-    data += Dat(s.step) + " " + Dat(s.stall_s);
+    data += GnuplotNumber(s.step) + " " + GnuplotNumber(s.stall_s);
     if (!std::isnan(s.stall_s)) max_stall = std::max(max_stall, s.stall_s);
     for (int l = 0; l < kLinks; ++l) {
       const double mib = s.bytes[l] / double(kMiB);
-      data += " " + Dat(mib);
+      data += " " + GnuplotNumber(mib);
       if (!std::isnan(mib)) max_mib = std::max(max_mib, mib);
     }
     data += "\n";
   }
   std::ostringstream gp;
-  gp << Header(g, "stall_bytes", 1100, 800) << "set multiplot layout 2,1 title "
-     << Quote(r.job + ": stall and bytes moved per step (all ranks)") << "\n"
+  gp << GnuplotHeader(g, "stall_bytes", 1100, 800) << "set multiplot layout 2,1 title "
+     << GnuplotQuote(r.job + ": stall and bytes moved per step (all ranks)") << "\n"
      << "set lmargin 12\nset rmargin 4\n"  // both panels' plot areas aligned
-     << "set ylabel 'stall (s)'\nset yrange " << RangeFromZero(max_stall) << "\n"
+     << "set ylabel 'stall (s)'\nset yrange " << GnuplotRangeFromZero(max_stall) << "\n"
      << "plot 'stall_bytes.dat' using 1:2 with " << Points(m) << " lw 2 title 'stall'\n"
-     << "set xlabel 'step'\nset ylabel 'MiB per step'\nset yrange " << RangeFromZero(max_mib) << "\n"
+     << "set xlabel 'step'\nset ylabel 'MiB per step'\nset yrange " << GnuplotRangeFromZero(max_mib) << "\n"
      << "plot 'stall_bytes.dat' using 1:3 with " << Points(m) << " lw 2 title 'h2d', \\\n"
      << "     'stall_bytes.dat' using 1:4 with " << Points(m) << " lw 2 title 'd2h', \\\n"
      << "     'stall_bytes.dat' using 1:5 with " << Points(m) << " lw 2 title 'NVMe read', \\\n"
@@ -726,7 +600,7 @@ void DrawCostPerEpoch(const Gnuplot& g, const std::string& run_dir, const RunRep
   double lo = INFINITY, hi = 0;
   for (const CostRow* c : feasible) {
     std::string label = c->type + (c->nodes && *c->nodes > 1 ? " x" + Int(c->nodes) : "");
-    data += "\"" + label + "\" " + Dat(c->cost.value_or(NAN)) + " " + Dat(c->cal_cost.value_or(NAN)) + "\n";
+    data += "\"" + label + "\" " + GnuplotNumber(c->cost.value_or(NAN)) + " " + GnuplotNumber(c->cal_cost.value_or(NAN)) + "\n";
     for (Opt v : {c->cost, c->cal_cost}) {
       if (v && *v > 0) lo = std::min(lo, *v), hi = std::max(hi, *v);
     }
@@ -734,8 +608,8 @@ void DrawCostPerEpoch(const Gnuplot& g, const std::string& run_dir, const RunRep
   const bool log_scale = hi > 0 && hi / lo > 100;
   const int width = std::clamp(int(feasible.size()) * 70 + 250, 800, 2400);
   std::ostringstream gp;
-  gp << Header(g, "cost_per_epoch", width, 650)
-     << "set title " << Quote(r.job + ": cost per epoch on each feasible instance type") << "\n"
+  gp << GnuplotHeader(g, "cost_per_epoch", width, 650)
+     << "set title " << GnuplotQuote(r.job + ": cost per epoch on each feasible instance type") << "\n"
      << "set style data histograms\nset style histogram clustered gap 1\n"
      << "set style fill solid 0.85 border -1\nset boxwidth 0.9\nset grid noxtics ytics\n"
      << "set xtics rotate by 45 right\nset ylabel 'USD per epoch" << (log_scale ? " (log scale)" : "") << "'\n"
@@ -753,7 +627,7 @@ Pictures DrawPictures(const std::string& run_dir, const RunReport& r, const Metr
   const bool costs = !FeasibleByCost(r).empty();
   if (!steps) p.notes.push_back("No steps in metrics.jsonl, so no pictures of steps.");
   if (!steps && !costs) return p;
-  const Gnuplot g = FindGnuplot();
+  const Gnuplot g = FindGnuplot(kGnuplotTimeoutS);
   if (g.exe.empty()) {
     p.notes.push_back("Pictures need gnuplot, which is not on PATH: install it (Debian: `apt-get install "
                       "gnuplot-nox`) and run `tencache-launch report " + run_dir + "` again.");
@@ -789,7 +663,7 @@ Status RenderReport(const std::string& run_dir, std::string* summary, std::vecto
     if (m.rows.empty()) warnings->push_back(run_dir + "/metrics.jsonl: no steps, so no pictures of steps");
   }
   const Pictures p = DrawPictures(run_dir, r, m, warnings);
-  TC_RETURN_IF_ERROR(WriteFile(run_dir + "/report.md", RenderMarkdown(r, m, p)));
+  TC_RETURN_IF_ERROR(WriteTextFile(run_dir + "/report.md", RenderMarkdown(r, m, p)));
   if (summary != nullptr) *summary = RenderSummary(r);
   return p.status;
 }

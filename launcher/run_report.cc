@@ -42,7 +42,7 @@ std::string Ratio(double x) {
 }  // namespace
 
 nlohmann::ordered_json MeasuredRun::ToJson() const {
-  return {{"steps", steps},
+  nlohmann::ordered_json j = {{"steps", steps},
           {"warmup_steps", warmup},
           {"step_time_s", step_time_s},
           {"tokens_per_s", tokens_per_s},
@@ -55,6 +55,13 @@ nlohmann::ordered_json MeasuredRun::ToJson() const {
           {"peak_bytes", {{"device", peak_device}, {"host", peak_host}, {"nvme", peak_nvme}}},
           {"loss_first", loss_first},
           {"loss_last", loss_last}};
+  if (evaluations > 0) {
+    j["evaluations"] = evaluations;
+    j["eval_loss_first"] = eval_loss_first;
+    j["eval_loss_last"] = eval_loss_last;
+  }
+  if (skipped_steps >= 0) j["skipped_steps"] = skipped_steps;
+  return j;
 }
 
 StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
@@ -68,6 +75,13 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
     r.peak_device = std::max(r.peak_device, NumberField(m, "device_used_bytes"));
     r.peak_host = std::max(r.peak_host, NumberField(m, "host_used_bytes"));
     r.peak_nvme = std::max(r.peak_nvme, NumberField(m, "nvme_used_bytes"));
+    if (m.contains("eval_loss") && m["eval_loss"].is_number()) {
+      r.eval_loss_last = m["eval_loss"].get<double>();
+      if (r.evaluations++ == 0) r.eval_loss_first = r.eval_loss_last;
+    }
+    if (m.contains("skipped_steps") && m["skipped_steps"].is_number()) {
+      r.skipped_steps = std::max<int64_t>(r.skipped_steps, m["skipped_steps"].get<int64_t>());
+    }
     if (int(i) < r.warmup) continue;
     for (const char* k : {"step_time_s", "tokens_per_s", "stall_s", "device_hit_rate", "bytes_h2d", "bytes_d2h",
                           "bytes_nvme_read", "bytes_nvme_write"}) {

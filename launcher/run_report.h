@@ -35,6 +35,12 @@ struct MeasuredRun {
   double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;
   double peak_device = 0, peak_host = 0, peak_nvme = 0;  // max over steps (each the max over ranks)
   double loss_first = 0, loss_last = 0;
+  // train.eval_every: the validation losses (steps with "eval_loss"), first and last.
+  int evaluations = 0;
+  double eval_loss_first = 0, eval_loss_last = 0;
+  // fp16: steps whose gradient overflowed and that applied nothing; -1 when the
+  // metrics have no loss scaling.
+  int64_t skipped_steps = -1;
   nlohmann::ordered_json ToJson() const;
 };
 // InvalidArgument when no step has been measured.

@@ -59,4 +59,24 @@ void SyncCompute(const ComputeDevice& d) {
 #endif
 }
 
+torch::Dtype ParamDtypeFor(DType dtype) {
+  switch (dtype) {
+    case DType::kBf16: return torch::kBFloat16;
+    case DType::kFp16: return torch::kHalf;
+    case DType::kFp32: return torch::kFloat32;
+  }
+  return torch::kFloat32;
+}
+
+torch::Dtype ComputeDtypeFor(DType dtype, const ComputeDevice& d) {
+  if (dtype == DType::kFp16 && !d.cuda()) return torch::kFloat32;
+  return ParamDtypeFor(dtype);
+}
+
+const char* TorchDtypeName(torch::Dtype dtype) {
+  if (dtype == torch::kBFloat16) return "bf16";
+  if (dtype == torch::kHalf) return "fp16";
+  return "fp32";
+}
+
 }  // namespace tencache

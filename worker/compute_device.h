@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "common/model_shape.h"
 #include "common/status.h"
 
 namespace tencache {
@@ -28,6 +29,16 @@ struct ComputeDevice {
 // it cannot run, with the reason (no CUDA in this build, a CPU-only libtorch,
 // or no GPU).
 StatusOr<ComputeDevice> SelectComputeDevice(const std::string& choice, int local_rank);
+
+// The dtype a job's parameter shards are stored and moved in (bf16 and fp16:
+// mixed precision, with fp32 masters; fp32), and the dtype its model computes
+// in on `d`: the parameters' own, except fp16 on a CPU, where libtorch has no
+// fp16 kernels (addmm, layer_norm, softmax), so an fp16 job computes in fp32 from
+// its fp16-rounded weights there (its loss scaling still runs as on a GPU).
+torch::Dtype ParamDtypeFor(DType dtype);
+torch::Dtype ComputeDtypeFor(DType dtype, const ComputeDevice& d);
+// "bf16", "fp16", "fp32".
+const char* TorchDtypeName(torch::Dtype dtype);
 
 // Makes `d` the calling thread's current device (cudaSetDevice); no-op on CPU.
 Status UseDevice(const ComputeDevice& d);

@@ -189,13 +189,14 @@ StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int t
     return Status::InvalidArgument(job.Where("train.micro_batch") + ": the probe needs a resolved micro-batch");
   }
   TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
-  const bool mixed = job.dtype == DType::kBf16;
+  const bool mixed = job.dtype != DType::kFp32;  // 2-byte parameter shards
+  const torch::Dtype compute = ComputeDtypeFor(job.dtype, ComputeDevice{});  // the probe computes on the CPU
   ProbeResult r;
-  r.dtype = mixed ? "bf16" : "fp32";
+  r.dtype = TorchDtypeName(compute);
   r.threads = threads;
   r.ranks = comm->size();
   try {
-    TC_RETURN_IF_ERROR(ProbeCompute(job, mixed ? torch::kBFloat16 : torch::kFloat32, comm, &r));
+    TC_RETURN_IF_ERROR(ProbeCompute(job, compute, comm, &r));
     ProbeMemory(job, comm->size(), threads, &r);
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("probe: libtorch: ") + e.what_without_backtrace());

@@ -98,7 +98,9 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
       s.id = layout.Id(b, k);
       s.name = "block" + std::to_string(b) + "." + ShardKindName(k);
       s.bytes = layout.Bytes(b, k);
-      s.dtype = layout.ElementBytes(k) == 2 ? ElementType::kBFloat16 : ElementType::kFloat32;
+      s.dtype = layout.ElementBytes(k) != 2 ? ElementType::kFloat32
+                : layout.fp16             ? ElementType::kFloat16
+                                          : ElementType::kBFloat16;
       s.home = Tier::kNvme;  // everything starts on NVMe; the plan pulls it up
       s.device = k == ShardKind::kParam;  // gradients, moments and masters live on host and NVMe
     }

@@ -54,7 +54,8 @@ class ShardRef {
 
 struct ShardLayout {
   std::vector<size_t> counts;  // elements per shard, per block
-  bool mixed = false;          // bf16 parameters + fp32 masters
+  bool mixed = false;          // 2-byte parameters (bf16, or fp16 when `fp16`) + fp32 masters
+  bool fp16 = false;
   size_t num_blocks() const { return counts.size(); }
   // Bytes of one element of `kind`.
   size_t ElementBytes(ShardKind kind) const { return kind == ShardKind::kParam && mixed ? 2 : 4; }

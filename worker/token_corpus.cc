@@ -54,12 +54,13 @@ TokenCorpus::~TokenCorpus() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), bytes_);
 }
 
-BatchSampler::BatchSampler(std::shared_ptr<const TokenCorpus> corpus, int seq_len, int global_batch, uint64_t seed)
+BatchSampler::BatchSampler(std::shared_ptr<const TokenCorpus> corpus, int seq_len, int global_batch, uint64_t seed,
+                           uint64_t windows)
     : corpus_(std::move(corpus)),
       seq_len_(seq_len),
       global_batch_(global_batch),
       seed_(seed),
-      windows_((corpus_->size() - 1) / seq_len) {}
+      windows_(windows > 0 ? windows : corpus_->windows(seq_len)) {}
 
 const std::vector<uint32_t>& BatchSampler::Permutation(uint64_t epoch) {
   if (epoch != epoch_) {
@@ -78,8 +79,7 @@ const std::vector<uint32_t>& BatchSampler::Permutation(uint64_t epoch) {
 void BatchSampler::Sequence(int64_t step, int index, int64_t* out) {
   const uint64_t n = static_cast<uint64_t>(step) * global_batch_ + index;
   const uint32_t window = Permutation(n / windows_)[n % windows_];
-  const uint64_t start = uint64_t(window) * seq_len_;
-  for (int i = 0; i <= seq_len_; ++i) out[i] = corpus_->Token(start + i);
+  corpus_->Window(window, seq_len_, out);
 }
 
 }  // namespace tencache

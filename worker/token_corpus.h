@@ -39,6 +39,12 @@ class TokenCorpus {
                          : int(reinterpret_cast<const uint32_t*>(data_)[i]);
   }
   const std::string& path() const { return path_; }
+  // Non-overlapping windows of seq_len + 1 tokens (each window's last token is
+  // the next one's first), and window `w`'s tokens. REQUIRES: w < windows(seq_len).
+  uint64_t windows(int seq_len) const { return tokens_ > 0 ? (tokens_ - 1) / uint64_t(seq_len) : 0; }
+  void Window(uint64_t w, int seq_len, int64_t* out) const {
+    for (int i = 0; i <= seq_len; ++i) out[i] = Token(w * uint64_t(seq_len) + uint64_t(i));
+  }
 
  private:
   TokenCorpus() = default;
@@ -52,8 +58,11 @@ class TokenCorpus {
 
 class BatchSampler {
  public:
-  // REQUIRES: corpus holds at least seq_len + 1 tokens.
-  BatchSampler(std::shared_ptr<const TokenCorpus> corpus, int seq_len, int global_batch, uint64_t seed);
+  // Samples the corpus's first `windows` windows (0: all of them; the rest may
+  // be held out for validation).
+  // REQUIRES: corpus holds at least seq_len + 1 tokens; windows <= its windows.
+  BatchSampler(std::shared_ptr<const TokenCorpus> corpus, int seq_len, int global_batch, uint64_t seed,
+               uint64_t windows = 0);
 
   // The tokens of sequence `index` (0 <= index < global_batch) of `step`: seq_len
   // + 1 tokens, inputs are [0, seq_len) and targets [1, seq_len].

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <iomanip>
 #include <map>
@@ -36,13 +37,22 @@ class AcquireOrderOracle : public NextUseOracle {
   std::map<TensorId, std::vector<AccessIndex>> positions_;
 };
 
-// bf16 compute with fp32 masters and optimizer (mixed precision), or fp32.
-bool Mixed(const JobSpec& job) { return job.dtype == DType::kBf16; }
+// 2-byte parameters (bf16 or fp16) with fp32 masters and optimizer (mixed precision), or fp32.
+bool Mixed(const JobSpec& job) { return job.dtype != DType::kFp32; }
+
+// Windows of train.data the training sampler draws from: all of them, less
+// the held-out tail when validation reads train.data itself.
+uint64_t TrainingWindows(const JobSpec& job, const TokenCorpus& corpus) {
+  const uint64_t all = corpus.windows(job.model.seq_len);
+  if (job.train.eval_every == 0 || !job.train.eval_data.empty()) return all;
+  const uint64_t held = std::max<uint64_t>(1, uint64_t(double(all) * job.train.eval_split));
+  return held < all ? all - held : all;
+}
 
 TraceHeader HeaderFor(const JobSpec& job, int ranks) {
   TraceHeader h;
   h.model = job.model.name;
-  h.dtype = Mixed(job) ? "bf16" : "fp32";  // the parameter shards the accesses move
+  h.dtype = DTypeName(job.dtype);  // the parameter shards the accesses move
   h.ranks = ranks;
   h.micro_batch = job.train.micro_batch;
   h.seq_len = job.model.seq_len;
@@ -51,14 +61,6 @@ TraceHeader HeaderFor(const JobSpec& job, int ranks) {
 
 }  // namespace
 
-// A block's parameters for one access. When `flat` aliases the cache's slot
-// itself (one rank) its storage's deleter holds the pin, so the slot cannot be
-// reused while any tensor still views it.
-struct Trainer::Gathered {
-  torch::Tensor flat;  // the whole block, padded
-  double start_s = 0;
-};
-
 std::string StepMetrics::ToJson() const {
   nlohmann::ordered_json j;
   j["step"] = step;
@@ -66,6 +68,13 @@ std::string StepMetrics::ToJson() const {
   j["step_time_s"] = step_time_s;
   j["tokens_per_s"] = tokens_per_s;
   j["lr"] = lr;
+  if (grad_norm >= 0) j["grad_norm"] = grad_norm;
+  if (loss_scale > 0) {
+    j["loss_scale"] = loss_scale;
+    j["skipped"] = skipped;
+    j["skipped_steps"] = skipped_steps;
+  }
+  if (std::isfinite(eval_loss)) j["eval_loss"] = eval_loss;
   j["device_hit_rate"] = device_hit_rate;
   j["device_acquire_hit_rate"] = device_acquire_hit_rate;
   j["host_acquire_hit_rate"] = host_acquire_hit_rate;
@@ -109,7 +118,7 @@ Trainer::Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const T
       log_(std::move(log)),
       device_(device),
       model_(job.model),
-      sampler_(corpus_, job.model.seq_len, job.train.global_batch, job.train.seed),
+      sampler_(corpus_, job.model.seq_len, job.train.global_batch, job.train.seed, TrainingWindows(job, *corpus_)),
       profiler_(HeaderFor(job, comm->size()), log_) {}
 
 Trainer::~Trainer() {
@@ -120,11 +129,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communica
                                                    std::shared_ptr<const TokenCorpus> corpus, LogSink log,
                                                    ComputeDevice device) {
   TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
-  if (job.dtype == DType::kFp16) {
-    return Status::InvalidArgument(job.Where("model.dtype") + ": the worker trains bf16 (mixed precision: bf16 "
-                                   "compute, fp32 master weights and Adam moments) or fp32; fp16 needs dynamic loss "
-                                   "scaling, which it does not do: set model.dtype to bf16 or fp32");
-  }
   if (corpus->max_token() >= job.model.vocab) {
     return Status::InvalidArgument(job.Where("model.vocab") + ": the data '" + corpus->path() + "' holds token " +
                                    std::to_string(corpus->max_token()) + ", beyond the vocabulary of " +
@@ -134,6 +138,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communica
     return Status::InvalidArgument(job.Where("train.data") + ": '" + corpus->path() + "' holds " +
                                    std::to_string(corpus->size()) + " tokens, fewer than one sequence of " +
                                    std::to_string(job.model.seq_len + 1));
+  }
+  if (job.train.eval_every > 0 && job.train.eval_data.empty() && corpus->windows(job.model.seq_len) < 2) {
+    return Status::InvalidArgument(job.Where("train.eval_every") + ": '" + corpus->path() + "' holds one sequence "
+                                   "of " + std::to_string(job.model.seq_len + 1) + " tokens, too few to hold any out "
+                                   "for validation; set train.eval_data or use more data");
   }
   if (comm->device_buffers() && !device.cuda()) {
     return Status::InvalidArgument("the communicator " + comm->Describe() + " takes GPU buffers, but the rank "
@@ -168,7 +177,12 @@ Status Trainer::Init() {
   accum_ = job_.train.global_batch / per_pass;
   size_t largest = 0;
   layout_.mixed = Mixed(job_);
-  compute_dtype_ = layout_.mixed ? torch::kBFloat16 : torch::kFloat32;
+  layout_.fp16 = job_.dtype == DType::kFp16;
+  param_dtype_ = ParamDtypeFor(job_.dtype);
+  compute_dtype_ = ComputeDtypeFor(job_.dtype, device_);
+  fp16_ = job_.dtype == DType::kFp16;
+  deferred_ = fp16_ || job_.train.grad_clip > 0;
+  loss_scale_ = fp16_ ? job_.train.initial_loss_scale : 1.0;
   for (int b = 0; b < model_.num_blocks(); ++b) {
     const size_t n = size_t(model_.layout(b).numel);
     layout_.counts.push_back((n + ranks_ - 1) / ranks_);
@@ -182,10 +196,11 @@ Status Trainer::Init() {
   if (ranks_ > 1) scatter_.assign(largest / ranks_ + 1, 0.0f);
   if (device_.cuda()) {
     const auto on_gpu = torch::TensorOptions().device(device_.device);
-    for (torch::Tensor& w : work_) w = torch::zeros({int64_t(largest)}, on_gpu.dtype(compute_dtype_));
+    for (torch::Tensor& w : work_) w = torch::zeros({int64_t(largest)}, on_gpu.dtype(param_dtype_));
     if (comm_->device_buffers()) scatter_dev_ = torch::zeros({int64_t(largest / ranks_ + 1)}, on_gpu.dtype(torch::kFloat32));
     grad_host_.assign(largest, 0.0f);
   }
+  if (deferred_) update_grad_.assign(largest / ranks_ + 1, 0.0f);
   adamw_.lr = job_.train.lr;
   adamw_.beta1 = job_.train.beta1;
   adamw_.beta2 = job_.train.beta2;
@@ -222,6 +237,27 @@ Status Trainer::Init() {
     TC_ASSIGN_OR_RETURN(store_, MakeCachedShardStore(layout_, o));
   }
   TC_RETURN_IF_ERROR(InitShards());
+  if (job_.train.eval_every > 0) {
+    if (job_.train.eval_data.empty()) {
+      eval_corpus_ = corpus_;
+      eval_first_ = sampler_.windows();
+      eval_count_ = corpus_->windows(job_.model.seq_len) - eval_first_;
+    } else {
+      StatusOr<std::shared_ptr<TokenCorpus>> eval = TokenCorpus::Open(job_.train.eval_data);
+      if (!eval.ok()) return eval.status().WithContext(job_.Where("train.eval_data"));
+      eval_corpus_ = *eval;
+      eval_count_ = eval_corpus_->windows(job_.model.seq_len);
+      if (eval_count_ == 0 || eval_corpus_->max_token() >= job_.model.vocab) {
+        return Status::InvalidArgument(job_.Where("train.eval_data") + ": '" + job_.train.eval_data + "' holds " +
+                                       (eval_count_ == 0 ? "fewer than " + std::to_string(job_.model.seq_len + 1) +
+                                                               " tokens (one sequence)"
+                                                         : "token " + std::to_string(eval_corpus_->max_token()) +
+                                                               ", beyond the vocabulary of " +
+                                                               std::to_string(job_.model.vocab)));
+      }
+    }
+    eval_count_ = std::min<uint64_t>(eval_count_, uint64_t(job_.train.eval_sequences));
+  }
   acquire_order_.clear();  // initialisation is not the profiled order
   if (store_->cache() != nullptr) allocations_at_warmup_ = store_->cache()->Snapshot().allocations_after_setup;
   store_->EndStep();  // initialisation traffic is not a training step
@@ -235,8 +271,14 @@ double Trainer::Now() const {
 std::string Trainer::Describe() const {
   std::ostringstream out;
   out << "model " << job_.model.name << " (" << job_.model.ParamCount() << " parameters; "
-      << (layout_.mixed ? "mixed precision: bf16 compute, fp32 master weights and AdamW"
-                        : "fp32 compute and AdamW")
+      << (!layout_.mixed ? std::string("fp32 compute and AdamW")
+                         : std::string("mixed precision: ") + TorchDtypeName(param_dtype_) + " weights, " +
+                               TorchDtypeName(compute_dtype_) + " compute" +
+                               (param_dtype_ != compute_dtype_ ? " (no fp16 kernels on this CPU)" : "") +
+                               ", fp32 master weights and AdamW")
+      << (fp16_ ? ", dynamic loss scaling" : "")
+      << (job_.train.grad_clip > 0 ? ", gradients clipped to norm " + std::to_string(job_.train.grad_clip) : "")
+      << (deferred_ ? " (updates after the backward)" : "")
       << ", on " << device_.Describe() << "), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
       << job_.train.micro_batch << " x " << accum_ << " accumulation steps, policy "
       << CachePolicyName(job_.cache.policy) << "; store: " << store_->Describe();
@@ -254,10 +296,11 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   if (ranks_ == 1 && in_device_memory) {  // the shard is the block: compute on it in place
     auto pin = std::make_shared<ShardRef>(std::move(p));  // released with the tensor's storage
     g.flat = torch::from_blob(pin->data(), {int64_t(padded(block))}, [pin](void*) {},
-                              torch::TensorOptions().dtype(compute_dtype_).device(device_.device));
-    return g;
+                              torch::TensorOptions().dtype(param_dtype_).device(device_.device));
+  } else {
+    TC_RETURN_IF_ERROR(GatherInto(block, slot, std::move(p), &g));
   }
-  TC_RETURN_IF_ERROR(GatherInto(block, slot, std::move(p), &g));
+  if (param_dtype_ != compute_dtype_) g.flat = g.flat.to(compute_dtype_);  // fp16 on a CPU
   return g;
 }
 
@@ -267,7 +310,7 @@ Status Trainer::GatherInto(int block, int slot, ShardRef p, Gathered* g) {
   const int64_t n = int64_t(padded(block)), count = int64_t(layout_.counts[block]);
   const size_t elem = layout_.ElementBytes(ShardKind::kParam);
   const bool on_gpu = device_.cuda() && store_->cache() != nullptr;
-  const auto host = torch::TensorOptions().dtype(compute_dtype_);
+  const auto host = torch::TensorOptions().dtype(param_dtype_);
   torch::Tensor shard = torch::from_blob(p.data(), {count}, on_gpu ? host.device(device_.device) : host);
   const double t0 = Now();
   if (comm_->device_buffers()) {  // NCCL: all-gather on the GPU, in place from this rank's part
@@ -316,55 +359,6 @@ void Trainer::EndAccess(int block, Phase phase, double start_s) {
   }
 }
 
-StatusOr<float*> Trainer::ScatterGrad(int block, const torch::Tensor& d) {
-  const size_t n = layout_.counts[block];
-  float* src = d.data_ptr<float>();
-  if (device_.cuda() && !comm_->device_buffers()) {  // to host memory first: MPI and AdamW take it there
-    torch::from_blob(grad_host_.data(), {d.numel()}, torch::kFloat32).copy_(d);
-    src = grad_host_.data();
-  }
-  if (ranks_ > 1) {
-    const double t0 = Now();
-    float* out = comm_->device_buffers() ? scatter_dev_.data_ptr<float>() : scatter_.data();
-    TC_RETURN_IF_ERROR(comm_->ReduceScatterSum(src, out, n));
-    profiler_.RecordCollective({CollectiveKind::kReduceScatter, block, n * sizeof(float) * (ranks_ - 1),
-                                t0 - step_start_, Now() - step_start_});
-    if (comm_->device_buffers()) {
-      torch::from_blob(scatter_.data(), {int64_t(n)}, torch::kFloat32).copy_(scatter_dev_.narrow(0, 0, int64_t(n)));
-    }
-    src = scatter_.data();
-  }
-  return src;
-}
-
-Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
-  // fp32 (from bf16 in mixed precision), ours: the final contribution adds the stored part into it.
-  torch::Tensor d = dflat.to(torch::kFloat32).contiguous();
-  const size_t n = layout_.counts[block];
-  TC_ASSIGN_OR_RETURN(float* src, ScatterGrad(block, d));
-  const int k = contributions_[block]++;
-  const bool complete = k + 1 == needed_[block];
-  if (complete && k == 0) return UpdateBlock(block, src);  // in one piece: never stored
-  if (!complete) {
-    TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost,
-                                            k == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
-    float* dst = g.f32();
-    if (k == 0) {
-      std::memcpy(dst, src, n * sizeof(float));
-    } else {
-      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-    }
-    return Status::Ok();
-  }
-  {
-    TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
-    const float* stored = g.f32();
-    for (size_t i = 0; i < n; ++i) src[i] = stored[i] + src[i];
-  }
-  store_->Invalidate(block, ShardKind::kGrad);  // consumed: never written back
-  return UpdateBlock(block, src);
-}
-
 // One micro-batch: forward keeping only block inputs, then backward block by
 // block with recompute. Returns the micro-batch's mean loss. Shapes: tokens and
 // targets [B, T] (B = micro_batch), activations x [B, T, hidden], a block's
@@ -395,7 +389,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
   }
   // The head computes the loss once, with autograd on, and starts the backward:
   // gradients of x, of the final block and, with a tied head, of the embedding.
-  const double scale = 1.0 / (double(accum_) * ranks_);
+  const double scale = loss_scale_ / (double(accum_) * ranks_);  // loss_scale_: 1 unless fp16
   const bool tied = job_.model.tied_embeddings;
   torch::Tensor loss, dx, d_last, d_embed;
   {
@@ -515,7 +509,7 @@ void Trainer::IssuePlannedFetches() {
       for (ShardKind kind : {layout_.MasterKind(), ShardKind::kAdamM, ShardKind::kAdamV}) {
         store_->Prefetch(b, kind, Tier::kHost);
       }
-      if (needed_[b] > 1) store_->Prefetch(b, ShardKind::kGrad, Tier::kHost);
+      if (needed_[b] > 1 || deferred_) store_->Prefetch(b, ShardKind::kGrad, Tier::kHost);
       ++prefetches_;
     }
   }
@@ -613,6 +607,9 @@ StatusOr<StepMetrics> Trainer::Step() {
   issued_for_ = -1;
   if (zero_infinity_ != nullptr) zero_infinity_->BeginStep(step_);
   std::fill(contributions_.begin(), contributions_.end(), 0);
+  step_loss_scale_ = loss_scale_;
+  step_grad_norm_ = -1;
+  step_skipped_ = false;
   double loss_sum = 0;
   for (int micro = 0; micro < accum_; ++micro) {
     TC_ASSIGN_OR_RETURN(double loss, MicroStep(micro));
@@ -625,6 +622,8 @@ StatusOr<StepMetrics> Trainer::Step() {
                               std::to_string(needed_[b]));
     }
   }
+  if (deferred_) TC_RETURN_IF_ERROR(ApplyDeferredUpdates());
+  if (!step_skipped_) ++optimizer_steps_;
   const double seconds = Now() - step_start_;
   const CacheMetrics cache = store_->EndStep();
   const int version = profiler_.profile_version();
@@ -687,6 +686,10 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.step_time_s = sums[9] / ranks_;
   m.tokens_per_s = double(job_.train.global_batch) * job_.model.seq_len / m.step_time_s;
   m.lr = LearningRateAt(job_.train, step_);
+  m.grad_norm = step_grad_norm_;
+  m.loss_scale = fp16_ ? step_loss_scale_ : 0.0;
+  m.skipped = step_skipped_;
+  m.skipped_steps = skipped_steps_;
   m.bytes_h2d = sums[1];
   m.bytes_d2h = sums[2];
   m.bytes_nvme_read = sums[3];
@@ -697,7 +700,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 1.0; };
   m.device_acquire_hit_rate = rate(sums[7], sums[8]);
   m.host_acquire_hit_rate = rate(sums[12], sums[13]);
-  m.compute_dtype = layout_.mixed ? "bf16" : "fp32";
+  m.compute_dtype = TorchDtypeName(compute_dtype_);
   m.job_dtype = DTypeName(job_.dtype);
   m.device_used_bytes = peak[0];
   m.device_reserved_bytes = peak[1];
@@ -709,38 +712,6 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   if (zero_infinity_) zi_fetches_reported_ = zero_infinity_->fetches_issued();
   prefetches_ = 0;
   return m;
-}
-
-StatusOr<std::string> Trainer::Sample(const std::string& prompt, int tokens) {
-  sampling_ = true;
-  torch::NoGradGuard no_grad;
-  torch::manual_seed(job_.train.seed);
-  std::vector<int64_t> ctx(prompt.begin(), prompt.end());
-  std::string out;
-  const int last = job_.model.layers + 1;
-  for (int i = 0; i < tokens; ++i) {
-    const int64_t n = std::min<int64_t>(int64_t(ctx.size()), job_.model.seq_len);
-    torch::Tensor in = torch::from_blob(ctx.data() + ctx.size() - n, {1, n}, torch::kLong).to(device_.device);
-    TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kForward));
-    torch::Tensor x = model_.Embed(e.flat, in);
-    for (int b = 1; b < last; ++b) {
-      TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
-      x = model_.Layer(b, g.flat, x);
-    }
-    e = Gathered();  // its working buffer was reused by the layers: gather it again (a tied head)
-    if (job_.model.tied_embeddings) {
-      TC_ASSIGN_OR_RETURN(e, Gather(0, 0, Phase::kForward));
-    }
-    TC_ASSIGN_OR_RETURN(Gathered h, Gather(last, 1, Phase::kForward));
-    // Temperature 0.8 sampling, seeded: greedy decoding of a small model repeats itself.
-    torch::Tensor probs = torch::softmax(model_.HeadLogits(h.flat, e.flat, x) / 0.8, -1);
-    const int64_t next = torch::multinomial(probs, 1).item<int64_t>();
-    ctx.push_back(next);
-    out += next < 256 ? std::string(1, char(next)) : "[" + std::to_string(next) + "]";  // beyond bytes: the id
-  }
-  store_->EndStep();
-  sampling_ = false;
-  return out;
 }
 
 }  // namespace tencache

@@ -14,11 +14,16 @@
 // from step 1 on the PrefetchPlan built from it issues fetches ahead of use —
 // parameters to the device, each update's states to the host — and tells the
 // cache which shard is needed furthest away.
+// Deferred updates: with train.grad_clip or fp16 loss scaling an update needs
+// the whole step's gradient norm (or its overflow check) first, so each complete
+// gradient shard is stored in the cache (kGrad) and every block is updated
+// after the backward, block 0 first.
 // Single-threaded: the training thread owns the Trainer.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +47,16 @@ struct StepMetrics {
   double step_time_s = 0;
   double tokens_per_s = 0;
   double lr = 0;             // the step's learning rate (train.lr_schedule)
+  // Deferred updates only (train.grad_clip, fp16): the global L2 norm of the
+  // step's gradient over all ranks, before clipping (unscaled); -1 otherwise.
+  double grad_norm = -1;
+  // fp16 only: the loss scale the step ran with (0 otherwise), whether its
+  // gradient overflowed so that no update was applied, and such steps so far.
+  double loss_scale = 0;
+  bool skipped = false;
+  int64_t skipped_steps = 0;
+  // The validation loss, on steps where train.eval_every evaluates (NaN otherwise).
+  double eval_loss = std::numeric_limits<double>::quiet_NaN();
   // tencache-sim's definition: parameter-shard device accesses (fwd/bwd) whose
   // shard stayed on the device since its previous access, all ranks.
   double device_hit_rate = 0;
@@ -91,6 +106,11 @@ class Trainer {
 
   // Runs the next optimizer step. Collective: every rank calls it.
   StatusOr<StepMetrics> Step();
+  // The mean loss over the validation windows (train.eval_data, or the
+  // held-out tail of train.data): up to train.eval_sequences windows, the same
+  // ones each time, forward only, not profiled. Collective: every rank calls it.
+  // FailedPrecondition when train.eval_every is 0.
+  StatusOr<double> Evaluate();
   // Continues `prompt` by `tokens` bytes (byte-level vocabulary), sampling at
   // temperature 0.8 from the seed. Collective: every rank calls it.
   StatusOr<std::string> Sample(const std::string& prompt, int tokens);
@@ -120,7 +140,13 @@ class Trainer {
   std::string SimFlags() const;
 
  private:
-  struct Gathered;
+  // A block's parameters for one access. When `flat` aliases the cache's slot
+  // itself (one rank) its storage's deleter holds the pin, so the slot cannot be
+  // reused while any tensor still views it.
+  struct Gathered {
+    torch::Tensor flat;  // the whole block, padded
+    double start_s = 0;
+  };
   Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
           ComputeDevice device);
   Status Init();
@@ -143,6 +169,15 @@ class Trainer {
   // AdamW on the block's shards with its complete gradient (this rank's shard).
   Status UpdateBlock(int block, const float* grad);
   StatusOr<double> MicroStep(int micro);
+  // Deferred updates (trainer_grads.cc): stores a complete gradient shard and
+  // adds its squares to grad_sumsq_; then, after the backward, the norm over
+  // all ranks, the fp16 overflow check and loss scale, clipping, and every
+  // block's update (or, on an fp16 overflow, none).
+  Status StoreGradient(int block, const float* grad, bool add_stored);
+  Status ApplyDeferredUpdates();
+  // The forward of `tokens` [B, T] through every block, and the head's mean loss
+  // against `targets` (no autograd; Evaluate).
+  StatusOr<double> ForwardLoss(const torch::Tensor& tokens, const torch::Tensor& targets);
   void IssuePlannedFetches();
   void Release(Gathered* g);
   // Before which access each update's states are fetched to the host (state_fetches_).
@@ -165,7 +200,20 @@ class Trainer {
   int ranks_ = 1;
   int accum_ = 1;
   ShardLayout layout_;          // elements per shard of each block, the shards' kinds and element types
-  torch::Dtype compute_dtype_ = torch::kFloat32;
+  torch::Dtype param_dtype_ = torch::kFloat32;    // of the kParam shards (ParamDtypeFor)
+  torch::Dtype compute_dtype_ = torch::kFloat32;  // what the model computes in (ComputeDtypeFor)
+  bool deferred_ = false;       // updates after the backward (train.grad_clip or fp16)
+  bool fp16_ = false;           // dynamic loss scaling
+  double loss_scale_ = 1.0;     // the loss is multiplied by it before the backward (fp16)
+  int good_steps_ = 0;          // fp16: steps since the scale last changed without overflow
+  int64_t skipped_steps_ = 0;
+  int64_t optimizer_steps_ = 0; // updates applied (AdamW's bias correction counts these)
+  double grad_sumsq_ = 0;       // this rank's share of the step's squared gradient norm
+  double step_loss_scale_ = 1.0, step_grad_norm_ = -1;  // this step's, for its metrics
+  bool step_skipped_ = false;
+  std::vector<float> update_grad_;  // a stored gradient, scaled, on its way to AdamW (deferred)
+  std::shared_ptr<const TokenCorpus> eval_corpus_;  // train.eval_data, or train.data's held-out tail
+  uint64_t eval_first_ = 0, eval_count_ = 0;         // the validation windows
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget
   AdamWConfig adamw_;  // the job's; the rate of each step from LearningRateAt
   struct DecayRun {
@@ -196,7 +244,7 @@ class Trainer {
   std::unique_ptr<NextUseOracle> oracle_;
   std::vector<TensorId> acquire_order_;      // cache ids acquired in the profiled step
   int64_t step_ = 0;
-  bool sampling_ = false;  // Sample() runs unprofiled
+  bool sampling_ = false;  // Sample() and Evaluate() run unprofiled
   double step_start_ = 0;
   uint64_t allocations_at_warmup_ = 0;
   int prefetches_ = 0;                        // planned fetches issued this step

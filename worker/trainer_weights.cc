@@ -73,11 +73,11 @@ Status Trainer::InitShards() {
   return Status::Ok();
 }
 
-// The bf16 parameter shard rounded from the fp32 master (mixed precision).
+// The bf16 or fp16 parameter shard rounded from the fp32 master (mixed precision).
 Status Trainer::WriteComputeCopy(int block, const float* master) {
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kHost, AccessMode::kOverwrite));
   const int64_t n = int64_t(layout_.counts[block]);
-  torch::from_blob(p.data(), {n}, torch::kBFloat16)
+  torch::from_blob(p.data(), {n}, param_dtype_)
       .copy_(torch::from_blob(const_cast<float*>(master), {n}, torch::kFloat32));
   return Status::Ok();
 }
@@ -123,7 +123,7 @@ Status Trainer::UpdateBlock(int b, const float* grad) {
       config.lr = LearningRateAt(job_.train, step_);
       for (const DecayRun& r : decay_runs_[b]) {
         config.weight_decay = r.decay ? adamw_.weight_decay : 0.0;
-        AdamWStep(config, step_ + 1, r.end - r.begin, p.f32() + r.begin, grad + r.begin, m.f32() + r.begin,
+        AdamWStep(config, optimizer_steps_ + 1, r.end - r.begin, p.f32() + r.begin, grad + r.begin, m.f32() + r.begin,
                   v.f32() + r.begin, threads_);
       }
     }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -124,10 +125,20 @@ Status Run(const Args& args, int rank) {
   const int steps = args.steps >= 0 ? args.steps : job.train.steps;
   for (int s = 0; s < steps; ++s) {
     TC_ASSIGN_OR_RETURN(StepMetrics m, trainer->Step());
+    const int every = job.train.eval_every;
+    if (every > 0 && ((s + 1) % every == 0 || s + 1 == steps)) {  // and after the last step
+      TC_ASSIGN_OR_RETURN(m.eval_loss, trainer->Evaluate());
+    }
     if (rank != 0) continue;
-    char line[256];
-    std::snprintf(line, sizeof line, "step %lld loss %.4f  %.3f s  %.0f tok/s  device hit %.3f  stall %.3f s",
-                  static_cast<long long>(m.step), m.loss, m.step_time_s, m.tokens_per_s, m.device_hit_rate, m.stall_s);
+    char line[320];
+    int at = std::snprintf(line, sizeof line, "step %lld loss %.4f  %.3f s  %.0f tok/s  device hit %.3f  stall %.3f s",
+                           static_cast<long long>(m.step), m.loss, m.step_time_s, m.tokens_per_s, m.device_hit_rate,
+                           m.stall_s);
+    if (std::isfinite(m.eval_loss)) at += std::snprintf(line + at, sizeof line - at, "  eval loss %.4f", m.eval_loss);
+    if (m.grad_norm >= 0) at += std::snprintf(line + at, sizeof line - at, "  grad norm %.3g", m.grad_norm);
+    if (m.loss_scale > 0) {
+      std::snprintf(line + at, sizeof line - at, "  loss scale %.0f%s", m.loss_scale, m.skipped ? " (overflow: skipped)" : "");
+    }
     log(line);
     if (metrics.is_open()) metrics << m.ToJson() << "\n" << std::flush;
     if (args.report_lines) std::cout << kReportMetricsPrefix << m.ToJson() << std::endl;

@@ -1,0 +1,177 @@
+#include "common/job_reader.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "common/byte_size.h"
+
+namespace tencache {
+
+std::string JoinNames(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+YAML::Node JobReader::Find(const std::string& key) const {
+  // yaml-cpp's Node::operator= writes through to the referenced node and a
+  // non-const operator[] inserts: walk with reset() and const lookups only.
+  YAML::Node node;
+  node.reset(root_);
+  std::stringstream parts(key);
+  std::string part;
+  while (std::getline(parts, part, '.')) {
+    if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node& current = node;
+    YAML::Node child = current[part];
+    if (!child.IsDefined() || child.IsNull()) return YAML::Node(YAML::NodeType::Undefined);
+    node.reset(child);
+  }
+  return node;
+}
+
+std::string JobReader::Location(const std::string& key, const YAML::Node& node) const {
+  auto it = overridden_.find(key);
+  if (it != overridden_.end()) return it->second;
+  const YAML::Mark mark = node.Mark();
+  if (mark.line < 0) return source_;
+  return source_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+Status JobReader::Error(const std::string& key, const YAML::Node& node,
+                        const std::string& expected) const {
+  std::string got;
+  if (node.IsScalar()) got = ", got '" + node.Scalar() + "'";
+  else if (node.IsSequence()) got = ", got a list";
+  else if (node.IsMap()) got = ", got a mapping";
+  return Status::InvalidArgument(Location(key, node) + ": key '" + key + "': expected " + expected + got);
+}
+
+Status JobReader::Scalar(const std::string& key, const YAML::Node& node, const std::string& expected,
+                         std::string* text) const {
+  if (!node.IsScalar()) return Error(key, node, expected);
+  *text = node.Scalar();
+  return Status::Ok();
+}
+
+Status JobReader::GetString(const std::string& key, std::string* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  TC_RETURN_IF_ERROR(Scalar(key, node, "a string", out));
+  if (out->empty()) return Error(key, node, "a non-empty string");
+  Record(key, node);
+  return Status::Ok();
+}
+
+// Integers may be written plainly or in exponent form when integral (2e9).
+static bool ParseWholeNumber(const std::string& text, double* value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(v) || v != std::floor(v)) return false;
+  *value = v;
+  return true;
+}
+
+Status JobReader::GetInt(const std::string& key, int64_t min, int* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  const std::string expected = "an integer >= " + std::to_string(min);
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
+  double v = 0;
+  if (!ParseWholeNumber(text, &v) || v < double(min) || v > 2147483647.0) return Error(key, node, expected);
+  *out = static_cast<int>(v);
+  Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetCountOrAuto(const std::string& key, int* out) {
+  YAML::Node node = Find(key);
+  if (node.IsDefined() && node.IsScalar() && node.Scalar() == "auto") {
+    *out = 0;
+    Record(key, node);
+    return Status::Ok();
+  }
+  if (node.IsDefined() && !node.IsScalar()) return Error(key, node, "'auto' or an integer >= 1");
+  Status s = GetInt(key, 1, out);
+  if (!s.ok()) return Error(key, node, "'auto' or an integer >= 1");
+  return s;
+}
+
+Status JobReader::GetUint64(const std::string& key, uint64_t min, uint64_t* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  const std::string expected = "an integer >= " + std::to_string(min);
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
+  double v = 0;
+  if (!ParseWholeNumber(text, &v) || v < double(min) || v > 1.8e19) return Error(key, node, expected);
+  *out = static_cast<uint64_t>(v);
+  Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetDouble(const std::string& key, double min, bool min_exclusive, double* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  std::ostringstream expected;
+  expected << "a number " << (min_exclusive ? "> " : ">= ") << min;
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, expected.str(), &text));
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  bool bad = text.empty() || *end != '\0' || !std::isfinite(v) || (min_exclusive ? v <= min : v < min);
+  if (bad) return Error(key, node, expected.str());
+  *out = v;
+  Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetBool(const std::string& key, bool* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, "true or false", &text));
+  if (text == "true" || text == "yes") *out = true;
+  else if (text == "false" || text == "no") *out = false;
+  else return Error(key, node, "true or false");
+  Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out, bool allow_zero) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  const std::string expected = std::string(allow_auto ? "'auto' or " : "") +
+                               (allow_zero ? "a size such as 0, 20GiB, 512MiB or 1.5TB"
+                                           : "a positive size such as 20GiB, 512MiB or 1.5TB");
+  std::string text;
+  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
+  Record(key, node);
+  if (allow_auto && text == "auto") {
+    out->reset();
+    return Status::Ok();
+  }
+  StatusOr<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok() || (*bytes == 0 && !allow_zero)) return Error(key, node, expected);
+  *out = *bytes;
+  return Status::Ok();
+}
+
+Status JobReader::GetStringList(const std::string& key, std::vector<std::string>* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  const std::string expected = "a list of names such as [p4d.24xlarge, g5.12xlarge]";
+  if (!node.IsSequence()) return Error(key, node, expected);
+  out->clear();
+  for (const YAML::Node& item : node) {
+    if (!item.IsScalar() || item.Scalar().empty()) return Error(key, item, expected);
+    out->push_back(item.Scalar());
+  }
+  Record(key, node);
+  return Status::Ok();
+}
+
+}  // namespace tencache
