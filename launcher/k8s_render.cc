@@ -151,8 +151,11 @@ StatusOr<RenderedJob> RenderK8sJob(const ResolvedJob& resolved, const Candidate&
   RenderedJob r;
   r.name = name;
   r.namespace_ = k.namespace_;
+  // Rank 0 saves the trained weights on its pod's checkpoint volume, beside
+  // the checkpoints (kept when cluster.checkpoint_claim names a claim).
   r.launcher_command = {"mpirun", "--tag-output", "-n", std::to_string(ranks), kK8sWorkerBinary,
-                        "--job", kK8sJobFile, "--report-lines", "--sample", "0"};
+                        "--job", kK8sJobFile, "--report-lines", "--sample", "0",
+                        "--save-weights", K8sWeightsDir(job.name)};
 
   const std::string config = name + "-job";
   json configmap = {{"apiVersion", "v1"},

@@ -24,6 +24,11 @@ constexpr char kK8sJobDir[] = "/etc/tencache";             // the ConfigMap
 constexpr char kK8sJobFile[] = "/etc/tencache/job.resolved.yaml";
 constexpr char kK8sNvmeDir[] = "/var/tmp/tencache-nvme";    // the NVMe tier's volume
 constexpr char kK8sCheckpointDir[] = "/var/tmp/tencache-checkpoints";
+// Where rank 0 writes the trained weights (transformers' layout) in its pod:
+// kK8sCheckpointDir/JOB/weights.
+inline std::string K8sWeightsDir(const std::string& job_name) {
+  return std::string(kK8sCheckpointDir) + "/" + job_name + "/weights";
+}
 constexpr char kK8sWorkerBinary[] = "/opt/tencache/bin/tencache-worker";  // k8s/Dockerfile installs it there
 constexpr int kK8sUser = 1000;                              // the image's non-root user
 

@@ -307,6 +307,13 @@ def final(status):
                 "what": "tencache-bench gpu-copy: the worst size's GB/s through the device tier over plain "
                         "cudaMemcpyAsync from pinned memory (its own target)"}
 
+    hf = c.get("transformers_logits") or {}
+    if isinstance(hf, dict) and "pass" in hf:
+        worst = max([o.get("max_abs_diff", float("inf")) for o in hf.get("runs", {}).values()] or [float("inf")])
+        targets["transformers_logits"] = {
+            "value": worst, "target": "<= 1e-4", "pass": bool(hf["pass"]),
+            "what": "max |our logits - transformers' logits| over tiny GPT-2, OPT, Llama, Falcon and BLOOM "
+                    "exported by us (fp32, CPU); any missing or unexpected tensor fails it"}
     sources = {"budget_vs_resident_step_time": ("run-resident", "run-budget"),
                "zero_infinity_vs_tencache_step_time": ("run-budget", "run-budget-zero-infinity"),
                "resident_mfu": ("run-resident",), "device_hit_rate_vs_tencache_sim": ("run-budget", "sim-hit-rate")}
@@ -338,6 +345,47 @@ def final(status):
     print(code)
 
 
+def hf_logits(out_json, *runs):
+    """Each run NAME=WEIGHTS_DIR:LOGITS_FILE: transformers loads the weights we
+    exported (no missing or unexpected tensor), runs the tokens we ran, and its
+    fp32 logits are compared with ours."""
+    r = {"target": "max |ours - transformers'| <= 1e-4 (fp32, CPU), every architecture", "runs": {}}
+    try:
+        import torch
+        import transformers
+        from safetensors.torch import load_file
+    except Exception as e:
+        r["error"] = "%s: %s" % (type(e).__name__, e)
+        dump(out_json, r)
+        return
+    torch.manual_seed(0)
+    for run in runs:
+        name, rest = run.split("=", 1)
+        weights, logits = rest.split(":", 1)
+        one = {}
+        try:
+            ours = load_file(logits)
+            model, info = transformers.AutoModelForCausalLM.from_pretrained(
+                weights, torch_dtype=torch.float32, output_loading_info=True)
+            model.eval()
+            one["missing"] = list(info.get("missing_keys", []))
+            one["unexpected"] = list(info.get("unexpected_keys", []))
+            one["mismatched"] = [str(m) for m in info.get("mismatched_keys", [])]
+            tokens = ours["tokens"].round().long()[None]
+            with torch.no_grad():
+                theirs = model(tokens).logits[0].float()
+            diff = (theirs - ours["logits"]).abs().max().item()
+            one.update({"architecture": type(model).__name__, "positions": int(tokens.shape[1]),
+                        "max_abs_diff": diff, "max_abs_logit": ours["logits"].abs().max().item()})
+            one["pass"] = diff <= 1e-4 and not (one["missing"] or one["unexpected"] or one["mismatched"])
+        except Exception as e:
+            one["error"] = "%s: %s" % (type(e).__name__, e)
+            one["pass"] = False
+        r["runs"][name] = one
+    r["pass"] = bool(r["runs"]) and all(o.get("pass") for o in r["runs"].values())
+    dump(out_json, r)
+
+
 def summary():
     r = load(os.path.join(OUT, "gpu-check.json"), {}) or {}
     print("status %s (exit %s) after %s s; failed steps: %s" % (
@@ -356,4 +404,5 @@ if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"probe": probe, "get": get, "ctx": ctx, "step": step, "run-figures": run_figures, "simargs": simargs,
      "sim-figures": sim_figures, "json-figures": json_figures, "ctest-figures": ctest_figures,
-     "corpus": corpus, "final": final, "summary": summary, "runline": runline}[cmd](*args)
+     "corpus": corpus, "final": final, "summary": summary, "runline": runline,
+     "hf-logits": hf_logits}[cmd](*args)

@@ -15,6 +15,18 @@ std::string Dims(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
+// The architecture's tensors of one block, in the block's order: (index in
+// arch.tensors, our parameter slot). Both run in the same order (hf_layout's
+// table lists each block's tensors as the block lays them out).
+std::vector<std::pair<size_t, const ParamSlot*>> TensorsOfBlock(const HfArch& arch, const BlockLayout& layout) {
+  std::vector<std::pair<size_t, const ParamSlot*>> out;
+  size_t i = 0;
+  for (size_t k = 0; k < arch.tensors.size() && i < layout.params.size(); ++k) {
+    if (arch.tensors[k].ours == layout.params[i].name) out.push_back({k, &layout.params[i++]});
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<HfCheckpointReader> HfCheckpointReader::Open(const std::string& path, const DecoderModel& model,
@@ -39,6 +51,12 @@ StatusOr<HfCheckpointReader> HfCheckpointReader::Open(const std::string& path, c
     used[s] = true;
     r.found_.push_back(s);
   }
+  for (int b = 0; b < model.num_blocks(); ++b) {
+    if (TensorsOfBlock(r.arch_, model.layout(b)).size() != model.layout(b).params.size()) {
+      return Status::Internal(key + ": the " + r.arch_.model_type + " name table does not cover block " +
+                              std::to_string(b) + " in its order (common/hf_layout.cc)");
+    }
+  }
   for (const StTensor& s : r.reader_.tensors()) {
     if (!used.count(&s) && !r.arch_.Ignorable(s.name)) {
       return Status::InvalidArgument(key + ": " + path + ": tensor '" + s.name + "' is not part of the job's " +
@@ -49,19 +67,13 @@ StatusOr<HfCheckpointReader> HfCheckpointReader::Open(const std::string& path, c
   return r;
 }
 
-Status HfCheckpointReader::ReadBlock(int block, float* out) const {
-  const BlockLayout& layout = model_->layout(block);
-  size_t i = 0;
-  for (size_t k = 0; k < arch_.tensors.size(); ++k) {
-    if (i >= layout.params.size()) break;
-    const HfTensor& t = arch_.tensors[k];
-    if (t.ours != layout.params[i].name) continue;
-    const ParamSlot& slot = layout.params[i++];
+Status HfCheckpointReader::ReadBlock(int block, float* out, int64_t begin, int64_t end) const {
+  for (const auto& [k, slot] : TensorsOfBlock(arch_, model_->layout(block))) {
+    if (slot->offset >= end || slot->offset + slot->numel <= begin) continue;  // another rank's part
     std::vector<float> theirs(found_[k]->numel());
     TC_RETURN_IF_ERROR(reader_.ReadF32(*found_[k], theirs.data()));
-    HfReorder(t, model_->shape(), /*to_theirs=*/false, theirs.data(), out + slot.offset);
+    HfReorder(arch_.tensors[k], model_->shape(), /*to_theirs=*/false, theirs.data(), out + slot->offset);
   }
-  if (i != layout.params.size()) return Status::Internal("hf checkpoint: block " + std::to_string(block) + " incomplete");
   return Status::Ok();
 }
 
@@ -81,16 +93,12 @@ StatusOr<HfCheckpointWriter> HfCheckpointWriter::Begin(const std::string& dir, c
 }
 
 Status HfCheckpointWriter::WriteBlock(int block, const float* flat) {
-  const BlockLayout& layout = model_->layout(block);
-  size_t i = 0;
-  for (const HfTensor& t : arch_.tensors) {
-    if (i >= layout.params.size()) break;
-    if (t.ours != layout.params[i].name) continue;
-    const ParamSlot& slot = layout.params[i++];
-    std::vector<float> theirs(slot.numel);
-    HfReorder(t, model_->shape(), /*to_theirs=*/true, flat + slot.offset, theirs.data());
-    std::vector<char> bytes(size_t(slot.numel) * StDTypeBytes(dtype_));
-    ConvertFromF32(dtype_, theirs.data(), uint64_t(slot.numel), bytes.data());
+  for (const auto& [k, slot] : TensorsOfBlock(arch_, model_->layout(block))) {
+    const HfTensor& t = arch_.tensors[k];
+    std::vector<float> theirs(slot->numel);
+    HfReorder(t, model_->shape(), /*to_theirs=*/true, flat + slot->offset, theirs.data());
+    std::vector<char> bytes(size_t(slot->numel) * StDTypeBytes(dtype_));
+    ConvertFromF32(dtype_, theirs.data(), uint64_t(slot->numel), bytes.data());
     TC_RETURN_IF_ERROR(writer_.Write(t.theirs, bytes.data(), bytes.size()));
   }
   return Status::Ok();

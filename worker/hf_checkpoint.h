@@ -7,6 +7,7 @@
 // may run on several threads at once.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,11 @@ class HfCheckpointReader {
   // nothing else is (buffers such as attention masks aside). InvalidArgument
   // naming `key` (e.g. "model.init"), the file and the tensor otherwise.
   static StatusOr<HfCheckpointReader> Open(const std::string& path, const DecoderModel& model, const std::string& key);
-  // Block `block`'s values, in our layout, into out[model.layout(block).numel].
-  Status ReadBlock(int block, float* out) const;
+  // Block `block`'s values, in our layout, into out[model.layout(block).numel]:
+  // the tensors that overlap elements [begin, end) of the block (a rank's
+  // shard; by default all of them). Tensors wholly outside are not read and
+  // their elements of `out` are left as they were.
+  Status ReadBlock(int block, float* out, int64_t begin = 0, int64_t end = INT64_MAX) const;
 
  private:
   HfCheckpointReader(SafetensorsReader reader, const DecoderModel& model, HfArch arch)

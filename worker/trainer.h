@@ -111,6 +111,9 @@ class Trainer {
   // ones each time, forward only, not profiled. Collective: every rank calls it.
   // FailedPrecondition when train.eval_every is 0.
   StatusOr<double> Evaluate();
+  // The logits [T, vocab] (fp32, on the CPU) of the model as it stands for
+  // `tokens` (1..seq_len ids), every position. Collective: every rank calls it.
+  StatusOr<torch::Tensor> Logits(const std::vector<int64_t>& tokens);
   // Continues `prompt` by `tokens` bytes (byte-level vocabulary), sampling at
   // temperature 0.8 from the seed. Collective: every rank calls it.
   StatusOr<std::string> Sample(const std::string& prompt, int tokens);
@@ -175,9 +178,12 @@ class Trainer {
   // block's update (or, on an fp16 overflow, none).
   Status StoreGradient(int block, const float* grad, bool add_stored);
   Status ApplyDeferredUpdates();
-  // The forward of `tokens` [B, T] through every block, and the head's mean loss
-  // against `targets` (no autograd; Evaluate).
-  StatusOr<double> ForwardLoss(const torch::Tensor& tokens, const torch::Tensor& targets);
+  // The forward of `tokens` [B, T] through every block, then `head` on the
+  // final block's and (tied) the embedding's parameters and the activations
+  // [B, T, C] (Evaluate, Sample, Logits). Unprofiled callers only.
+  using HeadFn = std::function<torch::Tensor(const torch::Tensor& flat_last, const torch::Tensor& flat0,
+                                             const torch::Tensor& x)>;
+  StatusOr<torch::Tensor> Forward(const torch::Tensor& tokens, const HeadFn& head);
   void IssuePlannedFetches();
   void Release(Gathered* g);
   // Before which access each update's states are fetched to the host (state_fetches_).

@@ -19,7 +19,7 @@ class Unprofiled {
 
 }  // namespace
 
-StatusOr<double> Trainer::ForwardLoss(const torch::Tensor& tokens, const torch::Tensor& targets) {
+StatusOr<torch::Tensor> Trainer::Forward(const torch::Tensor& tokens, const HeadFn& head) {
   const int last = job_.model.layers + 1;
   torch::Tensor x;
   {
@@ -30,12 +30,12 @@ StatusOr<double> Trainer::ForwardLoss(const torch::Tensor& tokens, const torch::
     TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
     x = model_.Layer(b, g.flat, x);
   }
-  TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kForward));
+  TC_ASSIGN_OR_RETURN(Gathered h, Gather(last, 0, Phase::kForward));
   Gathered embed;  // a tied head is the embedding
   if (job_.model.tied_embeddings) {
     TC_ASSIGN_OR_RETURN(embed, Gather(0, 1, Phase::kForward));
   }
-  return model_.HeadLoss(head.flat, embed.flat, x, targets).item<double>();
+  return head(h.flat, embed.flat, x);
 }
 
 // Pass p covers validation windows [p x R x B, (p + 1) x R x B), rank r its
@@ -59,8 +59,13 @@ StatusOr<double> Trainer::Evaluate() {
       eval_corpus_->Window(eval_first_ + std::min(mine + uint64_t(i), eval_count_ - 1), T, seqs[i].data_ptr<int64_t>());
     }
     seqs = seqs.to(device_.device);
-    TC_ASSIGN_OR_RETURN(double loss, ForwardLoss(seqs.narrow(1, 0, T), seqs.narrow(1, 1, T)));
-    sums[0] += loss * double(n);
+    const torch::Tensor targets = seqs.narrow(1, 1, T);
+    TC_ASSIGN_OR_RETURN(torch::Tensor loss, Forward(seqs.narrow(1, 0, T), [&](const torch::Tensor& last,
+                                                                             const torch::Tensor& embed,
+                                                                             const torch::Tensor& x) {
+                          return model_.HeadLoss(last, embed, x, targets);
+                        }));
+    sums[0] += loss.item<double>() * double(n);
     sums[1] += double(n);
   }
   store_->EndStep();  // not a training step
@@ -74,29 +79,37 @@ StatusOr<std::string> Trainer::Sample(const std::string& prompt, int tokens) {
   torch::manual_seed(job_.train.seed);
   std::vector<int64_t> ctx(prompt.begin(), prompt.end());
   std::string out;
-  const int last = job_.model.layers + 1;
   for (int i = 0; i < tokens; ++i) {
     const int64_t n = std::min<int64_t>(int64_t(ctx.size()), job_.model.seq_len);
     torch::Tensor in = torch::from_blob(ctx.data() + ctx.size() - n, {1, n}, torch::kLong).to(device_.device);
-    TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kForward));
-    torch::Tensor x = model_.Embed(e.flat, in);
-    for (int b = 1; b < last; ++b) {
-      TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
-      x = model_.Layer(b, g.flat, x);
-    }
-    e = Gathered();  // its working buffer was reused by the layers: gather it again (a tied head)
-    if (job_.model.tied_embeddings) {
-      TC_ASSIGN_OR_RETURN(e, Gather(0, 0, Phase::kForward));
-    }
-    TC_ASSIGN_OR_RETURN(Gathered h, Gather(last, 1, Phase::kForward));
+    TC_ASSIGN_OR_RETURN(torch::Tensor logits, Forward(in, [&](const torch::Tensor& last, const torch::Tensor& embed,
+                                                              const torch::Tensor& x) {
+                          return model_.HeadLogits(last, embed, x);  // [1, vocab], the last position's
+                        }));
     // Temperature 0.8 sampling, seeded: greedy decoding of a small model repeats itself.
-    torch::Tensor probs = torch::softmax(model_.HeadLogits(h.flat, e.flat, x) / 0.8, -1);
+    torch::Tensor probs = torch::softmax(logits / 0.8, -1);
     const int64_t next = torch::multinomial(probs, 1).item<int64_t>();
     ctx.push_back(next);
     out += next < 256 ? std::string(1, char(next)) : "[" + std::to_string(next) + "]";  // beyond bytes: the id
   }
   store_->EndStep();  // not a training step
   return out;
+}
+
+StatusOr<torch::Tensor> Trainer::Logits(const std::vector<int64_t>& tokens) {
+  if (tokens.empty() || int64_t(tokens.size()) > job_.model.seq_len) {
+    return Status::InvalidArgument("logits: expected 1 to model.seq_len (" + std::to_string(job_.model.seq_len) +
+                                   ") tokens, got " + std::to_string(tokens.size()));
+  }
+  Unprofiled unprofiled(&sampling_);
+  torch::NoGradGuard no_grad;
+  torch::Tensor in = torch::tensor(tokens, torch::kLong).reshape({1, int64_t(tokens.size())}).to(device_.device);
+  TC_ASSIGN_OR_RETURN(torch::Tensor logits, Forward(in, [&](const torch::Tensor& last, const torch::Tensor& embed,
+                                                            const torch::Tensor& x) {
+                        return model_.Logits(last, embed, x);
+                      }));
+  store_->EndStep();  // not a training step
+  return logits[0].to(torch::kCPU, torch::kFloat32).contiguous();
 }
 
 }  // namespace tencache

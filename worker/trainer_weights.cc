@@ -30,8 +30,8 @@ void Trainer::PlanDecayRuns() {
   }
 }
 
-// Every rank generates each whole block from the seed, or reads it from
-// model.init, and keeps its shard (in mixed precision: the fp32 master, and
+// Every rank generates each whole block from the seed, or reads the tensors
+// of model.init that overlap its shard, and keeps its shard (in mixed precision: the fp32 master, and
 // the bf16 parameter rounded from it).
 Status Trainer::InitShards() {
   std::unique_ptr<HfCheckpointReader> init;
@@ -54,7 +54,8 @@ Status Trainer::InitShards() {
     for (int b = first; b < last; ++b) {
       drawers.emplace_back([this, b, first, &blocks, &read, &init] {
         blocks[b - first].assign(padded(b), 0.0f);
-        if (init) read[b - first] = init->ReadBlock(b, blocks[b - first].data());
+        const int64_t mine = int64_t(comm_->rank() * layout_.counts[b]);  // only this rank's part is read
+        if (init) read[b - first] = init->ReadBlock(b, blocks[b - first].data(), mine, mine + int64_t(layout_.counts[b]));
         else model_.InitBlock(b, job_.train.seed, blocks[b - first].data());
       });
     }

@@ -27,6 +27,7 @@
 #include "worker/compute_device.h"
 #include "worker/mpi_communicator.h"
 #include "worker/nccl_communicator.h"
+#include "common/safetensors.h"
 #include "worker/trainer.h"
 
 namespace tencache {
@@ -39,12 +40,25 @@ struct Args {
   std::string metrics;
   std::string trace;
   std::string save_weights;
+  std::string logits;
   int sample = 48;
   bool report_lines = false;
   bool probe = false;
   std::string device = "auto";
   size_t mpi_max_count = 0;  // 0: MPI's int limit
 };
+
+// FILE: 'tokens' [T] (as fp32: exact below 2^24) and 'logits' [T, vocab].
+Status WriteLogits(const std::string& path, const std::vector<int64_t>& tokens, const torch::Tensor& logits) {
+  const int64_t T = int64_t(tokens.size()), V = logits.size(1);
+  std::vector<float> ids(tokens.begin(), tokens.end());
+  TC_ASSIGN_OR_RETURN(SafetensorsWriter w, SafetensorsWriter::Begin(path, {{"tokens", StDType::kF32, {T}},
+                                                                           {"logits", StDType::kF32, {T, V}}},
+                                                                    {{"format", "pt"}}));
+  TC_RETURN_IF_ERROR(w.Write("tokens", ids.data(), ids.size() * sizeof(float)));
+  TC_RETURN_IF_ERROR(w.Write("logits", logits.data_ptr<float>(), uint64_t(T * V) * sizeof(float)));
+  return w.Finish();
+}
 
 std::unique_ptr<CLI::App> MakeApp(Args* a) {
   auto app = MakeCliApp("tencache-worker", "One MPI rank of a tencache training job; run it under mpirun, "
@@ -60,6 +74,9 @@ std::unique_ptr<CLI::App> MakeApp(Args* a) {
   app->add_option("--save-weights", a->save_weights,
                   "after training, write the weights to DIR/model.safetensors (transformers' layout, fp32) and "
                   "DIR/config.json");
+  app->add_option("--logits", a->logits,
+                  "after training, write the model's logits for the first model.seq_len tokens of train.data to "
+                  "FILE (safetensors: 'tokens' and 'logits' [T, vocab], fp32), for comparison with transformers");
   app->add_option("--sample", a->sample, "bytes of text to sample at the end (0: none)")
       ->check(CLI::Range(0, 100000000));
   app->add_option("--device", a->device,
@@ -155,6 +172,17 @@ Status Run(const Args& args, int rank) {
     } else {
       TC_RETURN_IF_ERROR(trainer->SaveWeights(args.save_weights));
       log("weights: wrote " + args.save_weights + "/model.safetensors and config.json (" + arch->architecture + ")");
+    }
+  }
+  if (!args.logits.empty()) {
+    std::vector<int64_t> window(size_t(job.model.seq_len) + 1);
+    corpus->Window(0, job.model.seq_len, window.data());
+    window.pop_back();
+    TC_ASSIGN_OR_RETURN(torch::Tensor logits, trainer->Logits(window));
+    if (rank == 0) {
+      Status wrote = WriteLogits(args.logits, window, logits);
+      if (!wrote.ok()) return wrote.WithContext("--logits");
+      log("logits: wrote " + args.logits + " (" + std::to_string(window.size()) + " positions)");
     }
   }
   if (args.sample > 0) {

@@ -24,6 +24,8 @@ namespace fs = std::filesystem;
 TEST(K8sLauncherCommand, TrainsTheQuickstartHere) {
   if (getuid() != 0) GTEST_SKIP() << "needs root: the job file goes to " << kK8sJobFile;
   if (fs::exists(kK8sJobFile)) GTEST_SKIP() << kK8sJobFile << " exists; not overwriting it";
+  const fs::path weights = K8sWeightsDir("quickstart");
+  if (fs::exists(weights)) GTEST_SKIP() << weights << " exists; not overwriting it";
   const fs::path dir = fs::temp_directory_path() / ("tencache_k8s_cmd_" + std::to_string(getpid()));
   testing::CommandResult r = testing::RunCommand(
       "cd " + std::string(TENCACHE_SOURCE_DIR) + " && " + TENCACHE_LAUNCH_BIN +
@@ -59,6 +61,10 @@ TEST(K8sLauncherCommand, TrainsTheQuickstartHere) {
     ++steps;
   }
   EXPECT_EQ(steps, 4u) << run.out;
+  // The trained weights, where the pod's checkpoint volume is.
+  EXPECT_TRUE(fs::is_regular_file(weights / "model.safetensors")) << run.out;
+  EXPECT_TRUE(fs::is_regular_file(weights / "config.json")) << run.out;
+  fs::remove_all(weights.parent_path());
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "reference_decoder.h"
 #include "worker/communicator.h"
 #include "worker/decoder_model.h"
+#include "worker/hf_checkpoint.h"
 #include "worker/trainer.h"
 
 namespace tencache {
@@ -293,6 +294,42 @@ TEST(Architectures, SafetensorsRoundTripIsByteIdenticalAndTrainsTheSame) {
   EXPECT_EQ(l.tensors.back().theirs, "lm_head.weight");
   EXPECT_EQ(l.tensors[2].theirs, "model.layers.0.self_attn.q_proj.weight");
   EXPECT_EQ(l.tensors[3].their_dims, (std::vector<int64_t>{16, 32}));  // k_proj: 2 kv heads of 8
+}
+
+// A rank reads only the tensors that overlap its shard of a block: the rest
+// of the block is left untouched, the part it reads equals a whole read.
+TEST(Architectures, ARankReadsOnlyTheTensorsOfItsShard) {
+  const fs::path dir = fs::temp_directory_path() / ("tencache_arch_part_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const JobSpec job = ArchJob(Archs()[2]);  // Llama
+  auto solo = MakeSoloCommunicator();
+  {
+    StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, solo.get(), Corpus(), [](const std::string&) {});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE((*t)->SaveWeights(dir.string()).ok());
+  }
+  DecoderModel model(job.model);
+  StatusOr<HfCheckpointReader> r = HfCheckpointReader::Open(dir.string(), model, "model.init");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const BlockLayout& layout = model.layout(1);
+  const int64_t half = layout.numel / 2;
+  std::vector<float> whole(layout.numel, NAN), part(layout.numel, NAN);
+  ASSERT_TRUE(r->ReadBlock(1, whole.data()).ok());
+  ASSERT_TRUE(r->ReadBlock(1, part.data(), 0, half).ok());
+  int skipped = 0;
+  for (const ParamSlot& p : layout.params) {
+    const bool overlaps = p.offset < half;
+    skipped += !overlaps;
+    for (int64_t i = p.offset; i < p.offset + p.numel; ++i) {
+      if (overlaps) {
+        ASSERT_EQ(part[i], whole[i]) << p.name;
+      } else {
+        ASSERT_TRUE(std::isnan(part[i])) << p.name << " was read though it lies beyond the range";
+      }
+    }
+  }
+  EXPECT_GT(skipped, 0);
+  fs::remove_all(dir);
 }
 
 TEST(Architectures, CheckpointsOfAnotherShapeAreRefusedNamingTheTensor) {
