@@ -1,6 +1,7 @@
 #include "common/job_reader.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -39,10 +40,30 @@ std::string JobReader::Location(const std::string& key, const YAML::Node& node) 
   return source_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
 }
 
+std::string Excerpt(const std::string& text) {
+  constexpr size_t kMax = 64;
+  if (text.size() <= kMax) return text;
+  return text.substr(0, kMax) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
+std::string Printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : Excerpt(text)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
 Status JobReader::Error(const std::string& key, const YAML::Node& node,
                         const std::string& expected) const {
   std::string got;
-  if (node.IsScalar()) got = ", got '" + node.Scalar() + "'";
+  if (node.IsScalar()) got = ", got '" + Excerpt(node.Scalar()) + "'";
   else if (node.IsSequence()) got = ", got a list";
   else if (node.IsMap()) got = ", got a mapping";
   return Status::InvalidArgument(Location(key, node) + ": key '" + key + "': expected " + expected + got);

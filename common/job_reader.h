@@ -19,6 +19,10 @@ namespace tencache {
 
 // "a, b, c".
 std::string JoinNames(const std::vector<std::string>& v);
+// `text`, or its first 64 bytes and its length when longer (for messages).
+std::string Excerpt(const std::string& text);
+// Excerpt(text) with every byte outside printable ASCII written \xNN.
+std::string Printable(const std::string& text);
 
 // Reads typed values out of the YAML tree, naming file, line and key on error.
 class JobReader {
@@ -26,8 +30,8 @@ class JobReader {
   JobReader(std::string source, YAML::Node root, std::map<std::string, std::string> overridden)
       : source_(std::move(source)), root_(std::move(root)), overridden_(std::move(overridden)) {}
 
-  // Every key under `section` ("" for the top level) is one the schema knows
-  // (defined with the schema, in job_spec.cc).
+  // Every key under `section` ("" for the top level) is one the schema knows,
+  // and appears once (defined with the schema, in job_spec.cc).
   Status CheckKeys(const YAML::Node& node, const std::string& section);
   YAML::Node Find(const std::string& key) const;
   std::string Location(const std::string& key, const YAML::Node& node) const;

@@ -1,5 +1,6 @@
 #include "common/job_spec.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -134,16 +135,22 @@ Status JobReader::CheckKeys(const YAML::Node& node, const std::string& section) 
   if (!node.IsMap()) {
     return Error(section.empty() ? "(top level)" : section, node, "a mapping of keys to values");
   }
+  std::map<std::string, std::string> seen;  // name -> where it was first
   for (const auto& entry : node) {
     std::string name = entry.first.Scalar();
     std::string key = section.empty() ? name : section + "." + name;
+    const std::string here = Location(key, entry.first);
+    if (auto [first, fresh] = seen.emplace(name, here); !fresh) {  // yaml-cpp keeps both; its lookups take the first
+      return Status::InvalidArgument(here + ": key '" + Excerpt(key) + "' appears twice (first at " + first->second +
+                                     "); expected each key once");
+    }
     if (IsLeaf(key)) continue;
     if (IsSection(key)) {
       TC_RETURN_IF_ERROR(CheckKeys(entry.second, key));
       continue;
     }
     std::string hint = DidYouMean(name, ChildNames(section));
-    return Status::InvalidArgument(Location(key, entry.first) + ": unknown key '" + key + "'" + hint +
+    return Status::InvalidArgument(here + ": unknown key '" + Excerpt(key) + "'" + hint +
                                    "; expected one of: " + JoinNames(ChildNames(section)));
   }
   return Status::Ok();
@@ -527,13 +534,24 @@ StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& sourc
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    return Status::InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                   std::to_string(e.mark.column + 1) + ": malformed YAML: nested more than " +
+                                   std::to_string(e.depth()) + " levels deep; a job file is a few levels of "
+                                   "mappings");
   } catch (const YAML::ParserException& e) {
     return Status::InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ":" +
-                                   std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+                                   std::to_string(e.mark.column + 1) + ": malformed YAML: " + Printable(e.msg));
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(source + ": malformed YAML: " + e.msg);
+    return Status::InvalidArgument(source + ": malformed YAML: " + Printable(e.msg));
   }
-  if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
+  if (root.IsNull() || !root.IsDefined()) {
+    if (overrides.empty()) {
+      return Status::InvalidArgument(source + ": the job file is empty (or only comments); expected a mapping with "
+                                     "the sections name, model, train, cluster and cache (see configs/examples/)");
+    }
+    root = YAML::Node(YAML::NodeType::Map);
+  }
   if (!root.IsMap()) {
     return Status::InvalidArgument(source + ": expected a mapping with the sections name, model, "
                                    "train, cluster and cache");
@@ -551,7 +569,7 @@ StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& sourc
     if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
       return Status::InvalidArgument((reader.Has("name") ? reader.locations().at("name") : source) +
                                      ": key 'name': expected lower-case letters, digits and '-' (it "
-                                     "names Kubernetes objects), got '" + job.name + "'");
+                                     "names Kubernetes objects), got '" + Excerpt(job.name) + "'");
     }
   }
   TC_RETURN_IF_ERROR(ReadModel(reader, source, &job));

@@ -207,7 +207,9 @@ StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds&
     PlannedFetch pf;
     pf.tensor = f.tensor;
     pf.use = f.use - 2 * n;
-    pf.issue_before = std::max(last_issue, int64_t(f.earliest_issue) - int64_t(2 * n));
+    // At most one step ahead: a fetch with nothing to evict has no earlier
+    // bound from a victim, and the plan's issue table spans one step.
+    pf.issue_before = std::max({last_issue, int64_t(f.earliest_issue) - int64_t(2 * n), int64_t(pf.use) - int64_t(n) + 1});
     last_issue = pf.issue_before;
     pf.evict = f.evict;
     pf.source = p.layout_.home[f.tensor];

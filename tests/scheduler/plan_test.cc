@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "common/model_shape.h"
 #include "scheduler/synth.h"
+#include "scheduler/trace.h"
 
 namespace tencache {
 namespace {
@@ -167,6 +169,43 @@ TEST(PlanTest, DeviceBudgetForCapacityInvertsTheGradientReserve) {
     EXPECT_EQ(b.device - GradReserve(trace, b.device), cap) << cap;
     EXPECT_LT(b.device - 1 - GradReserve(trace, b.device - 1), cap) << cap;
     EXPECT_EQ(LayoutTiers(trace, seq, b)->device_capacity, cap) << cap;
+  }
+}
+
+// Review defect (#14): a steady-state fetch with nothing to evict had its
+// issue point at -2N (two steps ahead), outside the one step a plan spans, and
+// Build wrote by_issue_[-N] (a heap overflow under AddressSanitizer on this
+// 2-tensor trace with a 500-byte device budget). Every issue point must lie in
+// [use - N + 1, use] and every fetch be listed once.
+TEST(PlanTest, EveryIssuePointLiesWithinOneStepOfItsUse) {
+  for (uint64_t bytes : {200u, 300u, 450u}) {
+    std::stringstream text;
+    text << R"({"format":"tencache-trace","version":1,"model":"custom","dtype":"fp32"})" << "\n";
+    const char* order[][2] = {{"0", "fwd"}, {"1", "fwd"}, {"1", "bwd"}, {"0", "bwd"}};
+    double t = 0;
+    for (const auto& a : order) {
+      text << R"({"type":"access","id":)" << a[0] << R"(,"name":"t)" << a[0] << R"(","phase":")" << a[1]
+           << R"(","block":)" << a[0] << R"(,"bytes":)" << bytes << R"(,"start_s":)" << t << R"(,"end_s":)"
+           << t + 0.001 << "}\n";
+      t += 0.001;
+    }
+    StatusOr<Trace> trace = ParseTrace(text, "two.jsonl");
+    ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+    for (uint64_t device : {100u, 300u, 500u, 700u}) {
+      TierBudgets b;
+      b.device = device;
+      b.host = 1 << 20;
+      StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(*trace, LinkSpeeds{}, b);
+      if (!plan.ok()) continue;  // a budget below the layout's minimum
+      const int64_t n = int64_t(plan->sequence().size());
+      for (const PlannedFetch& f : plan->fetches()) {
+        EXPECT_GE(f.issue_before, int64_t(f.use) - n + 1) << bytes << " B tensors, device " << device;
+        EXPECT_LE(f.issue_before, int64_t(f.use));
+      }
+      size_t listed = 0;
+      for (AccessIndex k = 0; k < AccessIndex(n); ++k) listed += plan->FetchesBefore(k).size();
+      EXPECT_EQ(listed, plan->fetches().size()) << bytes << " B tensors, device " << device;
+    }
   }
 }
 
