@@ -61,6 +61,7 @@ const std::vector<std::string>& LeafKeys() {
       "train.beta2", "train.eps", "train.weight_decay", "train.grad_clip", "train.initial_loss_scale",
       "train.loss_scale_window", "train.eval_every", "train.eval_data", "train.eval_split",
       "train.eval_sequences", "train.seed", "train.checkpoint_every", "train.checkpoint_dir",
+      "train.keep_checkpoints",
       "cluster.target", "cluster.nodes", "cluster.ranks_per_node", "cluster.max_nodes", "cluster.instance_types", "cluster.objective",
       "cluster.use_spot", "cluster.max_price_per_hour", "cluster.catalog",
       "cluster.volume.size", "cluster.volume.read_gbps", "cluster.volume.write_gbps",
@@ -286,6 +287,10 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
   TC_RETURN_IF_ERROR(r.GetUint64("train.seed", 0, &t.seed));
   TC_RETURN_IF_ERROR(r.GetInt("train.checkpoint_every", 0, &t.checkpoint_every));
   TC_RETURN_IF_ERROR(r.GetString("train.checkpoint_dir", &t.checkpoint_dir));
+  TC_RETURN_IF_ERROR(r.GetInt("train.keep_checkpoints", 1, &t.keep_checkpoints));
+  if (fs::path(t.checkpoint_dir).is_relative()) {
+    t.checkpoint_dir = (fs::path(source).parent_path() / t.checkpoint_dir).lexically_normal().string();
+  }
   if (t.micro_batch > 0 && t.global_batch % t.micro_batch != 0) {
     return Status::InvalidArgument(job->Where("train.global_batch") + ": expected a multiple of "
                                    "train.micro_batch (" + std::to_string(t.micro_batch) + "), got " +

@@ -47,7 +47,8 @@ struct TrainSpec {
   int eval_sequences = 64;
   uint64_t seed = 1;
   int checkpoint_every = 0;       // 0: never
-  std::string checkpoint_dir = "ckpt/";
+  std::string checkpoint_dir = "ckpt/";  // relative to the job file's folder
+  int keep_checkpoints = 2;       // the newest complete checkpoints kept
 };
 
 // Storage to assume on instances with no local NVMe (e.g. an EBS or PD volume).

@@ -128,6 +128,10 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--target", run.target, "where to run: local (this machine), hosts (cluster.hosts over Open "
                                              "MPI) or k8s (a Kubeflow MPIJob); default: cluster.target")
       ->check(CLI::IsMember({"local", "hosts", "k8s"}));
+  run_cmd->add_option("--resume", run.resume_from,
+                      "continue from the newest complete checkpoint: the run folder RUN_DIR's (its checkpoints/), "
+                      "or train.checkpoint_dir's when the job sets it")
+      ->expected(0, 1)->type_name("[RUN_DIR]");
   AddKubectlOptions(run_cmd, &run.kubectl, &run.context, &run.namespace_);
   run_cmd->add_option("--progress-every", run.progress_every_s,
                       "seconds between progress lines when stdout is not a terminal")->check(CLI::Range(0.0, 3600.0));
@@ -173,7 +177,10 @@ int Main(int argc, char** argv) {
   if (*logs_cmd) return K8sLogs(kube, job_name, follow);
   if (*delete_cmd) return K8sDelete(kube, job_name);
   if (*plan_cmd) return RunPlan(plan);
-  if (*run_cmd) return LaunchRun(run);
+  if (*run_cmd) {
+    run.resume = run_cmd->count("--resume") > 0;
+    return LaunchRun(run);
+  }
   return RebuildReport(report_dir, report_catalog);
 }
 

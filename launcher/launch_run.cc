@@ -266,6 +266,18 @@ int LaunchRun(const LaunchOptions& opt) {
   if (!catalog.ok()) return Fail(catalog.status());
   const fs::path out = !opt.out.empty() ? fs::path(opt.out) : fs::path("runs") / (job.name + "-" + Stamp());
   const bool as_root = getuid() == 0;
+  // Checkpoints: where the job says, else in the run folder (or, resuming a
+  // run folder, in that one's).
+  if (!opt.resume_from.empty() && !fs::is_directory(opt.resume_from)) {
+    return Fail(Status::NotFound("--resume " + opt.resume_from + ": no such run folder"));
+  }
+  if (job.locations.count("train.checkpoint_dir") == 0) {
+    loaded->train.checkpoint_dir =
+        fs::absolute((opt.resume_from.empty() ? out : fs::path(opt.resume_from)) / "checkpoints").string();
+  } else if (!opt.resume_from.empty()) {
+    return Fail(Status::InvalidArgument(job.Where("train.checkpoint_dir") + ": set by the job, so --resume takes no "
+                                        "run folder (" + opt.resume_from + "); use --resume alone"));
+  }
 
   // This machine as a candidate, measured (or read from the per-machine cache).
   MachineFacts facts = ReadMachineFacts(job.cache.nvme_path);
@@ -329,6 +341,7 @@ int LaunchRun(const LaunchOptions& opt) {
   spec.ranks = resolved->job.ranks();
   spec.as_root = as_root;
   spec.worker_args = {"--sample", "0", "--save-weights", fs::absolute(out / "weights").string()};
+  if (opt.resume) spec.worker_args.push_back("--resume");
   UseHosts(resolved->job, &spec);
   const std::vector<std::string> argv = MpirunCommand(spec);
   if (opt.dry_run) {

@@ -258,7 +258,7 @@ Status Trainer::Init() {
     }
     eval_count_ = std::min<uint64_t>(eval_count_, uint64_t(job_.train.eval_sequences));
   }
-  acquire_order_.clear();  // initialisation is not the profiled order
+  step_acquires_.clear();  // initialisation is not a step's order
   if (store_->cache() != nullptr) allocations_at_warmup_ = store_->cache()->Snapshot().allocations_after_setup;
   store_->EndStep();  // initialisation traffic is not a training step
   return Status::Ok();
@@ -338,7 +338,7 @@ Status Trainer::GatherInto(int block, int slot, ShardRef p, Gathered* g) {
 }
 
 StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) {
-  if (step_ == 0 && !sampling_) acquire_order_.push_back(layout_.Id(block, kind));
+  if (!sampling_) step_acquires_.push_back(layout_.Id(block, kind));
   return store_->Acquire(block, kind, tier, mode);
 }
 
@@ -607,6 +607,7 @@ StatusOr<StepMetrics> Trainer::Step() {
   issued_for_ = -1;
   if (zero_infinity_ != nullptr) zero_infinity_->BeginStep(step_);
   std::fill(contributions_.begin(), contributions_.end(), 0);
+  step_acquires_.clear();  // capacity kept: no allocation once a step has run
   step_loss_scale_ = loss_scale_;
   step_grad_norm_ = -1;
   step_skipped_ = false;
@@ -628,6 +629,9 @@ StatusOr<StepMetrics> Trainer::Step() {
   const CacheMetrics cache = store_->EndStep();
   const int version = profiler_.profile_version();
   TC_RETURN_IF_ERROR(profiler_.EndStep());
+  // The step that became the profile (the first, or one that diverged) gives
+  // the eviction oracle its order.
+  if (profiler_.profile_version() != version) acquire_order_ = step_acquires_;
   if (job_.cache.policy == CachePolicy::kZeroInfinity && zero_infinity_ == nullptr) {
     std::vector<int> order;  // the profiled device accesses: the coordinator's trace
     for (const TraceEvent& e : profiler_.profile().events) {
@@ -637,11 +641,12 @@ StatusOr<StepMetrics> Trainer::Step() {
   }
   const bool cached_plan = job_.cache.policy == CachePolicy::kTencache && store_->cache() != nullptr;
   if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan(cache));
-  if (step_ == 0 && store_->cache() != nullptr) {
+  if (steps_run_ == 0 && store_->cache() != nullptr) {
     allocations_at_warmup_ = cache.allocations_after_setup;
   }
   TC_ASSIGN_OR_RETURN(StepMetrics m, Collect(loss_sum, seconds, cache));
   ++step_;
+  ++steps_run_;
   return m;
 }
 
@@ -695,7 +700,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.bytes_nvme_read = sums[3];
   m.bytes_nvme_write = sums[4];
   m.stall_s = sums[5];
-  m.allocations_after_warmup = step_ == 0 ? 0 : sums[6];
+  m.allocations_after_warmup = steps_run_ == 0 ? 0 : sums[6];
   m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;
   auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 1.0; };
   m.device_acquire_hit_rate = rate(sums[7], sums[8]);

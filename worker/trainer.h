@@ -41,6 +41,8 @@
 
 namespace tencache {
 
+struct RankFileInfo;  // worker/checkpoint.h
+
 struct StepMetrics {
   int64_t step = 0;
   double loss = 0;           // mean over the global batch
@@ -117,6 +119,17 @@ class Trainer {
   // Continues `prompt` by `tokens` bytes (byte-level vocabulary), sampling at
   // temperature 0.8 from the seed. Collective: every rank calls it.
   StatusOr<std::string> Sample(const std::string& prompt, int tokens);
+  // Writes a checkpoint of the state after the steps run so far into
+  // train.checkpoint_dir (worker/checkpoint.h), committed only when every rank
+  // wrote its file; the previous checkpoint stays intact otherwise. Collective.
+  Status SaveCheckpoint();
+  // Loads the newest complete checkpoint of train.checkpoint_dir: the next
+  // Step() continues the run it came from (bitwise on the same ranks). NotFound
+  // when there is none; InvalidArgument when it is of another job or world
+  // size; Corruption naming the file and offset on a checksum mismatch.
+  // REQUIRES: no step has run. Collective.
+  Status Resume();
+  int64_t step() const { return step_; }  // steps done: the next step's number
   // Writes the weights (the fp32 masters) to DIR/model.safetensors in
   // transformers' layout, with DIR/config.json; rank 0 writes, block by block
   // as the ranks gather them. Collective: every rank calls it.
@@ -172,6 +185,10 @@ class Trainer {
   // AdamW on the block's shards with its complete gradient (this rank's shard).
   Status UpdateBlock(int block, const float* grad);
   StatusOr<double> MicroStep(int micro);
+  // trainer_checkpoint.cc: the kinds a checkpoint holds per block, and one rank's file.
+  std::vector<ShardKind> CheckpointKinds() const;
+  Status WriteRankFile(const std::string& path, RankFileInfo* info);
+  Status LoadRankFile(const std::string& path, const RankFileInfo& info);
   // Deferred updates (trainer_grads.cc): stores a complete gradient shard and
   // adds its squares to grad_sumsq_; then, after the backward, the norm over
   // all ranks, the fp16 overflow check and loss scale, clipping, and every
@@ -248,7 +265,9 @@ class Trainer {
   std::unique_ptr<ZeroInfinityPrefetcher> zero_infinity_;  // cache.policy zero-infinity, from step 1
   int zi_fetches_reported_ = 0;
   std::unique_ptr<NextUseOracle> oracle_;
-  std::vector<TensorId> acquire_order_;      // cache ids acquired in the profiled step
+  std::vector<TensorId> acquire_order_;      // cache ids acquired in the profiled step: the oracle's order
+  std::vector<TensorId> step_acquires_;      // cache ids acquired in this step so far
+  int64_t steps_run_ = 0;                    // steps this process ran (a resumed run starts at step_ > 0)
   int64_t step_ = 0;
   bool sampling_ = false;  // Sample() and Evaluate() run unprofiled
   double step_start_ = 0;

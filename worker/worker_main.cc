@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -41,6 +43,7 @@ struct Args {
   std::string trace;
   std::string save_weights;
   std::string logits;
+  bool resume = false;
   int sample = 48;
   bool report_lines = false;
   bool probe = false;
@@ -60,6 +63,33 @@ Status WriteLogits(const std::string& path, const std::vector<int64_t>& tokens, 
   return w.Finish();
 }
 
+// Rank 0's line for a step: the log, --metrics and the launcher's report line.
+void PrintStep(const StepMetrics& m, const Args& args, std::ofstream& metrics,
+               const std::function<void(const std::string&)>& log) {
+  char line[320];
+  int at = std::snprintf(line, sizeof line, "step %lld loss %.4f  %.3f s  %.0f tok/s  device hit %.3f  stall %.3f s",
+                         static_cast<long long>(m.step), m.loss, m.step_time_s, m.tokens_per_s, m.device_hit_rate,
+                         m.stall_s);
+  if (std::isfinite(m.eval_loss)) at += std::snprintf(line + at, sizeof line - at, "  eval loss %.4f", m.eval_loss);
+  if (m.grad_norm >= 0) at += std::snprintf(line + at, sizeof line - at, "  grad norm %.3g", m.grad_norm);
+  if (m.loss_scale > 0) {
+    std::snprintf(line + at, sizeof line - at, "  loss scale %.0f%s", m.loss_scale, m.skipped ? " (overflow: skipped)" : "");
+  }
+  log(line);
+  if (metrics.is_open()) metrics << m.ToJson() << "\n" << std::flush;
+  if (args.report_lines) std::cout << kReportMetricsPrefix << m.ToJson() << std::endl;
+}
+
+volatile std::sig_atomic_t g_stop_requested = 0;
+
+void InstallStopHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = [](int) { g_stop_requested = 1; };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 std::unique_ptr<CLI::App> MakeApp(Args* a) {
   auto app = MakeCliApp("tencache-worker", "One MPI rank of a tencache training job; run it under mpirun, "
                                            "one process per rank (tencache-launch does).");
@@ -74,6 +104,8 @@ std::unique_ptr<CLI::App> MakeApp(Args* a) {
   app->add_option("--save-weights", a->save_weights,
                   "after training, write the weights to DIR/model.safetensors (transformers' layout, fp32) and "
                   "DIR/config.json");
+  app->add_flag("--resume", a->resume,
+                "continue from the newest complete checkpoint in train.checkpoint_dir (exit 2 when there is none)");
   app->add_option("--logits", a->logits,
                   "after training, write the model's logits for the first model.seq_len tokens of train.data to "
                   "FILE (safetensors: 'tokens' and 'logits' [T, vocab], fp32), for comparison with transformers");
@@ -139,26 +171,29 @@ Status Run(const Args& args, int rank) {
     metrics.open(args.metrics);
     if (!metrics) return Status::InvalidArgument("--metrics: cannot write '" + args.metrics + "'");
   }
+  if (args.resume) TC_RETURN_IF_ERROR(trainer->Resume());
   const int steps = args.steps >= 0 ? args.steps : job.train.steps;
-  for (int s = 0; s < steps; ++s) {
+  InstallStopHandlers();
+  for (int s = int(trainer->step()); s < steps; ++s) {
     TC_ASSIGN_OR_RETURN(StepMetrics m, trainer->Step());
     const int every = job.train.eval_every;
     if (every > 0 && ((s + 1) % every == 0 || s + 1 == steps)) {  // and after the last step
       TC_ASSIGN_OR_RETURN(m.eval_loss, trainer->Evaluate());
     }
-    if (rank != 0) continue;
-    char line[320];
-    int at = std::snprintf(line, sizeof line, "step %lld loss %.4f  %.3f s  %.0f tok/s  device hit %.3f  stall %.3f s",
-                           static_cast<long long>(m.step), m.loss, m.step_time_s, m.tokens_per_s, m.device_hit_rate,
-                           m.stall_s);
-    if (std::isfinite(m.eval_loss)) at += std::snprintf(line + at, sizeof line - at, "  eval loss %.4f", m.eval_loss);
-    if (m.grad_norm >= 0) at += std::snprintf(line + at, sizeof line - at, "  grad norm %.3g", m.grad_norm);
-    if (m.loss_scale > 0) {
-      std::snprintf(line + at, sizeof line - at, "  loss scale %.0f%s", m.loss_scale, m.skipped ? " (overflow: skipped)" : "");
+    if (rank == 0) PrintStep(m, args, metrics, log);
+    // A stop asked of any rank (SIGINT, SIGTERM) ends the run on every rank
+    // after this step, with a checkpoint when the job writes them.
+    double stop = g_stop_requested ? 1.0 : 0.0;
+    TC_RETURN_IF_ERROR(comm->AllReduceSum(&stop, 1));
+    const int ckpt = job.train.checkpoint_every;
+    if (ckpt > 0 && ((s + 1) % ckpt == 0 || stop > 0)) {
+      TC_RETURN_IF_ERROR(trainer->SaveCheckpoint());
+      if (rank == 0) log("checkpoint: step " + std::to_string(s + 1) + " in " + job.train.checkpoint_dir);
     }
-    log(line);
-    if (metrics.is_open()) metrics << m.ToJson() << "\n" << std::flush;
-    if (args.report_lines) std::cout << kReportMetricsPrefix << m.ToJson() << std::endl;
+    if (stop > 0) {
+      if (rank == 0) log("stopped after step " + std::to_string(s + 1) + " (a signal asked it)");
+      return Status::Unavailable("stopped by a signal after step " + std::to_string(s + 1));
+    }
   }
   if (rank == 0 && !args.trace.empty()) {
     Status wrote = trainer->WriteTrace(args.trace);

@@ -1,0 +1,191 @@
+// Checkpoint and resume (worker/checkpoint.h): a run stopped after step 6 and
+// resumed from its checkpoint gives the uninterrupted run's losses bit for bit
+// (1 rank through the NVMe tier in fp32, bf16 and fp16; 2 ranks in fp32), and a
+// checkpoint that cannot continue the job is refused with the reason.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "trainer_fixture.h"
+#include "worker/checkpoint.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string CkptDir(const std::string& tag) {
+  return (fs::temp_directory_path() / ("tencache_ckpt_test_" + std::to_string(getpid()) + "_" + tag)).string();
+}
+
+JobSpec CkptJob(const std::string& policy, const std::string& tag, std::vector<std::string> extra = {}) {
+  extra.push_back("train.checkpoint_dir=" + CkptDir(tag));
+  return SmallJob(policy, tag, extra);
+}
+
+// Steps [first, last) of `job` on `comm`: resumed when first > 0, with a
+// checkpoint after step `save_at` (when > 0).
+std::vector<StepMetrics> Run(const JobSpec& job, Communicator* comm, int first, int last, int save_at) {
+  std::vector<StepMetrics> out;
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, comm, Corpus(), [](const std::string&) {});
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  if (!t.ok()) return out;
+  if (first > 0) {
+    Status s = (*t)->Resume();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) return out;
+    EXPECT_EQ((*t)->step(), first);
+  }
+  for (int s = first; s < last; ++s) {
+    StatusOr<StepMetrics> m = (*t)->Step();
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) break;
+    out.push_back(*m);
+    if (s + 1 == save_at) {
+      Status saved = (*t)->SaveCheckpoint();
+      EXPECT_TRUE(saved.ok()) << saved.ToString();
+    }
+  }
+  return out;
+}
+
+std::vector<StepMetrics> RunOnRanks(const JobSpec& job, int ranks, int first, int last, int save_at) {
+  auto comms = MakeThreadCommunicators(ranks, 120000);
+  std::vector<std::vector<StepMetrics>> per(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] { per[r] = Run(job, comms[r].get(), first, last, save_at); });
+  }
+  for (auto& t : threads) t.join();
+  return per[0];
+}
+
+void ExpectResumedBitwise(const JobSpec& job, int ranks, const std::string& what) {
+  fs::remove_all(job.train.checkpoint_dir);
+  const std::vector<StepMetrics> whole = RunOnRanks(job, ranks, 0, 10, 0);
+  const std::vector<StepMetrics> before = RunOnRanks(job, ranks, 0, 6, 6);
+  const std::vector<StepMetrics> after = RunOnRanks(job, ranks, 6, 10, 0);
+  ASSERT_EQ(whole.size(), 10u) << what;
+  ASSERT_EQ(before.size(), 6u) << what;
+  ASSERT_EQ(after.size(), 4u) << what;
+  for (int s = 0; s < 6; ++s) EXPECT_EQ(before[s].loss, whole[s].loss) << what << ", step " << s;
+  for (int s = 6; s < 10; ++s) {
+    EXPECT_EQ(after[s - 6].step, s) << what;
+    EXPECT_EQ(after[s - 6].loss, whole[s].loss) << what << ", step " << s;  // bitwise
+    EXPECT_EQ(after[s - 6].loss_scale, whole[s].loss_scale) << what;
+  }
+}
+
+TEST(Checkpoint, ResumedRunsEqualTheUninterruptedRunBitwise) {
+  const std::vector<std::string> nvme = {"cache.device_budget=320KiB", "cache.host_budget=1536KiB"};
+  for (const char* dtype : {"fp32", "bf16", "fp16"}) {
+    std::vector<std::string> sets = nvme;
+    sets.push_back(std::string("model.dtype=") + dtype);
+    sets.push_back("train.loss_scale_window=4");  // fp16: the scale grows across the checkpoint
+    const JobSpec job = CkptJob("tencache", std::string("one-") + dtype, sets);
+    ExpectResumedBitwise(job, 1, std::string("1 rank, ") + dtype);
+    fs::remove_all(job.train.checkpoint_dir);
+    fs::remove_all(NvmeDir(std::string("one-") + dtype));
+  }
+  const JobSpec two = CkptJob("none", "two");
+  ExpectResumedBitwise(two, 2, "2 ranks, fp32");
+  fs::remove_all(two.train.checkpoint_dir);
+}
+
+TEST(Checkpoint, FilesAreAtomicPrivateAndPruned) {
+  const JobSpec job = CkptJob("none", "files", {"train.keep_checkpoints=2"});
+  const std::string dir = job.train.checkpoint_dir;
+  fs::remove_all(dir);
+  auto solo = MakeSoloCommunicator();
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, solo.get(), Corpus(), [](const std::string&) {});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (int s = 0; s < 6; ++s) {
+    ASSERT_TRUE((*t)->Step().ok());
+    if ((s + 1) % 2 == 0) {
+      ASSERT_TRUE((*t)->SaveCheckpoint().ok());
+    }
+  }
+  EXPECT_EQ(CompleteCheckpoints(dir), (std::vector<int64_t>{6, 4}));  // step 2 pruned
+  const std::string folder = CheckpointFolder(dir, 6);
+  EXPECT_FALSE(fs::exists(folder + ".tmp"));
+  struct stat st;
+  ASSERT_EQ(::stat((folder + "/" + RankFileName(0)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  StatusOr<CheckpointManifest> m = ReadManifest(folder);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->step, 6);
+  EXPECT_EQ(m->world_size, 1);
+  EXPECT_EQ(m->ranks[0].bytes, uint64_t(fs::file_size(folder + "/" + RankFileName(0))));
+  fs::remove_all(dir);
+}
+
+Status ResumeStatus(const JobSpec& job, int ranks = 1) {
+  auto comms = MakeThreadCommunicators(ranks, 120000);
+  std::vector<Status> out(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, comms[r].get(), Corpus(), [](const std::string&) {});
+      out[r] = t.ok() ? (*t)->Resume() : t.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out[0];
+}
+
+TEST(Checkpoint, ACheckpointThatCannotContinueTheJobIsRefusedWithTheReason) {
+  const JobSpec job = CkptJob("none", "refuse");
+  const std::string dir = job.train.checkpoint_dir;
+  fs::remove_all(dir);
+  Status none = ResumeStatus(job);
+  EXPECT_EQ(ExitCodeFor(none), 2) << none.ToString();
+  EXPECT_NE(none.message().find("no complete checkpoint"), std::string::npos) << none.message();
+
+  RunOnRanks(job, 1, 0, 3, 3);
+  // Another job: another seed.
+  JobSpec other = job;
+  other.train.seed = 99;
+  Status s = ResumeStatus(other);
+  EXPECT_EQ(ExitCodeFor(s), 2) << s.ToString();
+  EXPECT_NE(s.message().find("another job"), std::string::npos) << s.message();
+  // Another world size.
+  s = ResumeStatus(job, 2);
+  EXPECT_EQ(ExitCodeFor(s), 2) << s.ToString();
+  EXPECT_NE(s.message().find("1 rank(s); this run has 2"), std::string::npos) << s.message();
+  // A flipped byte: the file and the offset are named.
+  const std::string file = CheckpointFolder(dir, 3) + "/" + RankFileName(0);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1000);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(1000);
+    c = char(c ^ 0x40);
+    f.write(&c, 1);
+  }
+  s = ResumeStatus(job);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("checksum mismatch at offset 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(file), std::string::npos) << s.message();
+  // Truncated.
+  fs::resize_file(file, 100);
+  s = ResumeStatus(job);
+  EXPECT_EQ(ExitCodeFor(s), 2) << s.ToString();
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s.message();
+  // A checkpoint folder that is a symbolic link is not followed.
+  fs::remove_all(dir);
+  fs::create_directories(dir + "-real");
+  fs::create_symlink(dir + "-real", dir);
+  s = ResumeStatus(job);
+  EXPECT_EQ(ExitCodeFor(s), 2) << s.ToString();
+  EXPECT_NE(s.message().find("symbolic link"), std::string::npos) << s.message();
+  fs::remove(dir);
+  fs::remove_all(dir + "-real");
+}
+
+}  // namespace
+}  // namespace tencache

@@ -1,0 +1,236 @@
+// The trainer's checkpoints (worker/checkpoint.h): every rank writes its shards
+// straight from the cache's host slots and reads them back straight into them
+// (a shard on NVMe is brought to the host once, by the cache); the ranks agree
+// on success before anything is committed or trained.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "cachemgr/crc32c.h"
+#include "worker/checkpoint.h"
+#include "worker/trainer.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every rank learns whether all succeeded; the first failing rank's message
+// where it is this rank's own, else which rank failed.
+Status Agree(Communicator* comm, const Status& mine, const std::string& what) {
+  std::vector<double> failed(size_t(comm->size()), 0.0);
+  failed[size_t(comm->rank())] = mine.ok() ? 0.0 : 1.0;
+  Status s = comm->AllReduceSum(failed.data(), failed.size());
+  if (!s.ok()) return s;
+  if (!mine.ok()) return mine;
+  for (int r = 0; r < comm->size(); ++r) {
+    if (failed[size_t(r)] > 0) return Status::Unavailable(what + ": rank " + std::to_string(r) + " failed (see its log)");
+  }
+  return Status::Ok();
+}
+
+Status WriteAll(int fd, const void* data, size_t bytes, uint64_t offset, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd, p, bytes, off_t(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Status::IoError("writing " + path + " at offset " + std::to_string(offset) + ": " +
+                             (n < 0 ? std::strerror(errno) : "no progress"));
+    }
+    p += n, bytes -= size_t(n), offset += uint64_t(n);
+  }
+  return Status::Ok();
+}
+
+Status ReadAll(int fd, void* data, size_t bytes, uint64_t offset, const std::string& path) {
+  char* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd, p, bytes, off_t(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Status::IoError("reading " + path + " at offset " + std::to_string(offset) + ": " +
+                             (n < 0 ? std::strerror(errno) : "the file ends early (truncated)"));
+    }
+    p += n, bytes -= size_t(n), offset += uint64_t(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<ShardKind> Trainer::CheckpointKinds() const {
+  return {layout_.MasterKind(), ShardKind::kAdamM, ShardKind::kAdamV};
+}
+
+Status Trainer::WriteRankFile(const std::string& path, RankFileInfo* info) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::IoError("creating " + path + ": " + std::strerror(errno));
+  Status s;
+  uint64_t offset = 0;
+  for (int b = 0; b < model_.num_blocks() && s.ok(); ++b) {
+    for (ShardKind kind : CheckpointKinds()) {
+      StatusOr<ShardRef> p = store_->Acquire(b, kind, Tier::kHost, AccessMode::kRead);
+      if (!p.ok()) {
+        s = p.status();
+        break;
+      }
+      const size_t bytes = layout_.Bytes(b, kind);
+      s = WriteAll(fd, p->data(), bytes, offset, path);
+      if (!s.ok()) break;
+      info->shard_crc.push_back(Crc32c(0, p->data(), bytes));
+      offset += bytes;
+    }
+  }
+  if (s.ok() && ::fsync(fd) != 0) s = Status::IoError("fsync " + path + ": " + std::strerror(errno));
+  ::close(fd);
+  info->bytes = offset;
+  return s;
+}
+
+Status Trainer::SaveCheckpoint() {
+  const std::string& dir = job_.train.checkpoint_dir;
+  const std::string key = job_.Where("train.checkpoint_dir");
+  const std::string folder = CheckpointFolder(dir, step_), tmp = folder + ".tmp";
+  Status made;
+  if (comm_->rank() == 0) {
+    made = CheckNotSymlink(dir, key);
+    std::error_code ec;
+    if (made.ok()) fs::create_directories(dir, ec);
+    if (made.ok() && !ec) fs::remove_all(tmp, ec);  // a failed attempt's leftovers
+    if (made.ok() && !ec) fs::create_directory(tmp, ec);
+    if (made.ok() && !ec) fs::permissions(tmp, fs::perms::owner_all, ec);
+    if (made.ok() && ec) made = Status::IoError(key + ": creating '" + tmp + "': " + ec.message());
+  }
+  TC_RETURN_IF_ERROR(Agree(comm_, made, "checkpoint " + folder));
+  RankFileInfo mine;
+  Status wrote = WriteRankFile(tmp + "/" + RankFileName(comm_->rank()), &mine);
+  store_->EndStep();  // not a training step
+  // Sizes and checksums to rank 0: the same number of shards on every rank.
+  const size_t shards = size_t(model_.num_blocks()) * CheckpointKinds().size();
+  std::vector<double> row(shards + 1, 0.0), all(row.size() * size_t(ranks_));
+  row[0] = double(mine.bytes);
+  for (size_t i = 0; i < mine.shard_crc.size() && i < shards; ++i) row[i + 1] = double(mine.shard_crc[i]);
+  Status agreed = Agree(comm_, wrote, "checkpoint " + folder);
+  if (agreed.ok()) agreed = comm_->AllGather(row.data(), all.data(), row.size() * sizeof(double));
+  Status committed;
+  if (comm_->rank() == 0) {
+    if (agreed.ok()) {
+      CheckpointManifest m;
+      m.step = step_;
+      m.world_size = ranks_;
+      m.identity = CheckpointIdentity(job_);
+      m.optimizer_steps = optimizer_steps_;
+      m.loss_scale = loss_scale_;
+      m.good_steps = good_steps_;
+      m.skipped_steps = skipped_steps_;
+      for (int r = 0; r < ranks_; ++r) {
+        const double* f = &all[size_t(r) * row.size()];
+        RankFileInfo info;
+        info.bytes = uint64_t(f[0]);
+        for (size_t i = 0; i < shards; ++i) info.shard_crc.push_back(uint32_t(f[i + 1]));
+        m.ranks.push_back(std::move(info));
+      }
+      committed = WriteManifest(tmp, m);
+      if (committed.ok()) committed = CommitCheckpoint(dir, step_, job_.train.keep_checkpoints);
+    }
+    if (!agreed.ok() || !committed.ok()) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);  // the previous checkpoint stays the newest complete one
+    }
+  }
+  TC_RETURN_IF_ERROR(agreed);
+  return Agree(comm_, committed, "checkpoint " + folder);
+}
+
+Status Trainer::LoadRankFile(const std::string& path, const RankFileInfo& info) {
+  uint64_t expected = 0;
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    for (ShardKind kind : CheckpointKinds()) expected += layout_.Bytes(b, kind);
+  }
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) return Status::NotFound(path + ": " + ec.message());
+  if (size != expected || info.bytes != expected) {
+    return Status::InvalidArgument(path + ": holds " + std::to_string(size) + " bytes (the manifest says " +
+                                   std::to_string(info.bytes) + "); this job's shards are " +
+                                   std::to_string(expected) + " bytes: truncated, or another model");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IoError("opening " + path + ": " + std::strerror(errno));
+  Status s;
+  uint64_t offset = 0;
+  size_t i = 0;
+  for (int b = 0; b < model_.num_blocks() && s.ok(); ++b) {
+    for (ShardKind kind : CheckpointKinds()) {
+      const size_t bytes = layout_.Bytes(b, kind);
+      {
+        StatusOr<ShardRef> p = store_->Acquire(b, kind, Tier::kHost, AccessMode::kOverwrite);
+        if (!p.ok()) {
+          s = p.status();
+          break;
+        }
+        s = ReadAll(fd, p->data(), bytes, offset, path);
+        if (s.ok() && (i >= info.shard_crc.size() || Crc32c(0, p->data(), bytes) != info.shard_crc[i])) {
+          s = Status::Corruption(path + ": checksum mismatch at offset " + std::to_string(offset) + " (block " +
+                               std::to_string(b) + ", " + ShardKindName(kind) + ", " + std::to_string(bytes) +
+                               " bytes): the checkpoint is damaged; remove its folder to resume from an older one");
+        }
+        if (!s.ok()) break;
+      }
+      if (layout_.mixed && kind == layout_.MasterKind()) {  // the 16-bit parameter, rounded from it again
+        StatusOr<ShardRef> master = store_->Acquire(b, kind, Tier::kHost, AccessMode::kRead);
+        s = master.ok() ? WriteComputeCopy(b, master->f32()) : master.status();
+        if (!s.ok()) break;
+      }
+      offset += bytes;
+      ++i;
+    }
+  }
+  ::close(fd);
+  return s;
+}
+
+Status Trainer::Resume() {
+  const std::string& dir = job_.train.checkpoint_dir;
+  const std::string key = job_.Where("train.checkpoint_dir");
+  if (step_ != 0) return Status::FailedPrecondition("resume: the trainer has already run steps");
+  Status found = CheckNotSymlink(dir, key);
+  const std::vector<int64_t> steps = CompleteCheckpoints(dir);
+  if (found.ok() && steps.empty()) {
+    found = Status::NotFound(key + ": no complete checkpoint in '" + dir + "' to resume from (set "
+                             "train.checkpoint_every to write them)");
+  }
+  TC_RETURN_IF_ERROR(Agree(comm_, found, "resume"));
+  double seen[2] = {double(steps.front()), double(steps.front()) * double(steps.front())};
+  TC_RETURN_IF_ERROR(comm_->AllReduceSum(seen, 2));
+  if (seen[0] * seen[0] != seen[1] * double(ranks_)) {  // every rank's step the same
+    return Status::FailedPrecondition(key + ": the ranks see different newest checkpoints in '" + dir +
+                                      "'; it must be one folder that every rank sees (a shared volume)");
+  }
+  const std::string folder = CheckpointFolder(dir, steps.front());
+  StatusOr<CheckpointManifest> m = ReadManifest(folder);
+  Status loaded = m.status();
+  if (loaded.ok() && m->identity != CheckpointIdentity(job_)) {
+    loaded = Status::InvalidArgument(folder + ": written by another job (" + m->identity + "); this job is " +
+                                     CheckpointIdentity(job_));
+  } else if (loaded.ok() && m->world_size != ranks_) {
+    loaded = Status::InvalidArgument(folder + ": written by " + std::to_string(m->world_size) + " rank(s); this run has " +
+                                     std::to_string(ranks_) + " (ZeRO-3 shards do not carry to another world size)");
+  }
+  if (loaded.ok()) loaded = LoadRankFile(folder + "/" + RankFileName(comm_->rank()), m->ranks[size_t(comm_->rank())]);
+  store_->EndStep();  // not a training step
+  TC_RETURN_IF_ERROR(Agree(comm_, loaded, "resume from " + folder));
+  step_ = m->step;
+  optimizer_steps_ = m->optimizer_steps;
+  loss_scale_ = m->loss_scale;
+  good_steps_ = m->good_steps;
+  skipped_steps_ = m->skipped_steps;
+  log_("resumed from " + folder + ": the next step is " + std::to_string(step_));
+  return Status::Ok();
+}
+
+}  // namespace tencache
