@@ -95,16 +95,24 @@ static bool ParseWholeNumber(const std::string& text, double* value) {
   return true;
 }
 
-Status JobReader::GetInt(const std::string& key, int64_t min, int* out) {
+// A whole number in [min, max] at `key`; *found false when the key is absent.
+Status JobReader::GetWhole(const std::string& key, double min, double max, double* out, bool* found) {
   YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  const std::string expected = "an integer >= " + std::to_string(min);
+  *found = node.IsDefined();
+  if (!*found) return Status::Ok();
+  const std::string expected = "an integer >= " + std::to_string(int64_t(min));
   std::string text;
   TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
-  double v = 0;
-  if (!ParseWholeNumber(text, &v) || v < double(min) || v > 2147483647.0) return Error(key, node, expected);
-  *out = static_cast<int>(v);
+  if (!ParseWholeNumber(text, out) || *out < min || *out > max) return Error(key, node, expected);
   Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetInt(const std::string& key, int64_t min, int* out) {
+  double v = 0;
+  bool found = false;
+  TC_RETURN_IF_ERROR(GetWhole(key, double(min), 2147483647.0, &v, &found));
+  if (found) *out = static_cast<int>(v);
   return Status::Ok();
 }
 
@@ -122,15 +130,10 @@ Status JobReader::GetCountOrAuto(const std::string& key, int* out) {
 }
 
 Status JobReader::GetUint64(const std::string& key, uint64_t min, uint64_t* out) {
-  YAML::Node node = Find(key);
-  if (!node.IsDefined()) return Status::Ok();
-  const std::string expected = "an integer >= " + std::to_string(min);
-  std::string text;
-  TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
   double v = 0;
-  if (!ParseWholeNumber(text, &v) || v < double(min) || v > 1.8e19) return Error(key, node, expected);
-  *out = static_cast<uint64_t>(v);
-  Record(key, node);
+  bool found = false;
+  TC_RETURN_IF_ERROR(GetWhole(key, double(min), 1.8e19, &v, &found));
+  if (found) *out = static_cast<uint64_t>(v);
   return Status::Ok();
 }
 

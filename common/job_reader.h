@@ -53,6 +53,7 @@ class JobReader {
   const std::map<std::string, std::string>& locations() const { return locations_; }
 
  private:
+  Status GetWhole(const std::string& key, double min, double max, double* out, bool* found);
   Status Scalar(const std::string& key, const YAML::Node& node, const std::string& expected,
                 std::string* text) const;
   void Record(const std::string& key, const YAML::Node& node) { locations_[key] = Location(key, node); }

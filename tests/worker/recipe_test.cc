@@ -156,13 +156,7 @@ TEST(Recipe, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
 // The plain-libtorch model's mean loss over windows [first, first + n) of `corpus`.
 double ReferenceMeanLoss(const JobSpec& job, const TokenCorpus& corpus, uint64_t first, int n) {
   torch::NoGradGuard no_grad;
-  DecoderModel model(job.model);
-  ReferenceGpt ref(job.model);
-  for (int b = 0; b < model.num_blocks(); ++b) {
-    std::vector<float> flat(model.layout(b).numel);
-    model.InitBlock(b, job.train.seed, flat.data());
-    ref->LoadBlock(b, flat);
-  }
+  ReferenceGpt ref = InitialReference(job);
   const int T = job.model.seq_len;
   torch::Tensor seqs = torch::empty({n, T + 1}, torch::kLong);
   for (int i = 0; i < n; ++i) corpus.Window(first + uint64_t(i), T, seqs[i].data_ptr<int64_t>());

@@ -58,12 +58,7 @@ std::vector<StepMetrics> TrainOnRanks(const JobSpec& job, int ranks, int steps) 
   return per_rank[0];
 }
 
-std::vector<double> ReferenceLosses(
-    const JobSpec& job, int steps,
-    const std::function<std::unique_ptr<torch::optim::Optimizer>(ReferenceGpt&)>& make_opt,
-    const std::function<void(torch::optim::Optimizer&, int)>& before_step,
-    const std::function<void(ReferenceGpt&, int)>& after_backward) {
-  torch::manual_seed(0);
+ReferenceGpt InitialReference(const JobSpec& job) {
   DecoderModel model(job.model);
   ReferenceGpt ref(job.model);
   for (int b = 0; b < model.num_blocks(); ++b) {
@@ -71,6 +66,16 @@ std::vector<double> ReferenceLosses(
     model.InitBlock(b, job.train.seed, flat.data());
     ref->LoadBlock(b, flat);
   }
+  return ref;
+}
+
+std::vector<double> ReferenceLosses(
+    const JobSpec& job, int steps,
+    const std::function<std::unique_ptr<torch::optim::Optimizer>(ReferenceGpt&)>& make_opt,
+    const std::function<void(torch::optim::Optimizer&, int)>& before_step,
+    const std::function<void(ReferenceGpt&, int)>& after_backward) {
+  torch::manual_seed(0);
+  ReferenceGpt ref = InitialReference(job);
   std::unique_ptr<torch::optim::Optimizer> opt = make_opt(ref);
   BatchSampler sampler(Corpus(), job.model.seq_len, job.train.global_batch, job.train.seed);
   const int G = job.train.global_batch, T = job.model.seq_len;

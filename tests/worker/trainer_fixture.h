@@ -31,6 +31,9 @@ std::vector<StepMetrics> Train(const JobSpec& job, Communicator* comm, int steps
 // The same on `ranks` thread ranks; rank 0's metrics.
 std::vector<StepMetrics> TrainOnRanks(const JobSpec& job, int ranks, int steps);
 
+// The job's model in plain libtorch with the job's initial weights.
+ReferenceGpt InitialReference(const JobSpec& job);
+
 // The same job in plain libtorch (ReferenceGpt from the job's initial blocks)
 // trained by the optimizer `make_opt` builds over its parameters: each step's
 // loss. `before_step` (when given) runs first each step, `after_backward`
