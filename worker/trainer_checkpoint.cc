@@ -179,11 +179,9 @@ Status Trainer::LoadRankFile(const std::string& path, const RankFileInfo& info) 
                                std::to_string(b) + ", " + ShardKindName(kind) + ", " + std::to_string(bytes) +
                                " bytes): the checkpoint is damaged; remove its folder to resume from an older one");
         }
-        if (!s.ok()) break;
-      }
-      if (layout_.mixed && kind == layout_.MasterKind()) {  // the 16-bit parameter, rounded from it again
-        StatusOr<ShardRef> master = store_->Acquire(b, kind, Tier::kHost, AccessMode::kRead);
-        s = master.ok() ? WriteComputeCopy(b, master->f32()) : master.status();
+        if (s.ok() && layout_.mixed && kind == layout_.MasterKind()) {
+          s = WriteComputeCopy(b, p->f32());  // the 16-bit parameter, rounded from the master again
+        }
         if (!s.ok()) break;
       }
       offset += bytes;
