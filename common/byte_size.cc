@@ -53,14 +53,14 @@ StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   double number = std::strtod(start, &stop);
   if (stop == start) return bad("no number");
   if (!std::isfinite(number)) return bad("not finite");
-  std::string_view unit(stop);
+  std::string_view unit(stop, s.size() - size_t(stop - start));  // to the end: a NUL byte is not it
   while (!unit.empty() && (unit.front() == ' ' || unit.front() == '\t')) unit.remove_prefix(1);
   double mult = 0;
   if (!UnitMultiplier(unit, &mult)) return bad("unknown unit");
   double bytes = number * mult;
   if (bytes < 0) return bad("negative");
   if (bytes >= 1.8e19) return bad("too large");
-  return static_cast<uint64_t>(std::llround(bytes));
+  return static_cast<uint64_t>(std::round(bytes));  // not llround: its long long ends at 2^63
 }
 
 std::string FormatBytes(double bytes) {

@@ -40,10 +40,9 @@ std::string JobReader::Location(const std::string& key, const YAML::Node& node) 
   return source_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
 }
 
-std::string Excerpt(const std::string& text) {
-  constexpr size_t kMax = 64;
-  if (text.size() <= kMax) return text;
-  return text.substr(0, kMax) + "... (" + std::to_string(text.size()) + " bytes)";
+std::string Excerpt(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  return text.substr(0, max) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
 std::string Printable(const std::string& text) {
@@ -90,7 +89,8 @@ static bool ParseWholeNumber(const std::string& text, double* value) {
   if (text.empty()) return false;
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (*end != '\0' || !std::isfinite(v) || v != std::floor(v)) return false;
+  // To the text's end, not to a NUL byte inside it, where strtod stops.
+  if (end != text.c_str() + text.size() || !std::isfinite(v) || v != std::floor(v)) return false;
   *value = v;
   return true;
 }
@@ -146,7 +146,8 @@ Status JobReader::GetDouble(const std::string& key, double min, bool min_exclusi
   TC_RETURN_IF_ERROR(Scalar(key, node, expected.str(), &text));
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  bool bad = text.empty() || *end != '\0' || !std::isfinite(v) || (min_exclusive ? v <= min : v < min);
+  bool bad = text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) ||
+             (min_exclusive ? v <= min : v < min);
   if (bad) return Error(key, node, expected.str());
   *out = v;
   Record(key, node);
@@ -181,6 +182,7 @@ Status JobReader::GetSize(const std::string& key, bool allow_auto, std::optional
   StatusOr<uint64_t> bytes = ParseByteSize(text);
   if (!bytes.ok() || (*bytes == 0 && !allow_zero)) return Error(key, node, expected);
   *out = *bytes;
+  size_texts_[key] = text;
   return Status::Ok();
 }
 

@@ -19,8 +19,9 @@ namespace tencache {
 
 // "a, b, c".
 std::string JoinNames(const std::vector<std::string>& v);
-// `text`, or its first 64 bytes and its length when longer (for messages).
-std::string Excerpt(const std::string& text);
+// `text`, or its first `max` bytes and its length when longer (for messages;
+// paths with max 512).
+std::string Excerpt(const std::string& text, size_t max = 64);
 // Excerpt(text) with every byte outside printable ASCII written \xNN.
 std::string Printable(const std::string& text);
 
@@ -51,6 +52,7 @@ class JobReader {
 
   bool Has(const std::string& key) const { return Find(key).IsDefined(); }
   const std::map<std::string, std::string>& locations() const { return locations_; }
+  const std::map<std::string, std::string>& size_texts() const { return size_texts_; }
 
  private:
   Status GetWhole(const std::string& key, double min, double max, double* out, bool* found);
@@ -62,6 +64,7 @@ class JobReader {
   YAML::Node root_;
   std::map<std::string, std::string> overridden_;  // key -> "--set key=value"
   std::map<std::string, std::string> locations_;
+  std::map<std::string, std::string> size_texts_;  // GetSize's keys -> the text as written
 };
 
 template <typename E>

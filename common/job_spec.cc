@@ -164,7 +164,7 @@ Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
   TC_RETURN_IF_ERROR(r.GetString("model.preset", &preset));
   ModelShape& m = job->model;
   if (!preset.empty()) {
-    StatusOr<ModelShape> found = FindPreset(preset);
+    StatusOr<ModelShape> found = FindPreset(Excerpt(preset));  // every preset's name is short: cut for the message
     if (!found.ok()) {
       return Status::InvalidArgument(r.locations().at("model.preset") + ": key 'model.preset': " +
                                      found.status().message() + DidYouMean(preset, PresetNames()));
@@ -220,7 +220,7 @@ Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
     job->init = init.lexically_normal().string();
     std::error_code ec;
     if (!fs::exists(init, ec)) {
-      return Status::InvalidArgument(job->Where("model.init") + ": '" + job->init +
+      return Status::InvalidArgument(job->Where("model.init") + ": '" + Excerpt(job->init, 512) +
                                      "' does not exist; expected a .safetensors file or a folder holding "
                                      "model.safetensors or model.safetensors.index.json");
     }
@@ -307,11 +307,11 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
       const std::string ext = data.extension().string();
       t.tokens_per_epoch = (ext == ".bin" || ext == ".u16") ? bytes / 2 : ext == ".u32" ? bytes / 4 : bytes;
       if (t.tokens_per_epoch == 0) {
-        return Status::InvalidArgument(job->Where("train.data") + ": file '" + t.data +
+        return Status::InvalidArgument(job->Where("train.data") + ": file '" + Excerpt(t.data, 512) +
                                        "' is empty; expected a text corpus or uint16 token file");
       }
     } else if (!exists && t.tokens_per_epoch == 0) {
-      return Status::InvalidArgument(job->Where("train.data") + ": file '" + t.data +
+      return Status::InvalidArgument(job->Where("train.data") + ": file '" + Excerpt(t.data, 512) +
                                      "' not found (relative paths are read from the job file's "
                                      "folder); set train.tokens_per_epoch when the data is not at hand");
     }
@@ -322,6 +322,8 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
   }
   return Status::Ok();
 }
+
+constexpr uint64_t kMaxHostfileBytes = 1ull << 20;
 
 // "HOST" or "HOST:SLOTS" (cluster.hosts), "HOST [slots=N]" (a hostfile line).
 bool ParseHostSlots(const std::string& text, bool hostfile, HostSlots* out) {
@@ -338,7 +340,10 @@ bool ParseHostSlots(const std::string& text, bool hostfile, HostSlots* out) {
     host = text.substr(0, colon);
     slots = text.substr(colon + 1);
   }
-  if (host.empty() || host.find_first_of(" \t,;'\"$`") != std::string::npos) return false;
+  if (host.empty() || host[0] == '-' || host.find_first_of(" \t,;'\"$`") != std::string::npos) return false;
+  for (unsigned char c : host) {
+    if (c < 0x20 || c == 0x7f) return false;  // a line break or NUL would split or cut the name downstream
+  }
   out->host = host;
   out->slots = 1;
   if (!slots.empty()) {
@@ -382,7 +387,7 @@ Status ReadHosts(JobReader& r, JobSpec* job) {
     HostSlots hs;
     if (!ParseHostSlots(n, false, &hs)) {
       return Status::InvalidArgument(job->Where("cluster.hosts") + ": expected HOST or HOST:SLOTS (slots >= 1), got '" +
-                                     n + "'");
+                                     Excerpt(n) + "'");
     }
     h.list.push_back(hs);
   }
@@ -390,8 +395,17 @@ Status ReadHosts(JobReader& r, JobSpec* job) {
     if (fs::path(h.hostfile).is_relative()) {
       h.hostfile = (fs::path(job->source).parent_path() / h.hostfile).lexically_normal().string();
     }
+    const std::string file = Excerpt(h.hostfile, 512);  // for messages
+    // Only a regular file of bounded size is opened: a pipe's open waits for a
+    // writer, and a device may never end a line.
+    std::error_code ec;
+    if (fs::exists(h.hostfile, ec) &&
+        (!fs::is_regular_file(h.hostfile, ec) || fs::file_size(h.hostfile, ec) > kMaxHostfileBytes)) {
+      return Status::InvalidArgument(job->Where("cluster.hostfile") + ": '" + file + "' is not a regular file of at " +
+                                     "most " + std::to_string(kMaxHostfileBytes >> 20) + " MiB; expected Open MPI's hostfile");
+    }
     std::ifstream in(h.hostfile);
-    if (!in) return Status::InvalidArgument(job->Where("cluster.hostfile") + ": cannot read '" + h.hostfile + "'");
+    if (!in) return Status::InvalidArgument(job->Where("cluster.hostfile") + ": cannot read '" + file + "'");
     int line_no = 0;
     for (std::string line; std::getline(in, line);) {
       ++line_no;
@@ -399,15 +413,17 @@ Status ReadHosts(JobReader& r, JobSpec* job) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       HostSlots hs;
       if (!ParseHostSlots(line, true, &hs)) {
-        return Status::InvalidArgument(h.hostfile + ":" + std::to_string(line_no) +
-                                       ": expected 'HOST' or 'HOST slots=N' (Open MPI's hostfile), got '" + line + "'");
+        return Status::InvalidArgument(file + ":" + std::to_string(line_no) +
+                                       ": expected 'HOST' or 'HOST slots=N' (Open MPI's hostfile), got '" +
+                                       Excerpt(line) + "'");
       }
       h.list.push_back(hs);
     }
-    if (h.list.empty()) return Status::InvalidArgument(job->Where("cluster.hostfile") + ": '" + h.hostfile + "' names no host");
+    if (h.list.empty()) return Status::InvalidArgument(job->Where("cluster.hostfile") + ": '" + file + "' names no host");
   }
   std::string all;
   for (const HostSlots& hs : h.list) all += (all.empty() ? "" : ", ") + hs.host + ":" + std::to_string(hs.slots);
+  all = Excerpt(all, 512);  // for messages: a long list is cut
   const std::string key = h.hostfile.empty() ? "cluster.hosts" : "cluster.hostfile";
   for (const HostSlots& hs : h.list) {
     if (hs.slots != h.list[0].slots) {
@@ -415,7 +431,7 @@ Status ReadHosts(JobReader& r, JobSpec* job) {
     }
     int same = 0;
     for (const HostSlots& other : h.list) same += other.host == hs.host;
-    if (same > 1) return Status::InvalidArgument(job->Where(key) + ": host '" + hs.host + "' is named twice");
+    if (same > 1) return Status::InvalidArgument(job->Where(key) + ": host '" + Excerpt(hs.host) + "' is named twice");
   }
   const int nodes = int(h.list.size()), per_node = h.list[0].slots;
   if (c.nodes > 0 && c.nodes != nodes) {
@@ -494,7 +510,7 @@ Status ReadCache(JobReader& r, JobSpec* job) {
 }
 
 Status ApplyOverride(const std::string& spec, YAML::Node root, std::map<std::string, std::string>* origins) {
-  const std::string where = "--set " + spec;
+  const std::string where = "--set " + Excerpt(spec);  // in messages: a long value is cut
   const size_t eq = spec.find('=');
   if (eq == std::string::npos || eq == 0) {
     return Status::InvalidArgument(where + ": expected KEY=VALUE, e.g. --set train.steps=20");
@@ -502,7 +518,7 @@ Status ApplyOverride(const std::string& spec, YAML::Node root, std::map<std::str
   const std::string key = spec.substr(0, eq);
   const std::string value = spec.substr(eq + 1);
   if (!IsLeaf(key)) {
-    return Status::InvalidArgument(where + ": unknown key '" + key + "'" + DidYouMean(key, LeafKeys()) +
+    return Status::InvalidArgument(where + ": unknown key '" + Excerpt(key) + "'" + DidYouMean(key, LeafKeys()) +
                                    "; see docs/job-yaml.md for every key");
   }
   YAML::Node parsed;
@@ -584,6 +600,7 @@ StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& sourc
   TC_RETURN_IF_ERROR(ReadCluster(reader, &job));
   TC_RETURN_IF_ERROR(ReadCache(reader, &job));
   job.locations = reader.locations();
+  job.size_texts = reader.size_texts();
   return job;
 }
 

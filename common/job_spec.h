@@ -132,6 +132,9 @@ struct JobSpec {
   // Where each key was set: "job.yaml:12:3" or "--set train.steps=20". Keys left
   // at their defaults are absent.
   std::map<std::string, std::string> locations;
+  // Each byte size as written ("8GB" for cache.host_budget), so that output can
+  // show the parsed value beside it (8GB = 7.45 GiB). Keys left unset are absent.
+  std::map<std::string, std::string> size_texts;
 
   // "<where>: key '<key>'" for error messages about `key` found after parsing
   // (e.g. an instance type the catalog does not know).

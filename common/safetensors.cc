@@ -25,6 +25,22 @@ constexpr size_t kMaxRank = 8;
 
 std::string Errno() { return std::strerror(errno); }
 
+// A name or value for an error message: at most 200 bytes of it.
+std::string Cut(const std::string& s) { return s.size() > 200 ? s.substr(0, 200) + "..." : s; }
+
+// `v` for an error message: a scalar or a flat array (a shape) as JSON, cut to
+// 200 bytes; anything nested only named, as dump() recurses once per level and
+// a hostile header can nest a million levels deep.
+std::string Shown(const nlohmann::json& v) {
+  if (v.is_object()) return "(an object)";
+  if (v.is_array()) {
+    for (const nlohmann::json& x : v) {
+      if (x.is_structured()) return "(a nested array)";
+    }
+  }
+  return Cut(v.dump());
+}
+
 bool ParseDType(const std::string& s, StDType* out) {
   if (s == "F32") *out = StDType::kF32;
   else if (s == "F16") *out = StDType::kF16;
@@ -175,26 +191,26 @@ StatusOr<std::vector<StTensor>> ParseSafetensorsHeader(std::string_view text, ui
       if (!e.is_object()) return Status::InvalidArgument(at + "'__metadata__': expected an object of strings");
       for (auto m = e.begin(); m != e.end(); ++m) {
         if (!m.value().is_string()) {
-          return Status::InvalidArgument(at + "'__metadata__' key '" + m.key() + "': expected a string");
+          return Status::InvalidArgument(at + "'__metadata__' key '" + Cut(m.key()) + "': expected a string");
         }
         if (metadata != nullptr) (*metadata)[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    const std::string t = at + "tensor '" + name.substr(0, 200) + (name.size() > 200 ? "...'" : "'");
+    const std::string t = at + "tensor '" + Cut(name) + "'";
     if (name.empty() || name.size() > kMaxName) {
       return Status::InvalidArgument(t + ": expected a name of 1 to " + std::to_string(kMaxName) + " characters");
     }
     if (!e.is_object()) return Status::InvalidArgument(t + ": expected an object {dtype, shape, data_offsets}");
     for (auto k = e.begin(); k != e.end(); ++k) {
       if (k.key() != "dtype" && k.key() != "shape" && k.key() != "data_offsets") {
-        return Status::InvalidArgument(t + ": unknown key '" + k.key() + "'");
+        return Status::InvalidArgument(t + ": unknown key '" + Cut(k.key()) + "'");
       }
     }
     StTensor s;
     s.name = name;
     if (!e.contains("dtype") || !e["dtype"].is_string() || !ParseDType(e["dtype"].get<std::string>(), &s.dtype)) {
-      return Status::InvalidArgument(t + ": dtype " + (e.contains("dtype") ? e["dtype"].dump() : "missing") +
+      return Status::InvalidArgument(t + ": dtype " + (e.contains("dtype") ? Shown(e["dtype"]) : "missing") +
                                      ": expected F32, F16 or BF16");
     }
     if (!e.contains("shape") || !e["shape"].is_array() || e["shape"].size() > kMaxRank) {
@@ -204,11 +220,11 @@ StatusOr<std::vector<StTensor>> ParseSafetensorsHeader(std::string_view text, ui
     uint64_t numel = 1;
     for (const nlohmann::json& d : e["shape"]) {
       if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 40)) {
-        return Status::InvalidArgument(t + ": shape " + e["shape"].dump() + ": expected sizes from 0 to 2^40");
+        return Status::InvalidArgument(t + ": shape " + Shown(e["shape"]) + ": expected sizes from 0 to 2^40");
       }
       const uint64_t n = d.get<uint64_t>();
       if (n != 0 && numel > std::numeric_limits<uint64_t>::max() / 8 / n) {
-        return Status::InvalidArgument(t + ": shape " + e["shape"].dump() + ": too many elements");
+        return Status::InvalidArgument(t + ": shape " + Shown(e["shape"]) + ": too many elements");
       }
       numel *= n;
       s.shape.push_back(int64_t(n));
@@ -227,7 +243,7 @@ StatusOr<std::vector<StTensor>> ParseSafetensorsHeader(std::string_view text, ui
     if (s.end - s.begin != numel * uint64_t(StDTypeBytes(s.dtype))) {
       return Status::InvalidArgument(t + ": data_offsets [" + std::to_string(s.begin) + ", " + std::to_string(s.end) +
                                      "] hold " + std::to_string(s.end - s.begin) + " bytes; shape " +
-                                     e["shape"].dump() + " of " + StDTypeName(s.dtype) + " needs " +
+                                     Shown(e["shape"]) + " of " + StDTypeName(s.dtype) + " needs " +
                                      std::to_string(numel * StDTypeBytes(s.dtype)));
     }
     out.push_back(std::move(s));
@@ -238,7 +254,7 @@ StatusOr<std::vector<StTensor>> ParseSafetensorsHeader(std::string_view text, ui
   uint64_t expect = 0;
   for (const StTensor& s : out) {
     if (s.begin != expect) {
-      return Status::InvalidArgument(at + "tensor '" + s.name + "': data_offsets begin at " + std::to_string(s.begin) +
+      return Status::InvalidArgument(at + "tensor '" + Cut(s.name) + "': data_offsets begin at " + std::to_string(s.begin) +
                                      " where " + (s.begin < expect ? "the previous tensor's bytes end at " : "the data continues from ") +
                                      std::to_string(expect) + " (" + (s.begin < expect ? "overlap" : "gap") + ")");
     }
@@ -332,7 +348,7 @@ StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& path) {
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
     const std::string file = it.value().is_string() ? it.value().get<std::string>() : "";
     if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
-      return Status::InvalidArgument(index.string() + ": weight_map['" + it.key() +
+      return Status::InvalidArgument(index.string() + ": weight_map['" + Cut(it.key()) +
                                      "']: expected a file name in this folder");
     }
     by_file[file].push_back(it.key());
@@ -341,7 +357,7 @@ StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& path) {
     TC_RETURN_IF_ERROR(r.AddFile((fs::path(path) / file).string(), &names));
     for (const std::string& n : names) {
       if (!r.by_name_.count(n)) {
-        return Status::InvalidArgument(index.string() + ": tensor '" + n + "' is not in " + file);
+        return Status::InvalidArgument(index.string() + ": tensor '" + Cut(n) + "' is not in " + Cut(file));
       }
     }
   }

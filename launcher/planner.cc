@@ -1,6 +1,7 @@
 #include "launcher/planner.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -40,6 +41,28 @@ StatusOr<std::vector<const InstanceSpec*>> SelectInstances(const JobSpec& job, c
     out.push_back(*found);
   }
   return out;
+}
+
+// "cache.host_budget 8GB = 7.45 GiB": the text as written, and the parsed
+// value in binary units unless the text already says that ("8GiB", "512 MiB").
+std::string BudgetAsWritten(const std::string& key, const std::string& written, uint64_t bytes) {
+  auto squeeze = [](const std::string& s) {
+    std::string out;
+    for (char c : s) {
+      if (c != ' ' && c != '\t') out += char(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return out;
+  };
+  const std::string text = written.size() > 64 ? written.substr(0, 64) + "..." : written;
+  std::string binary = FormatBytes(bytes);  // "8.00 GiB": drop the fraction's trailing zeros
+  if (const size_t dot = binary.find('.'); dot != std::string::npos) {
+    const size_t space = binary.find(' ', dot);
+    size_t keep = binary.find_last_not_of('0', space - 1);
+    if (keep == dot) --keep;
+    binary.erase(keep + 1, space - keep - 1);
+  }
+  if (bytes == 0 || squeeze(text) == squeeze(binary)) return key + " " + text;
+  return key + " " + text + " = " + FormatBytes(bytes);
 }
 
 // Of the infeasible node counts, the one to report: the largest that passed the
@@ -99,6 +122,15 @@ StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const M
   r.model_state_bytes = StateBytesPerRank(r.params, job.dtype, 1).total();
   r.tokens_per_epoch = job.train.tokens_per_epoch;
   r.objective = job.cluster.objective;
+  for (const auto& [key, budget] : {std::pair<const char*, std::optional<uint64_t>>{"cache.device_budget",
+                                                                                    job.cache.device_budget},
+                                    {"cache.host_budget", job.cache.host_budget},
+                                    {"cache.nvme_budget", job.cache.nvme_budget}}) {
+    if (!budget) continue;
+    auto text = job.size_texts.find(key);
+    r.budgets.push_back(BudgetAsWritten(key, text != job.size_texts.end() ? text->second : std::to_string(*budget),
+                                        *budget));
+  }
   std::vector<Candidate> feasible, infeasible;
   for (const InstanceSpec* inst : instances) {
     const GpuSpec* gpu = catalog.FindGpu(inst->gpu);
@@ -173,7 +205,13 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
   out << "job " << plan.job_name << ": model " << plan.model.name << ", " << Count(double(plan.params))
       << " parameters, " << DTypeName(plan.dtype) << ", model states " << FormatBytes(plan.model_state_bytes)
       << ", " << plan.tokens_per_epoch << " tokens per epoch; objective "
-      << (plan.objective == Objective::kCost ? "cost" : "time") << "\n\n";
+      << (plan.objective == Objective::kCost ? "cost" : "time") << "\n";
+  if (!plan.budgets.empty()) {
+    out << "budgets per rank from the job:";
+    for (size_t i = 0; i < plan.budgets.size(); ++i) out << (i ? ", " : " ") << plan.budgets[i];
+    out << "\n";
+  }
+  out << "\n";
   std::vector<std::vector<std::string>> rows = {{"INSTANCE", "CLOUD", "NODES x GPUs", "$/h", "GPU/rank",
                                                  "CPU/rank", "NVMe/rank", "PLACEMENT", "STEP", "TOKENS/S",
                                                  "EPOCH", "$/EPOCH", "CHOSEN"}};

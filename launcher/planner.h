@@ -34,6 +34,9 @@ struct PlanResult {
   // and evaluated), the one the run uses; `local_notes` say what was measured.
   std::optional<Candidate> local;
   std::vector<std::string> local_notes;
+  // The cache budgets the job sets (not auto), each as written and, when that
+  // reads differently, as parsed: "cache.host_budget 8GB = 7.45 GiB".
+  std::vector<std::string> budgets;
 };
 
 // InvalidArgument when the job names an instance type the catalog lacks.

@@ -11,6 +11,7 @@ packages=(
   fio
   libcli11-dev gnuplot-nox
   iproute2 util-linux  # ip, tc, unshare, nsenter: the multi-node tests (tests/multinode)
+  clang libclang-rt-dev  # libFuzzer and the sanitizers' runtimes: the fuzz targets (tests/fuzz, bench/fuzz)
 )
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace tencache {
 namespace {
 
@@ -18,8 +21,19 @@ TEST(ParseByteSize, BinaryAndDecimalUnits) {
   EXPECT_EQ(*ParseByteSize("0.5gib"), kGiB / 2);
 }
 
+TEST(ParseByteSize, SizesAboveTwoToTheSixtyThreeKeepTheirValue) {
+  // Found building the fuzz targets: these came back as 2^63 (llround's long long overflowed).
+  EXPECT_EQ(*ParseByteSize("10000000TB"), 10000000000000000000ull);
+  EXPECT_EQ(*ParseByteSize("1.7e19"), 17000000000000000000ull);
+  EXPECT_EQ(*ParseByteSize("9223372036854775808"), 9223372036854775808ull);
+  EXPECT_FALSE(ParseByteSize("1.8e19").ok());
+}
+
 TEST(ParseByteSize, RejectsWhatDoesNotParse) {
-  for (const char* bad : {"", "abc", "-1GiB", "12 parsecs", "GiB", "1.5.3G", "1e400"}) {
+  // A NUL byte inside the text is not its end ("5\0GB" was read as 5 bytes).
+  const std::vector<std::string> bad_texts = {"", "abc", "-1GiB", "12 parsecs", "GiB", "1.5.3G", "1e400",
+                                              std::string("5\0GB", 4), std::string("5GiB\0", 5)};
+  for (const std::string& bad : bad_texts) {
     StatusOr<uint64_t> r = ParseByteSize(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace tencache {
 namespace {
@@ -175,6 +176,38 @@ TEST_F(Safetensors, HostileHeadersAreRefusedNamingTheTensor) {
   EXPECT_NE(SafetensorsReader::Open((dir_ / "short.safetensors").string()).status().message().find("no header"),
             std::string::npos);
   EXPECT_EQ(SafetensorsReader::Open((dir_ / "absent.safetensors").string()).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(Safetensors, DeeplyNestedValuesAreRefusedWithoutRecursing) {
+  // Found with the fuzz target's harness (tests/fuzz): the message about a bad
+  // dtype or shape printed the value with one call per level, so a header
+  // nesting it a million levels deep overflowed the stack.
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"w":{"dtype":)" + deep + R"(,"shape":[1],"data_offsets":[0,4]}})", "tensor 'w': dtype (a nested array)"},
+      {R"({"w":{"dtype":"F32","shape":[)" + deep + R"(],"data_offsets":[0,4]}})", "tensor 'w': shape (a nested array)"},
+      {R"({"w":{"dtype":{"a":)" + deep + R"(},"shape":[1],"data_offsets":[0,4]}})", "tensor 'w': dtype (an object)"},
+  };
+  for (const auto& [header, says] : cases) {
+    Status s = OpenRaw(header, 4);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(says), std::string::npos) << s.message().substr(0, 500);
+    EXPECT_LT(s.message().size(), 1000u);
+  }
+  // Long keys are cut too (found by bench/fuzz: an unknown key was echoed whole).
+  const std::string long_key(100000, 'k');
+  for (const std::string& header :
+       {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],")" + long_key + R"(":1}})",
+        R"({"__metadata__":{")" + long_key + R"(":1}})"}) {
+    Status s = OpenRaw(header, 4);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("'kkk"), std::string::npos) << s.message().substr(0, 500);
+    EXPECT_LT(s.message().size(), 1000u);
+  }
+  // A long flat value is cut.
+  Status s = OpenRaw(R"({"w":{"dtype":")" + std::string(100000, 'x') + R"(","shape":[1],"data_offsets":[0,4]}})", 4);
+  EXPECT_NE(s.message().find("tensor 'w': dtype \"xxx"), std::string::npos) << s.message().substr(0, 500);
+  EXPECT_LT(s.message().size(), 1000u);
 }
 
 TEST(SafetensorsConvert, SixteenBitRoundsToNearestEven) {

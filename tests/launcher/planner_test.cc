@@ -195,6 +195,25 @@ TEST_F(PlannerTest, UseSpotPricesTheCandidatesThatHaveASpotPrice) {
       << plan->candidates[1].reason;
 }
 
+TEST_F(PlannerTest, TableShowsTheJobsBudgetsAsWrittenAndInBinaryUnits) {
+  // Decimal units are accepted; the table says what they come to in binary ones.
+  PlanResult plan = *PlanJob(Job(kLlama7b, {"cache.host_budget=8GB", "cache.device_budget=512MiB", "cache.nvme_budget=0"}),
+                             catalog_, ModelAssumptions());
+  EXPECT_NE(RenderPlanTable(plan, false).find("\nbudgets per rank from the job: cache.device_budget 512MiB, "
+                                              "cache.host_budget 8GB = 7.45 GiB, cache.nvme_budget 0\n"),
+            std::string::npos)
+      << RenderPlanTable(plan, false);
+  plan = *PlanJob(Job(std::string(kLlama7b) + "cache: {host_budget: 1.5 TB, device_budget: 1.5GiB, nvme_budget: 4096}\n"),
+                  catalog_, ModelAssumptions());
+  EXPECT_NE(RenderPlanTable(plan, false).find("budgets per rank from the job: cache.device_budget 1.5GiB, "
+                                              "cache.host_budget 1.5 TB = 1.36 TiB, cache.nvme_budget 4096 = 4.00 KiB\n"),
+            std::string::npos)
+      << RenderPlanTable(plan, false);
+  // Budgets left auto: no such line.
+  plan = *PlanJob(Job(kLlama7b, {"cache.host_budget=auto"}), catalog_, ModelAssumptions());
+  EXPECT_EQ(RenderPlanTable(plan, false).find("budgets per rank"), std::string::npos);
+}
+
 TEST_F(PlannerTest, WholeCatalogPlansWellUnderASecond) {
   JobSpec job = Job(kLlama7b, {"cluster.max_nodes=8"});
   const auto start = std::chrono::steady_clock::now();
