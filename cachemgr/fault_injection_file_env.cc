@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <deque>
-#include <thread>
 #include <unordered_map>
 
 namespace tencache {
@@ -14,13 +14,16 @@ using Clock = std::chrono::steady_clock;
 class FaultyBlockFile final : public BlockFile {
  public:
   FaultyBlockFile(std::unique_ptr<BlockFile> base, FaultInjectionFileEnv* env)
-      : base_(std::move(base)), env_(env) {}
+      : base_(std::move(base)), env_(env), seen_generation_(env->release_generation()) {
+    env_->Register(this);
+  }
+  ~FaultyBlockFile() override { env_->Unregister(this); }
 
   const std::string& path() const override { return base_->path(); }
   uint64_t size() const override { return base_->size(); }
   uint32_t queue_depth() const override { return base_->queue_depth(); }
   std::string engine() const override { return base_->engine() + " + fault injection"; }
-  bool RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& b) override {
+  Status RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& b) override {
     return base_->RegisterBuffers(b);
   }
 
@@ -47,6 +50,10 @@ class FaultyBlockFile final : public BlockFile {
         return Forward(r, Effect{static_cast<uint8_t*>(r.buf), {}});
       case FaultKind::kSlowIo:
         return Forward(r, Effect{nullptr, rule.delay});
+      case FaultKind::kHeld:
+        parked_.push_back(r);
+        env_->CountHeld(1);
+        return Status::Ok();
       case FaultKind::kDirectIoRefused:  // TakeFault never returns open-time rules
         return Forward(r, Effect{});
     }
@@ -60,10 +67,14 @@ class FaultyBlockFile final : public BlockFile {
     const Clock::time_point deadline = Clock::now() + timeout;
     size_t n = 0;
     for (;;) {
+      TC_RETURN_IF_ERROR(StartReleased());
       n += DrainReady(out, max - n);
-      if (n >= max || n >= min_wait) break;
+      if (n >= max || n >= min_wait || TakeInterrupt()) break;
       const Clock::time_point now = Clock::now();
-      if (now >= deadline) break;
+      if (now >= deadline) {
+        env_->CountReapTimeout();
+        break;
+      }
       Clock::time_point until = deadline;
       for (const auto& h : held_) until = std::min(until, h.release);
       if (base_->in_flight() > 0) {
@@ -73,8 +84,10 @@ class FaultyBlockFile final : public BlockFile {
         TC_ASSIGN_OR_RETURN(size_t k, base_->Reap(&got, max, 1, wait));
         (void)k;
         for (const IoCompletion& c : got) Arrive(c);
-      } else if (!held_.empty()) {
-        std::this_thread::sleep_until(until);  // the injected latency itself
+      } else if (!held_.empty() || !parked_.empty()) {
+        // The injected latency, or a hold: until a release time, Interrupt() or ReleaseHeld().
+        std::unique_lock<std::mutex> lock(wake_mu_);
+        wake_cv_.wait_until(lock, until, [&] { return interrupted_; });
       } else {
         break;
       }
@@ -83,7 +96,16 @@ class FaultyBlockFile final : public BlockFile {
   }
 
   uint32_t in_flight() const override {
-    return base_->in_flight() + static_cast<uint32_t>(synthetic_.size() + held_.size());
+    return base_->in_flight() + static_cast<uint32_t>(synthetic_.size() + held_.size() + parked_.size());
+  }
+
+  void Interrupt() override {
+    {
+      std::lock_guard<std::mutex> lock(wake_mu_);
+      interrupted_ = true;
+    }
+    wake_cv_.notify_all();
+    base_->Interrupt();
   }
 
  private:
@@ -95,6 +117,24 @@ class FaultyBlockFile final : public BlockFile {
     IoCompletion completion;
     Clock::time_point release;
   };
+
+  bool TakeInterrupt() {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    const bool was = interrupted_;
+    interrupted_ = false;
+    return was;
+  }
+
+  // Submits the held requests once ReleaseHeld() was called.
+  Status StartReleased() {
+    const uint64_t generation = env_->release_generation();
+    if (generation == seen_generation_) return Status::Ok();
+    seen_generation_ = generation;
+    env_->CountHeld(-int64_t(parked_.size()));
+    for (const IoRequest& r : parked_) TC_RETURN_IF_ERROR(base_->Submit(r));
+    parked_.clear();
+    return base_->Flush();
+  }
 
   Status Forward(const IoRequest& r, Effect effect) {
     if (effect.corrupt != nullptr || effect.delay.count() > 0) effects_[r.tag] = effect;
@@ -141,7 +181,12 @@ class FaultyBlockFile final : public BlockFile {
   FaultInjectionFileEnv* const env_;
   std::deque<IoCompletion> synthetic_;  // completed, ready to hand out
   std::deque<Held> held_;               // completed, held back by kSlowIo
+  std::vector<IoRequest> parked_;       // not started: kHeld, until ReleaseHeld()
+  uint64_t seen_generation_;
   std::unordered_map<uint64_t, Effect> effects_;
+  std::mutex wake_mu_;  // Interrupt() comes from other threads
+  std::condition_variable wake_cv_;
+  bool interrupted_ = false;  // guarded by wake_mu_
 };
 
 }  // namespace
@@ -154,6 +199,7 @@ const char* FaultKindName(FaultKind kind) {
     case FaultKind::kCorruptRead: return "corrupt read";
     case FaultKind::kSlowIo: return "slow I/O";
     case FaultKind::kDirectIoRefused: return "O_DIRECT refused";
+    case FaultKind::kHeld: return "held";
   }
   return "unknown";
 }
@@ -171,6 +217,47 @@ void FaultInjectionFileEnv::ClearFaults() {
 uint64_t FaultInjectionFileEnv::faults_injected() const {
   std::lock_guard<std::mutex> lock(mu_);
   return injected_;
+}
+
+void FaultInjectionFileEnv::ReleaseHeld() {
+  std::lock_guard<std::mutex> lock(mu_);  // held: a file unregisters before it is destroyed
+  ++release_generation_;
+  for (BlockFile* f : files_) f->Interrupt();
+}
+
+uint64_t FaultInjectionFileEnv::reap_timeouts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reap_timeouts_;
+}
+
+void FaultInjectionFileEnv::Register(BlockFile* file) {
+  std::lock_guard<std::mutex> lock(mu_);
+  files_.push_back(file);
+}
+
+void FaultInjectionFileEnv::Unregister(BlockFile* file) {
+  std::lock_guard<std::mutex> lock(mu_);
+  files_.erase(std::remove(files_.begin(), files_.end(), file), files_.end());
+}
+
+uint64_t FaultInjectionFileEnv::release_generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return release_generation_;
+}
+
+uint64_t FaultInjectionFileEnv::held_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_;
+}
+
+void FaultInjectionFileEnv::CountHeld(int64_t delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_ = uint64_t(int64_t(held_) + delta);
+}
+
+void FaultInjectionFileEnv::CountReapTimeout() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++reap_timeouts_;
 }
 
 bool FaultInjectionFileEnv::TakeFault(IoOp op, uint64_t offset, FaultRule* fired) {

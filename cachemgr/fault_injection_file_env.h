@@ -4,8 +4,8 @@
 // naming the tensor and the file, and that a corrupt extent never reaches a caller.
 //
 // Rules match on the operation and an offset range and fire `count` times (or
-// forever). Thread safety: AddFault/ClearFaults/faults_injected may be called
-// from any thread while the wrapped files are in use on their own thread.
+// forever). Thread safety: AddFault/ClearFaults/ReleaseHeld and the counters may
+// be called from any thread while the wrapped files are in use on their own thread.
 #pragma once
 
 #include <chrono>
@@ -26,6 +26,8 @@ enum class FaultKind : uint8_t {
   kSlowIo,       // the completion is held back for `delay`
   kDirectIoRefused,  // OpenBlockFile with direct_io fails as on a file system without O_DIRECT
                      // (Unavailable); buffered opens pass. Applies at open only.
+  kHeld,         // the request does not start until ReleaseHeld(): a write then
+                 // takes the buffer's bytes as they are at that moment
 };
 const char* FaultKindName(FaultKind kind);
 
@@ -47,6 +49,13 @@ class FaultInjectionFileEnv final : public FileEnv {
   void AddFault(const FaultRule& rule);
   void ClearFaults();
   uint64_t faults_injected() const;
+  // Starts every request a kHeld rule is holding, in every file of this env.
+  void ReleaseHeld();
+  // Requests a kHeld rule is holding now (submitted to a file, not started).
+  uint64_t held_requests() const;
+  // Reap() calls that waited for a completion and returned because their
+  // timeout passed (not because one arrived or Interrupt() was called).
+  uint64_t reap_timeouts() const;
 
   StatusOr<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64_t size,
                                                      const BlockFileOptions& options) override;
@@ -56,12 +65,22 @@ class FaultInjectionFileEnv final : public FileEnv {
   // Returns the first rule matching (op, offset) and consumes one of its shots;
   // false when none matches. Used by the files this env opens.
   bool TakeFault(IoOp op, uint64_t offset, FaultRule* fired);
+  // For the files: their registration, the ReleaseHeld generation, and timeouts.
+  void Register(BlockFile* file);
+  void Unregister(BlockFile* file);
+  uint64_t release_generation() const;
+  void CountReapTimeout();
+  void CountHeld(int64_t delta);
 
  private:
   FileEnv* const base_;
   mutable std::mutex mu_;
   std::vector<FaultRule> rules_;  // guarded by mu_
   uint64_t injected_ = 0;         // guarded by mu_
+  std::vector<BlockFile*> files_;  // guarded by mu_
+  uint64_t release_generation_ = 0;  // guarded by mu_
+  uint64_t reap_timeouts_ = 0;     // guarded by mu_
+  uint64_t held_ = 0;              // guarded by mu_
 };
 
 }  // namespace tencache

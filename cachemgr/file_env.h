@@ -10,7 +10,8 @@
 // must be aligned to kDirectIoAlignment.
 //
 // Thread safety: a BlockFile is used by one thread (the NVMe tier's submitting
-// thread owns it). A FileEnv is safe to call from any thread.
+// thread owns it), except Interrupt(), which any thread may call. A FileEnv is
+// safe to call from any thread.
 #pragma once
 
 #include <chrono>
@@ -24,6 +25,8 @@
 namespace tencache {
 
 constexpr uint64_t kDirectIoAlignment = 4096;
+// io_uring refuses a fixed buffer larger than this (one registration entry).
+constexpr uint64_t kMaxFixedBuffer = uint64_t{1} << 30;
 
 enum class IoOp : uint8_t { kRead, kWrite };
 
@@ -55,9 +58,11 @@ class BlockFile {
   virtual uint32_t queue_depth() const = 0;
   // "io_uring (fixed buffers)", "io_uring", "pread/pwrite (io_uring unavailable: ...)".
   virtual std::string engine() const = 0;
-  // Registers buffers for fixed-buffer I/O. Returns false (and keeps working
-  // without them) when the kernel or RLIMIT_MEMLOCK refuses.
-  virtual bool RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers) = 0;
+  // Registers buffers for fixed-buffer I/O, replacing any registered before.
+  // REQUIRES: each buffer at most kMaxFixedBuffer bytes (the kernel's cap).
+  // Unavailable, saying why, when the engine, the kernel or RLIMIT_MEMLOCK
+  // refuses; I/O keeps working without them.
+  virtual Status RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers) = 0;
   // Queues one request. REQUIRES: fewer than queue_depth() requests in flight.
   virtual Status Submit(const IoRequest& request) = 0;
   // Pushes queued requests to the kernel.
@@ -67,6 +72,10 @@ class BlockFile {
   virtual StatusOr<size_t> Reap(std::vector<IoCompletion>* out, size_t max, size_t min_wait,
                                 std::chrono::milliseconds timeout) = 0;
   virtual uint32_t in_flight() const = 0;
+  // Makes a Reap() waiting on the owning thread return now with what it has,
+  // or the next Reap() if none is waiting (a new request for the owner to
+  // submit). Safe from any thread; wake-ups do not accumulate beyond one.
+  virtual void Interrupt() = 0;
 };
 
 class FileEnv {

@@ -38,7 +38,7 @@ struct CacheMetrics {
   uint64_t prefetches = 0;            // prefetch calls that started a move
   uint64_t prefetches_declined = 0;   // of which declined: room only by evicting a tensor needed sooner
   uint64_t allocations_after_setup = 0;  // cumulative since the pools were carved
-  uint64_t quarantined_slots = 0;     // slots left unused after a copy timed out (cumulative)
+  uint64_t quarantined_slots = 0;     // copies that timed out; their slots stay reserved until each ends (cumulative)
 
   const TierMetrics& tier(Tier t) const { return tiers[static_cast<int>(t)]; }
   TierMetrics& tier(Tier t) { return tiers[static_cast<int>(t)]; }

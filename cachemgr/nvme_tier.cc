@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <list>
+#include <algorithm>
 
 #include "cachemgr/crc32c.h"
 #include "common/byte_size.h"
@@ -12,9 +13,9 @@ namespace tencache {
 namespace {
 
 constexpr int kMaxRetries = 16;  // per chunk, for -EAGAIN/-EINTR and short transfers
-constexpr std::chrono::milliseconds kReapWait(50);
-
-
+// How long the ring thread waits for a completion at most; a new request
+// interrupts the wait (BlockFile::Interrupt), so this only bounds a lost wake-up.
+constexpr std::chrono::milliseconds kReapWait(10000);
 
 bool Aligned(uint64_t v) { return v % kDirectIoAlignment == 0; }
 
@@ -75,13 +76,15 @@ NvmeTier::~NvmeTier() {
     stop_ = true;
   }
   cv_.notify_all();
+  if (file_) file_->Interrupt();
   if (ring_thread_.joinable()) ring_thread_.join();
 }
 
 std::string NvmeTier::Describe() const {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string io = buffered_reason_.empty() ? "" : ", buffered fallback: " + buffered_reason_;
-  return "nvme(" + (engine_.empty() ? std::string("not reserved") : engine_) + io + ", " + path_ +
+  const std::string fixed = fixed_off_reason_.empty() ? "" : ", fixed buffers off: " + fixed_off_reason_;
+  return "nvme(" + (engine_.empty() ? std::string("not reserved") : engine_) + io + fixed + ", " + path_ +
          ", depth " + std::to_string(options_.queue_depth) + ", block " +
          FormatBytes(options_.block_size) + ", checksums " +
          (options_.checksums ? std::string("crc32c-") + Crc32cImplementation() : "off") + ")";
@@ -109,7 +112,6 @@ StatusOr<uint64_t> NvmeTier::Reserve(uint64_t bytes) {
   engine_ = file_->engine();
   chunks_.resize(options_.queue_depth);
   for (uint32_t i = options_.queue_depth; i > 0; --i) free_chunks_.push_back(i - 1);
-  extents_.resize(bytes / kDirectIoAlignment);
   completions_.reserve(options_.queue_depth);
   ring_thread_ = std::thread([this] { RingLoop(); });
   return RegionBase(0);
@@ -139,6 +141,7 @@ IoTicket NvmeTier::Enqueue(std::unique_ptr<Request> request) {
   IoTicket ticket;
   ticket.state_ = std::make_shared<Completion>();
   request->ticket = ticket.state_;
+  bool interrupt = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!file_ || stop_) {
@@ -154,8 +157,11 @@ IoTicket NvmeTier::Enqueue(std::unique_ptr<Request> request) {
       }
     }
     queue_.push_back(std::move(request));
+    interrupt = ring_may_reap_;
+    ring_may_reap_ = false;
   }
   cv_.notify_one();
+  if (interrupt) file_->Interrupt();  // the ring may be waiting for completions: take this one now
   return ticket;
 }
 
@@ -193,13 +199,19 @@ Status NvmeTier::Read(uint64_t offset, void* dst, uint64_t len, const std::strin
   return st;
 }
 
-bool NvmeTier::RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers,
-                               std::chrono::milliseconds timeout) {
+Status NvmeTier::RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers,
+                                 std::chrono::milliseconds timeout) {
   auto r = std::make_unique<Request>();
   r->kind = Kind::kRegister;
   r->what = "(buffer registration)";
-  r->buffers = buffers;
-  return Enqueue(std::move(r)).Wait(timeout).ok();
+  for (const auto& [base, len] : buffers) {  // io_uring takes at most 1 GiB per buffer
+    for (uint64_t at = 0; at < len; at += kMaxFixedBuffer)
+      r->buffers.push_back({static_cast<uint8_t*>(base) + at, std::min(kMaxFixedBuffer, len - at)});
+  }
+  Status st = Enqueue(std::move(r)).Wait(timeout);
+  std::lock_guard<std::mutex> lock(mu_);
+  fixed_off_reason_ = st.ok() ? "" : st.message();
+  return st;
 }
 
 // ---- the ring thread ----
@@ -212,6 +224,7 @@ bool NvmeTier::TakeRequests(std::deque<std::unique_ptr<Request>>* local) {
     local->push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
+  ring_may_reap_ = true;  // from here until the next call, a new request interrupts the reap
   return stop_;
 }
 
@@ -237,7 +250,7 @@ bool NvmeTier::NextChunk(std::deque<std::unique_ptr<Request>>* local, Chunk* chu
 Status NvmeTier::SubmitChunk(Chunk* chunk) {
   const bool write = chunk->request->kind == Kind::kWrite;
   const bool first = chunk->done == 0 && chunk->retries == 0;
-  if (write && first) extents_[chunk->offset / kDirectIoAlignment] = Extent{};  // stale until this write lands
+  if (write && first) extents_[chunk->offset] = Extent{};  // stale until this write lands
   IoRequest r;
   r.op = write ? IoOp::kWrite : IoOp::kRead;
   r.buf = chunk->buf + chunk->done;
@@ -268,16 +281,16 @@ std::string NvmeTier::Where(const Chunk& chunk) const { return Where(*chunk.requ
 // Checks one chunk that has been read into its request's buffer; the request
 // stays outstanding until this ran. On a mismatch the bytes are zeroed.
 void NvmeTier::VerifyRead(const PendingVerify& v) {
-  const Extent& e = extents_[v.offset / kDirectIoAlignment];
+  const auto it = extents_.find(v.offset);
   Status st;
-  if (e.len != v.len) {
+  if (it == extents_.end() || it->second.len != v.len) {
     st = Status::Corruption(Where(*v.request, v.offset, v.len) +
                             ": no checksum recorded for this extent (never written, or written with another layout)");
   } else {
     const uint32_t got = Crc32c(0, v.buf, v.len);
-    if (got != e.crc) {
+    if (got != it->second.crc) {
       char buf[96];
-      std::snprintf(buf, sizeof(buf), ": checksum mismatch (stored crc32c %08x, read %08x)", e.crc, got);
+      std::snprintf(buf, sizeof(buf), ": checksum mismatch (stored crc32c %08x, read %08x)", it->second.crc, got);
       st = Status::Corruption(Where(*v.request, v.offset, v.len) + buf);
     }
   }
@@ -328,7 +341,7 @@ void NvmeTier::OnCompletion(Chunk* chunk, int64_t result) {
     to_verify_.push_back({chunk->request, chunk->buf, chunk->offset, chunk->len});
     ++chunk->request->outstanding;
   } else if (options_.checksums) {  // computed in the ChecksumPass right after this chunk's flush
-    extents_[chunk->offset / kDirectIoAlignment] = Extent{chunk->crc, static_cast<uint32_t>(chunk->len)};
+    extents_[chunk->offset] = Extent{chunk->crc, static_cast<uint32_t>(chunk->len)};
   }
   FinishChunk(chunk, Status::Ok());
 }
@@ -343,10 +356,9 @@ void NvmeTier::FinishChunk(Chunk* chunk, Status status) {
 
 void NvmeTier::HandleRegister(Request* request) {
   fixed_.clear();
-  if (file_->RegisterBuffers(request->buffers)) {
+  request->status = file_->RegisterBuffers(request->buffers);
+  if (request->status.ok()) {
     for (const auto& [base, len] : request->buffers) fixed_.push_back({static_cast<uint8_t*>(base), len});
-  } else {
-    request->status = Status::Unavailable(path_ + ": buffer registration refused by " + file_->engine());
   }
   std::lock_guard<std::mutex> lock(mu_);
   engine_ = file_->engine();

@@ -10,7 +10,8 @@
 // is opened buffered instead, with one warning on stderr, and Describe() says so.
 //
 // Integrity: with checksums on (the default) every chunk written gets a CRC32C,
-// kept in memory per extent (chunk start offset), and every chunk read is
+// kept in memory per chunk written (a table keyed by the chunk's offset: its
+// size follows the chunks written, not the file's size), and every chunk read is
 // verified before its request completes; a mismatch completes the request with
 // Corruption and the chunk's bytes are zeroed, so corrupt data never reaches the
 // caller. Reads of extents that were not written with the same chunking fail as
@@ -26,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "cachemgr/completion.h"
@@ -81,11 +83,13 @@ class NvmeTier final : public TierStore {
   IoTicket SubmitWrite(uint64_t offset, const void* src, uint64_t len, std::string what);
   IoTicket SubmitRead(uint64_t offset, void* dst, uint64_t len, std::string what);
 
-  // Registers host memory (e.g. the host tier's arena) as io_uring fixed buffers.
-  // Returns false, and I/O continues unregistered, when the engine or the kernel
-  // refuses (e.g. RLIMIT_MEMLOCK). REQUIRES: Reserve() succeeded.
-  bool RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers,
-                       std::chrono::milliseconds timeout);
+  // Registers host memory (e.g. the host tier's arena) as io_uring fixed
+  // buffers, cut into pieces of at most kMaxFixedBuffer. When the engine or the
+  // kernel refuses (e.g. RLIMIT_MEMLOCK) it returns why, I/O continues
+  // unregistered, and Describe() says "fixed buffers off: <why>".
+  // REQUIRES: Reserve() succeeded.
+  Status RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers,
+                         std::chrono::milliseconds timeout);
 
   const std::string& file_path() const { return path_; }
   const NvmeTierOptions& options() const { return options_; }
@@ -94,7 +98,7 @@ class NvmeTier final : public TierStore {
   enum class Kind : uint8_t { kRead, kWrite, kRegister };
   struct Request;
   struct Chunk;
-  struct Extent {  // checksum of the chunk that starts at this 4 KiB index
+  struct Extent {  // checksum of the chunk that starts at this offset
     uint32_t crc = 0;
     uint32_t len = 0;
   };
@@ -134,12 +138,14 @@ class NvmeTier final : public TierStore {
   bool stop_ = false;                           // guarded by mu_
   std::string engine_;                          // guarded by mu_
   std::string buffered_reason_;                 // guarded by mu_: why O_DIRECT was dropped, "" if not
+  std::string fixed_off_reason_;                // guarded by mu_: why registration failed, "" if not
+  bool ring_may_reap_ = false;                  // guarded by mu_: the ring thread may wait in Reap()
 
   // Owned by the ring thread.
   std::vector<Chunk> chunks_;         // queue_depth slots; tag = index
   std::vector<uint32_t> free_chunks_;
   std::deque<uint32_t> retry_;        // chunks to resubmit (EAGAIN, short I/O)
-  std::vector<Extent> extents_;
+  std::unordered_map<uint64_t, Extent> extents_;  // by chunk offset; grows with the chunks written
   std::vector<std::pair<uint8_t*, uint64_t>> fixed_;  // registered buffers
   std::vector<IoCompletion> completions_;
   std::vector<uint32_t> to_checksum_;        // write chunks submitted this pass, CRC not yet computed

@@ -2,6 +2,8 @@
 // engine for kernels (or sandboxes) where the ring cannot be set up.
 #include <fcntl.h>
 #include <liburing.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -44,7 +46,9 @@ class SyncBlockFile final : public BlockFile {
   uint64_t size() const override { return size_; }
   uint32_t queue_depth() const override { return depth_; }
   std::string engine() const override { return "pread/pwrite (" + why_ + ")"; }
-  bool RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>&) override { return false; }
+  Status RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>&) override {
+    return Status::Unavailable(path_ + ": the pread/pwrite engine has no fixed buffers");
+  }
 
   Status Submit(const IoRequest& r) override {
     if (done_.size() >= depth_) return Status::Internal(path_ + ": submit beyond queue depth");
@@ -65,6 +69,7 @@ class SyncBlockFile final : public BlockFile {
     return n;
   }
   uint32_t in_flight() const override { return static_cast<uint32_t>(done_.size()); }
+  void Interrupt() override {}  // Reap never waits: every request completed in Submit
 
  private:
   const int fd_;
@@ -75,12 +80,15 @@ class SyncBlockFile final : public BlockFile {
   std::deque<IoCompletion> done_;
 };
 
+// The ring also watches an eventfd (one poll request, re-armed after each
+// wake-up) so that Interrupt() ends a Reap() that waits for completions.
 class UringBlockFile final : public BlockFile {
  public:
-  UringBlockFile(int fd, std::string path, uint64_t size, uint32_t depth, io_uring ring)
-      : fd_(fd), path_(std::move(path)), size_(size), depth_(depth), ring_(ring) {}
+  UringBlockFile(int fd, std::string path, uint64_t size, uint32_t depth, io_uring ring, int wake_fd)
+      : fd_(fd), path_(std::move(path)), size_(size), depth_(depth), ring_(ring), wake_fd_(wake_fd) {}
   ~UringBlockFile() override {
     io_uring_queue_exit(&ring_);
+    ::close(wake_fd_);
     ::close(fd_);
   }
 
@@ -89,12 +97,22 @@ class UringBlockFile final : public BlockFile {
   uint32_t queue_depth() const override { return depth_; }
   std::string engine() const override { return fixed_ ? "io_uring (fixed buffers)" : "io_uring"; }
 
-  bool RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers) override {
+  Status RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers) override {
     std::vector<iovec> iov;
-    for (const auto& [base, len] : buffers) iov.push_back({base, len});
+    for (const auto& [base, len] : buffers) {
+      if (len > kMaxFixedBuffer)
+        return Status::InvalidArgument(path_ + ": a fixed buffer of " + std::to_string(len) +
+                                       " bytes is beyond io_uring's 1 GiB per buffer");
+      iov.push_back({base, len});
+    }
     if (fixed_) io_uring_unregister_buffers(&ring_);
-    fixed_ = io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size())) == 0;
-    return fixed_;
+    const int rc = io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size()));
+    fixed_ = rc == 0;
+    if (!fixed_)
+      return Status::Unavailable(path_ + ": io_uring_register_buffers of " + std::to_string(iov.size()) +
+                                 " buffer(s): " + ErrnoText(-rc) +
+                                 (rc == -ENOMEM ? " (RLIMIT_MEMLOCK too low?)" : ""));
+    return Status::Ok();
   }
 
   Status Submit(const IoRequest& r) override {
@@ -132,6 +150,7 @@ class UringBlockFile final : public BlockFile {
       io_uring_cqe* cqe = nullptr;
       int rc;
       if (n < min_wait) {
+        TC_RETURN_IF_ERROR(ArmWake());
         __kernel_timespec ts{timeout.count() / 1000, (timeout.count() % 1000) * 1000000};
         rc = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
       } else {
@@ -139,8 +158,18 @@ class UringBlockFile final : public BlockFile {
       }
       if (rc == -ETIME || rc == -EAGAIN || rc == -EINTR) break;
       if (rc < 0) return Status::IoError(path_ + ": io_uring wait: " + ErrnoText(-rc));
-      out->push_back({cqe->user_data, cqe->res});
+      const uint64_t tag = cqe->user_data;
+      const int64_t res = cqe->res;
       io_uring_cqe_seen(&ring_, cqe);
+      if (tag == kWakeTag) {  // Interrupt(): hand back what we have
+        uint64_t count;
+        while (::read(wake_fd_, &count, sizeof(count)) < 0 && errno == EINTR) {
+        }
+        wake_armed_ = false;
+        if (n > 0 || min_wait > 0) break;
+        continue;
+      }
+      out->push_back({tag, res});
       --in_flight_;
       ++n;
     }
@@ -148,13 +177,38 @@ class UringBlockFile final : public BlockFile {
   }
   uint32_t in_flight() const override { return in_flight_; }
 
+  void Interrupt() override {
+    const uint64_t one = 1;
+    while (::write(wake_fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+  }
+
  private:
+  static constexpr uint64_t kWakeTag = ~uint64_t{0};  // request tags are chunk indices
+
+  // Keeps one poll on the eventfd in the ring while a Reap may wait.
+  Status ArmWake() {
+    if (wake_armed_) return Status::Ok();
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) {
+      TC_RETURN_IF_ERROR(Flush());
+      sqe = io_uring_get_sqe(&ring_);
+      if (sqe == nullptr) return Status::Internal(path_ + ": io_uring submission queue full");
+    }
+    io_uring_prep_poll_add(sqe, wake_fd_, POLLIN);
+    sqe->user_data = kWakeTag;
+    wake_armed_ = true;
+    return Flush();
+  }
+
   const int fd_;
   const std::string path_;
   const uint64_t size_;
   const uint32_t depth_;
   io_uring ring_;
+  const int wake_fd_;
   bool fixed_ = false;
+  bool wake_armed_ = false;
   uint32_t in_flight_ = 0;
 };
 
@@ -165,16 +219,20 @@ std::string ProbeRing(io_uring* ring) {
   const bool ok = io_uring_opcode_supported(probe, IORING_OP_READ) &&
                   io_uring_opcode_supported(probe, IORING_OP_WRITE) &&
                   io_uring_opcode_supported(probe, IORING_OP_READ_FIXED) &&
-                  io_uring_opcode_supported(probe, IORING_OP_WRITE_FIXED);
+                  io_uring_opcode_supported(probe, IORING_OP_WRITE_FIXED) &&
+                  io_uring_opcode_supported(probe, IORING_OP_POLL_ADD);
   io_uring_free_probe(probe);
-  return ok ? "" : "kernel lacks IORING_OP_READ/WRITE";
+  return ok ? "" : "kernel lacks IORING_OP_READ/WRITE/POLL_ADD";
 }
 
 StatusOr<int> OpenAndPreallocate(const std::string& path, uint64_t size, bool direct) {
-  int flags = O_RDWR | O_CREAT | O_CLOEXEC | (direct ? O_DIRECT : 0);
-  int fd = ::open(path.c_str(), flags, 0644);
+  // O_NOFOLLOW: a symlink planted at the swap file's name is refused (ELOOP).
+  int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (direct ? O_DIRECT : 0);
+  int fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0 && direct && errno == EINVAL)  // e.g. tmpfs before Linux 6.6: the caller may go buffered
     return Status::Unavailable(path + ": open with O_DIRECT: " + ErrnoText(EINVAL));
+  if (fd < 0 && errno == ELOOP)
+    return Status::InvalidArgument(path + ": is a symlink; the NVMe swap file must be a plain file");
   if (fd < 0) return Status::IoError(path + ": open: " + ErrnoText(errno));
   FdCloser closer(fd);
   if (::fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0) {
@@ -196,22 +254,25 @@ class PosixEnv final : public FileEnv {
     std::string why = "forced";
     if (!options.force_sync_engine) {
       io_uring ring;
-      int rc = io_uring_queue_init(options.queue_depth, &ring, 0);
+      const int wake_fd = ::eventfd(0, EFD_CLOEXEC);
+      // One entry beyond the depth: the wake-up poll.
+      int rc = wake_fd < 0 ? -errno : io_uring_queue_init(options.queue_depth + 1, &ring, 0);
       if (rc == 0) {
         why = ProbeRing(&ring);
         if (why.empty())
           return std::unique_ptr<BlockFile>(
-              new UringBlockFile(fd, path, size, options.queue_depth, ring));
+              new UringBlockFile(fd, path, size, options.queue_depth, ring, wake_fd));
         io_uring_queue_exit(&ring);
       } else {
-        why = "io_uring_queue_init: " + ErrnoText(-rc);
+        why = (wake_fd < 0 ? "eventfd: " : "io_uring_queue_init: ") + ErrnoText(-rc);
       }
+      if (wake_fd >= 0) ::close(wake_fd);
     }
     return std::unique_ptr<BlockFile>(new SyncBlockFile(fd, path, size, options.queue_depth, why));
   }
 
   Status CreateDir(const std::string& path) override {
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
       return Status::IoError(path + ": mkdir: " + ErrnoText(errno));
     return Status::Ok();
   }

@@ -39,7 +39,18 @@ struct TensorCache::Entry {
   bool initialised = false;    // false: no copy anywhere, reads as zeros
   uint32_t pins[2] = {0, 0};        // live handles per tier (readers and writers)
   uint32_t write_pins[2] = {0, 0};  // of which kWrite: that copy is being modified
-  bool busy = false;           // a mover is copying to or from it
+  bool busy = false;           // a mover is copying to or from it (or a late copy runs)
+  // A copy that timed out and may still be running: its source and destination
+  // slots stay taken and the tensor busy until it ends (SettleLate). Without a
+  // ticket (a device copy) the end cannot be seen: the tensor stays unusable.
+  struct Late {
+    bool active = false;
+    bool has_ticket = false;
+    IoTicket ticket;
+    Tier to = Tier::kHost;
+    bool took_slot = false;
+    std::string what;  // the timeout's message
+  } late;
   uint32_t waiters = 0;        // Acquires waiting for it to arrive: its moves are not prefetches then
   uint64_t last_use = 0;
   uint64_t arrivals[kNumTiers] = {0, 0, 0};  // completed copies into each tier
@@ -277,6 +288,14 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
       if (done) move = nullptr;  // it arrived and left again (or was declined): move it once more
     }
     if (!move && !e.valid[t]) move = StartMoveLocked(id, tier, /*urgent=*/true);
+    if (!move && e.late.active) {  // a copy of it timed out earlier: wait for it to end
+      const Status settled = WaitLate(&lock, &e, deadline);
+      if (!settled.ok()) {
+        account_stall();
+        return settled;
+      }
+      continue;
+    }
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !(e.valid[t] && !e.busy)) {
       account_stall();
       return Status::Timeout("tensor '" + e.spec.name + "': not in the " + TierName(tier) + " tier within " +
@@ -364,6 +383,7 @@ Status TensorCache::Discard(TensorId id, Tier tier) {
   if (id >= entries_.size()) return Status::NotFound("discard of tensor id " + std::to_string(id) + ": not registered");
   Entry& e = entries_[id];
   const int t = Index(tier);
+  SettleLate(&e);
   if (e.slot[t] < 0 || !e.valid[t]) return Status::Ok();
   if (e.pins[t] > 0 || e.busy) {
     return Status::FailedPrecondition("tensor '" + e.spec.name + "': pinned or being copied, kept in the " +
@@ -376,6 +396,7 @@ Status TensorCache::Invalidate(TensorId id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (id >= entries_.size()) return Status::NotFound("invalidate of tensor id " + std::to_string(id) + ": not registered");
   Entry& e = entries_[id];
+  SettleLate(&e);
   if (e.pins[kDev] > 0 || e.pins[kHost] > 0 || e.busy) {
     return Status::FailedPrecondition("tensor '" + e.spec.name + "': pinned or being copied, its bytes kept");
   }
@@ -447,6 +468,10 @@ Status TensorCache::RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tie
   for (;;) {
     const bool there = target == Tier::kNvme ? (e.valid[kNvme] || !e.initialised) : e.valid[t];
     if (there) return Status::Ok();
+    if (e.late.active) {
+      TC_RETURN_IF_ERROR(WaitLate(lock, &e, deadline));
+      continue;
+    }
     if (e.busy) {
       if (cv_.wait_until(*lock, deadline) == std::cv_status::timeout && e.busy)
         return Status::Timeout("tensor '" + e.spec.name + "': another copy of it did not finish in time");
@@ -490,7 +515,7 @@ bool TensorCache::CopyBlocked(const Entry& e, Tier from, Tier to) {
 Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent) {
   e->busy = true;
   Status st = Copy(lock, e, from, to, urgent);
-  e->busy = false;
+  e->busy = e->late.active;
   if (e->pins[kDev] == 0 && !e->valid[kDev] && e->slot[kDev] >= 0) DropCopy(e, Tier::kDevice);
   if (e->pins[kHost] == 0 && !e->valid[kHost] && e->slot[kHost] >= 0) DropCopy(e, Tier::kHost);
   cv_.notify_all();
@@ -516,18 +541,22 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
   lock->unlock();
   const Clock::time_point copy_start = Clock::now();
   Status st;
+  IoTicket io;
+  bool has_ticket = false;
   uint64_t* link = nullptr;
   double* link_seconds = nullptr;
   if (zeros) {
     std::memset(host, 0, e->slot_bytes);
-  } else if (from == Tier::kNvme) {
-    st = tiers_.nvme->Read(nvme_off, host, e->slot_bytes, name, timeout);
-    link = &metrics_.bytes_nvme_to_host;
-    link_seconds = &metrics_.seconds_nvme_to_host;
-  } else if (to == Tier::kNvme) {
-    st = tiers_.nvme->Write(nvme_off, host, e->slot_bytes, name, timeout);
-    link = &metrics_.bytes_host_to_nvme;
-    link_seconds = &metrics_.seconds_host_to_nvme;
+  } else if (from == Tier::kNvme || to == Tier::kNvme) {
+    const bool read = from == Tier::kNvme;
+    io = read ? tiers_.nvme->SubmitRead(nvme_off, host, e->slot_bytes, name)
+              : tiers_.nvme->SubmitWrite(nvme_off, host, e->slot_bytes, name);
+    has_ticket = true;
+    st = io.Wait(timeout);
+    if (st.code() == StatusCode::kTimeout)
+      st = st.WithContext("tensor " + name + ": file " + tiers_.nvme->file_path() + (read ? ": read" : ": write"));
+    link = read ? &metrics_.bytes_nvme_to_host : &metrics_.bytes_host_to_nvme;
+    link_seconds = read ? &metrics_.seconds_nvme_to_host : &metrics_.seconds_host_to_nvme;
   } else if (to == Tier::kDevice) {
     st = tiers_.device->Write(dev_off, host, e->spec.bytes, name, timeout);
     link = &metrics_.bytes_host_to_device;
@@ -547,16 +576,59 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
     return st;
   }
   (void)f;
-  if (took_slot) {
-    if (st.code() == StatusCode::kTimeout) {  // the copy may still land in this slot: never reuse it
-      ++metrics_.quarantined_slots;
-      e->slot[t] = -1;
-      AddUsed(to, -static_cast<int64_t>(e->spec.bytes));
-    } else {
-      DropCopy(e, to);
-    }
+  if (st.code() == StatusCode::kTimeout) {
+    // The copy may still read its source and land in its destination: both
+    // slots stay with the tensor, and no other copy of it starts, until it ends.
+    ++metrics_.quarantined_slots;
+    e->late.active = true;
+    e->late.has_ticket = has_ticket;
+    e->late.ticket = io;
+    e->late.to = to;
+    e->late.took_slot = took_slot;
+    e->late.what = st.message();
+    return st.WithContext("its slots stay reserved until the copy ends");
   }
+  if (took_slot) DropCopy(e, to);
   return st;
+}
+
+// Ends e's late copy if it has finished: the tensor is no longer busy, the
+// destination is valid if the copy succeeded, else its slot is freed.
+// REQUIRES: lock held.
+void TensorCache::SettleLate(Entry* e) {
+  if (!e->late.active || !e->late.has_ticket || !e->late.ticket.ready()) return;
+  const Status st = e->late.ticket.Wait(std::chrono::milliseconds(0));
+  const Tier to = e->late.to;
+  e->late = Entry::Late{};
+  e->busy = false;
+  if (st.ok()) {
+    e->valid[Index(to)] = true;
+    ++e->arrivals[Index(to)];
+  } else if (to != Tier::kNvme && e->pins[Index(to)] == 0) {
+    DropCopy(e, to);
+  }
+  cv_.notify_all();
+}
+
+// Waits (lock released) until e's late copy ends or `deadline`, then settles
+// it. Unavailable when it cannot end (a device copy), Timeout at the deadline.
+// REQUIRES: e->late.active, lock held.
+Status TensorCache::WaitLate(std::unique_lock<std::mutex>* lock, Entry* e, Clock::time_point deadline) {
+  if (!e->late.has_ticket) {
+    return Status::Unavailable("tensor '" + e->spec.name + "': an earlier copy timed out (" + e->late.what +
+                               ") and may still run; its slots stay reserved and the tensor cannot be used");
+  }
+  const IoTicket ticket = e->late.ticket;
+  const std::string what = e->late.what;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  lock->unlock();
+  (void)ticket.Wait(std::max(left, std::chrono::milliseconds(0)));
+  lock->lock();
+  SettleLate(e);
+  if (e->late.active)
+    return Status::Timeout("tensor '" + e->spec.name + "': an earlier copy that timed out (" + what +
+                           ") has not ended yet");
+  return Status::Ok();
 }
 
 // A first write-back to NVMe takes an extent within the budget (nothing else
@@ -636,6 +708,7 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id,
   const AccessIndex now = access_ == 0 ? 0 : access_ - 1;  // the index of the latest acquire
   for (TensorId id : members_[t][cls]) {
     Entry& c = entries_[id];
+    SettleLate(&c);  // a late copy that ended frees its tensor for eviction
     if (id == for_id || c.slot[t] < 0 || !c.valid[t] || c.pins[t] > 0 || c.busy) continue;
     if (tier == Tier::kDevice && NeedsWriteBack(c, tier) && CopyBlocked(c, Tier::kDevice, Tier::kHost)) continue;
     const AccessIndex next = oracle_ != nullptr ? oracle_->NextUse(id, now) : 0;
@@ -676,7 +749,7 @@ Status TensorCache::Evict(std::unique_lock<std::mutex>* lock, Entry* v, Tier tie
   v->busy = true;
   Status st;
   if (only_copy) st = Copy(lock, v, tier, tier == Tier::kDevice ? Tier::kHost : Tier::kNvme, /*urgent=*/true);
-  v->busy = false;
+  v->busy = v->late.active;
   cv_.notify_all();
   if (!st.ok()) return st.WithContext("writing back '" + v->spec.name + "' to make room");
   if (v->pins[Index(tier)] > 0) return Status::Ok();  // pinned while we wrote back: keep it, pick again

@@ -31,7 +31,12 @@
 //
 // Errors from tiers (EIO, ENOSPC, short I/O, checksum mismatch, timeouts) reach
 // the caller of Acquire / PrefetchHandle::Wait as a Status naming the tensor and
-// the file; the failed copy is never marked valid.
+// the file; the failed copy is never marked valid. A copy that times out may
+// still be running (the kernel reading its source, or landing in its
+// destination later): the tensor keeps both slots and stays busy until it ends,
+// so neither slot is reused and no newer copy of it can be overtaken by it; the
+// next Acquire of it waits for the end (an NVMe copy) or fails with
+// Unavailable (a device copy, whose end cannot be seen).
 //
 // Handles and movers (the rules that keep copies free of data races):
 //  1. A copy pinned for kWrite is being modified: no mover reads it (no move,
@@ -233,6 +238,8 @@ class TensorCache {
   Status StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
   Status Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
   Status EnsureExtent(Entry* e, Tier from, Tier to);
+  void SettleLate(Entry* e);
+  Status WaitLate(std::unique_lock<std::mutex>* lock, Entry* e, std::chrono::steady_clock::time_point deadline);
   StatusOr<uint64_t> TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id, bool urgent);
   // Gives `e` a slot in `tier` (REQUIRES: it has none; lock held, released while evicting).
   Status PlaceInSlot(std::unique_lock<std::mutex>* lock, Entry* e, Tier tier, bool urgent);

@@ -3,7 +3,11 @@
 #include "cachemgr/nvme_tier.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <deque>
 #include <vector>
 
 #include "cachemgr/fault_injection_file_env.h"
@@ -230,6 +234,160 @@ TEST_F(NvmeTierTest, DirectIoRefusedFallsBackToBufferedWithOneWarning) {
 TEST_F(NvmeTierTest, DirectIoDescribesNoFallback) {
   auto t = OpenTier(PosixFileEnv());
   EXPECT_EQ(t->Describe().find("buffered"), std::string::npos) << t->Describe();
+}
+
+
+// A new request must not wait behind one the device is slow with: the ring
+// thread's wait for completions is interrupted (it used to poll every 50 ms).
+TEST_F(NvmeTierTest, ANewRequestInterruptsTheWaitForAHeldOne) {
+  auto t = OpenTier(&faulty_);
+  auto held = testing::MakeAligned(kBlock), next = testing::MakeAligned(kBlock);
+  testing::FillPattern(held.get(), kBlock, 21);
+  testing::FillPattern(next.get(), kBlock, 22);
+  faulty_.AddFault({FaultKind::kHeld, IoOp::kWrite, 0, kBlock, 1});
+  IoTicket a = t->SubmitWrite(0, held.get(), kBlock, "held.w");
+  // Once the ring thread has handed the first write to the file, it goes on to
+  // wait for its completion; the second write arrives after it took its requests.
+  ASSERT_TRUE(testing::WaitFor([&] { return faulty_.held_requests() == 1; }, kWait));
+  IoTicket b = t->SubmitWrite(kBlock, next.get(), kBlock, "next.w");
+  ASSERT_TRUE(b.Wait(kWait).ok());
+  EXPECT_FALSE(a.ready());
+  EXPECT_EQ(faulty_.reap_timeouts(), 0u) << "the second write waited for a reap to time out";
+  faulty_.ReleaseHeld();
+  ASSERT_TRUE(a.Wait(kWait).ok());
+  auto in = testing::MakeAligned(kBlock);
+  ASSERT_TRUE(t->Read(0, in.get(), kBlock, "held.w", kWait).ok());
+  EXPECT_TRUE(testing::CheckPattern(in.get(), kBlock, 21));
+}
+
+// A file of any size whose requests complete at once without touching memory,
+// and whose fixed-buffer registration behaves like the kernel's: at most
+// kMaxFixedBuffer a buffer, or refused entirely.
+class NullFileEnv final : public FileEnv {
+ public:
+  class File final : public BlockFile {
+   public:
+    File(NullFileEnv* env, std::string path, uint64_t size) : env_(env), path_(std::move(path)), size_(size) {}
+    const std::string& path() const override { return path_; }
+    uint64_t size() const override { return size_; }
+    uint32_t queue_depth() const override { return 64; }
+    std::string engine() const override { return "null"; }
+    Status RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers) override {
+      if (env_->refuse_registration) return Status::Unavailable(path_ + ": register: Cannot allocate memory");
+      for (const auto& b : buffers) {
+        if (b.second > kMaxFixedBuffer) return Status::InvalidArgument(path_ + ": register: Invalid argument");
+      }
+      env_->registered = buffers;
+      return Status::Ok();
+    }
+    Status Submit(const IoRequest& r) override {
+      done_.push_back({r.tag, int64_t(r.len)});
+      return Status::Ok();
+    }
+    Status Flush() override { return Status::Ok(); }
+    StatusOr<size_t> Reap(std::vector<IoCompletion>* out, size_t max, size_t, milliseconds) override {
+      size_t n = 0;
+      for (; n < max && !done_.empty(); ++n, done_.pop_front()) out->push_back(done_.front());
+      return n;
+    }
+    uint32_t in_flight() const override { return uint32_t(done_.size()); }
+    void Interrupt() override {}
+
+   private:
+    NullFileEnv* const env_;
+    const std::string path_;
+    const uint64_t size_;
+    std::deque<IoCompletion> done_;
+  };
+  StatusOr<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64_t size,
+                                                     const BlockFileOptions&) override {
+    return std::unique_ptr<BlockFile>(new File(this, path, size));
+  }
+  Status CreateDir(const std::string&) override { return Status::Ok(); }
+  Status RemoveFile(const std::string&) override { return Status::Ok(); }
+
+  bool refuse_registration = false;
+  std::vector<std::pair<void*, uint64_t>> registered;
+};
+
+std::unique_ptr<NvmeTier> OpenNull(NullFileEnv* env, uint64_t bytes) {
+  NvmeTierOptions o;
+  o.dir = "/nonexistent-null-env";
+  o.env = env;
+  auto tier = NvmeTier::Open(o);
+  EXPECT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_TRUE((*tier)->Reserve(bytes).ok());
+  return std::move(*tier);
+}
+
+// The host pool is one region; io_uring caps a fixed buffer at 1 GiB, so a
+// larger region is registered in pieces (it used to fail, silently).
+TEST(NvmeTierFixedBuffers, ARegionBeyondOneGibIsRegisteredInPieces) {
+  NullFileEnv env;
+  auto t = OpenNull(&env, kFile);
+  uint8_t* base = reinterpret_cast<uint8_t*>(uintptr_t{1} << 40);  // never dereferenced
+  const uint64_t bytes = 3 * kMaxFixedBuffer + 4096;
+  Status st = t->RegisterBuffers({{base, bytes}}, kWait);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(env.registered.size(), 4u);
+  uint64_t at = 0;
+  for (const auto& [p, len] : env.registered) {
+    EXPECT_EQ(static_cast<uint8_t*>(p), base + at);
+    EXPECT_LE(len, kMaxFixedBuffer);
+    at += len;
+  }
+  EXPECT_EQ(at, bytes);
+  EXPECT_EQ(t->Describe().find("fixed buffers off"), std::string::npos) << t->Describe();
+}
+
+TEST(NvmeTierFixedBuffers, ARefusedRegistrationIsReportedAndSaidInDescribe) {
+  NullFileEnv env;
+  env.refuse_registration = true;
+  auto t = OpenNull(&env, kFile);
+  auto buf = testing::MakeAligned(kBlock);
+  Status st = t->RegisterBuffers({{buf.get(), kBlock}}, kWait);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NE(t->Describe().find("fixed buffers off: "), std::string::npos) << t->Describe();
+  EXPECT_NE(t->Describe().find("Cannot allocate memory"), std::string::npos) << t->Describe();
+  ASSERT_TRUE(t->Write(0, buf.get(), kBlock, "w", kWait).ok());  // I/O goes on without them
+}
+
+// The checksum table grows with the chunks written, not with the file: it used
+// to take 8 bytes per 4 KiB of file at Reserve (2 GiB of RAM per TiB).
+TEST(NvmeTierChecksums, ATebibyteFileCostsNoChecksumMemoryUntilWritten) {
+  NullFileEnv env;
+  const size_t before = mallinfo2().uordblks + mallinfo2().hblkhd;
+  auto t = OpenNull(&env, uint64_t{1} << 40);
+  const size_t after = mallinfo2().uordblks + mallinfo2().hblkhd;
+  EXPECT_LT(after - std::min(after, before), size_t{1} << 20) << "bytes allocated by Reserve(1 TiB)";
+  auto buf = testing::MakeAligned(kBlock);
+  testing::FillPattern(buf.get(), kBlock, 3);
+  const uint64_t far = (uint64_t{1} << 40) - 1024 * kBlock;
+  ASSERT_TRUE(t->Write(far, buf.get(), kBlock, "w", kWait).ok());
+  ASSERT_TRUE(t->Read(far, buf.get(), kBlock, "w", kWait).ok());  // verified against its CRC
+  EXPECT_EQ(t->Read(0, buf.get(), kBlock, "never", kWait).code(), StatusCode::kCorruption);
+}
+
+TEST_F(NvmeTierTest, TheSwapFileIsPrivateAndASymlinkInItsPlaceIsRefused) {
+  auto t = OpenTier(PosixFileEnv());
+  struct stat st {};
+  ASSERT_EQ(::stat(t->file_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir_.path() + "/nvme").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0077, 0u) << "the swap folder is readable by others";
+
+  NvmeTierOptions o;
+  o.dir = dir_.path() + "/planted";
+  ASSERT_EQ(::mkdir(o.dir.c_str(), 0700), 0);
+  const std::string target = dir_.path() + "/elsewhere";
+  ASSERT_EQ(::symlink(target.c_str(), (o.dir + "/rank-0.tcnvme").c_str()), 0);
+  auto planted = NvmeTier::Open(o);
+  ASSERT_TRUE(planted.ok());
+  StatusOr<uint64_t> r = (*planted)->Reserve(kFile);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("symlink"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(::access(target.c_str(), F_OK), 0) << "the symlink's target was created";
 }
 
 }  // namespace

@@ -211,6 +211,36 @@ TEST_F(TensorCacheTest, SlowNvmeTimesOutNamingTensorAndFile) {
   EXPECT_EQ(c->Snapshot().quarantined_slots, 1u);
 }
 
+// A write-back that times out may still be read by the kernel later: its host
+// slot must not be reused or modified, and no newer write-back of the tensor may
+// start (it could be overtaken by the late one) until it ends.
+TEST_F(TensorCacheTest, ATimedOutWriteBackKeepsItsSlotAndIsNeverOvertaken) {
+  FaultInjectionFileEnv faulty(PosixFileEnv());
+  TensorCacheOptions o = Budgets(1, 1);
+  o.io_timeout = milliseconds(30);
+  auto c = MakeCache(dir_, o, UniformSpecs(2, kBytes), &faulty);
+  WriteTensor(c.get(), 0, 51, Tier::kHost);
+  faulty.AddFault({FaultKind::kHeld, IoOp::kWrite, 0, ~0ull, 1});  // t0's write-back does not start
+  auto h = c->Acquire(1, Tier::kHost, AccessMode::kWrite, kWait);
+  ASSERT_EQ(h.status().code(), StatusCode::kTimeout) << h.status().ToString();
+  EXPECT_NE(h.status().message().find("t0"), std::string::npos) << h.status().ToString();
+  EXPECT_EQ(c->Snapshot().quarantined_slots, 1u);
+
+  // While it is held: t0 cannot be written (a writer would change what the late
+  // write carries), and t1 does not get t0's slot.
+  auto w = c->Acquire(0, Tier::kHost, AccessMode::kWrite, milliseconds(50));
+  EXPECT_FALSE(w.ok());
+  WriteTensor(c.get(), 1, 52, Tier::kHost);
+  EXPECT_TRUE(c->IsResident(0, Tier::kHost)) << "t0's slot was taken while its write-back may still read it";
+
+  faulty.ReleaseHeld();  // the late write starts now, with the bytes in t0's slot
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 51, Tier::kHost));  // waits for it to end
+  ASSERT_TRUE(c->IsResident(0, Tier::kNvme));
+  ASSERT_TRUE(c->Discard(0, Tier::kHost).ok());
+  EXPECT_TRUE(ReadMatches(c.get(), 0, 51, Tier::kHost));  // from NVMe: the late write's bytes are t0's
+  EXPECT_TRUE(ReadMatches(c.get(), 1, 52, Tier::kHost));
+}
+
 TEST_F(TensorCacheTest, MisuseIsReportedAsStatus) {
   auto c = MakeCache(dir_, Budgets(2, 2), UniformSpecs(2, kBytes));
   EXPECT_EQ(c->Acquire(7, Tier::kDevice, AccessMode::kRead, kWait).status().code(), StatusCode::kNotFound);

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace tencache::testing {
 
@@ -51,6 +53,18 @@ inline bool CheckPattern(const uint8_t* p, uint64_t n, uint32_t seed) {
   for (uint64_t i = 0; i < n; ++i) {
     x = x * 1664525u + 1013904223u;
     if (p[i] != static_cast<uint8_t>(x >> 24)) return false;
+  }
+  return true;
+}
+
+// Polls `done` (yielding between tries) until it holds or `limit` passes: for
+// conditions another thread makes true, with no sleep standing in for order.
+template <typename Pred>
+bool WaitFor(Pred done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
   }
   return true;
 }
