@@ -5,6 +5,8 @@
 // machine's speed at the job's work instead of training. This
 // file is the CLI edge: flags, MPI setup, and turning a Status into a message
 // and an exit code (2 for bad input). On an error every rank is stopped.
+#include <dirent.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -63,7 +65,41 @@ Status WriteLogits(const std::string& path, const std::vector<int64_t>& tokens, 
   return w.Finish();
 }
 
+// This process's resident set in bytes (/proc/self/statm's second field, in
+// pages) and its open file descriptors (the entries of /proc/self/fd, less the
+// handle that lists them); -1 where /proc cannot say. Rank 0 reads them once a
+// step for its metrics line, where bench/soak watches them for growth.
+struct ProcessFigures {
+  long long rss_bytes = -1;
+  long long open_fds = -1;
+};
+
+ProcessFigures ReadProcessFigures() {
+  ProcessFigures f;
+  if (int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC); fd >= 0) {
+    char text[128];
+    const ssize_t n = ::read(fd, text, sizeof text - 1);
+    ::close(fd);
+    if (n > 0) {
+      text[n] = '\0';
+      long long size = 0, resident = 0;  // in pages
+      if (std::sscanf(text, "%lld %lld", &size, &resident) == 2) {
+        f.rss_bytes = resident * static_cast<long long>(::sysconf(_SC_PAGESIZE));
+      }
+    }
+  }
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    long long entries = 0;
+    while (const dirent* e = ::readdir(dir)) entries += e->d_name[0] != '.';  // not "." and ".."
+    ::closedir(dir);
+    f.open_fds = entries - 1;  // the handle opendir held while listing
+  }
+  return f;
+}
+
 // Rank 0's line for a step: the log, --metrics and the launcher's report line.
+// The JSON line is the trainer's (StepMetrics::ToJson) with rank 0's process
+// figures appended: host_rss_bytes and open_fds.
 void PrintStep(const StepMetrics& m, const Args& args, std::ofstream& metrics,
                const std::function<void(const std::string&)>& log) {
   char line[320];
@@ -76,8 +112,16 @@ void PrintStep(const StepMetrics& m, const Args& args, std::ofstream& metrics,
     std::snprintf(line + at, sizeof line - at, "  loss scale %.0f%s", m.loss_scale, m.skipped ? " (overflow: skipped)" : "");
   }
   log(line);
-  if (metrics.is_open()) metrics << m.ToJson() << "\n" << std::flush;
-  if (args.report_lines) std::cout << kReportMetricsPrefix << m.ToJson() << std::endl;
+  if (!metrics.is_open() && !args.report_lines) return;
+  std::string json = m.ToJson();
+  if (!json.empty() && json.back() == '}') {  // an object: add the two keys before its closing brace
+    const ProcessFigures p = ReadProcessFigures();
+    char keys[96];
+    std::snprintf(keys, sizeof keys, ",\"host_rss_bytes\":%lld,\"open_fds\":%lld", p.rss_bytes, p.open_fds);
+    json.insert(json.size() - 1, keys);
+  }
+  if (metrics.is_open()) metrics << json << "\n" << std::flush;
+  if (args.report_lines) std::cout << kReportMetricsPrefix << json << std::endl;
 }
 
 volatile std::sig_atomic_t g_stop_requested = 0;

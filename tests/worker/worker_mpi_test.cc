@@ -59,9 +59,11 @@ TEST_F(WorkerMpi, TwoAndFourRanksMatchOneRank) {
   for (const char* key : {"step", "loss", "step_time_s", "tokens_per_s", "device_hit_rate", "bytes_h2d", "bytes_d2h",
                           "bytes_nvme_read", "bytes_nvme_write", "stall_s", "allocations_after_warmup",
                           "device_used_bytes", "device_reserved_bytes", "host_used_bytes", "host_reserved_bytes",
-                          "nvme_used_bytes"}) {
+                          "nvme_used_bytes", "host_rss_bytes", "open_fds"}) {
     EXPECT_TRUE(one[0].contains(key)) << key;
   }
+  EXPECT_GT(one[0]["host_rss_bytes"].get<double>(), 1 << 20);  // rank 0's own process
+  EXPECT_GE(one[0]["open_fds"].get<double>(), 3);               // at least stdin, stdout, stderr
   for (int ranks : {2, 4}) {
     std::vector<nlohmann::json> many = Metrics(ranks, 20);
     ASSERT_EQ(many.size(), 20u) << ranks;
