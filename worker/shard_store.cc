@@ -113,6 +113,7 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
   NvmeTierOptions nvme;
   nvme.dir = o.nvme_dir;
   nvme.rank = o.rank;
+  nvme.env = o.file_env;
   TC_ASSIGN_OR_RETURN(tiers.nvme, NvmeTier::Open(nvme));
   TensorCacheOptions options;
   options.device_budget = o.device_budget;

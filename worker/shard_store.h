@@ -104,6 +104,7 @@ struct CachedStoreOptions {
   int rank = 0;
   bool cuda = false;           // real GPU device tier (and a cudaHostRegister'd host tier); else the simulated one
   int cuda_device = 0;         // which GPU, when cuda
+  FileEnv* file_env = nullptr;  // the NVMe tier's files; nullptr: POSIX
 };
 StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& layout,
                                                            const CachedStoreOptions& options);

@@ -2,14 +2,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <iomanip>
 #include <map>
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
+
+#include "worker/checkpoint.h"
 
 
 namespace tencache {
@@ -111,7 +117,7 @@ std::string StepMetrics::ToJson() const {
 }
 
 Trainer::Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
-                 ComputeDevice device)
+                 ComputeDevice device, FileEnv* nvme_env)
     : job_(job),
       comm_(comm),
       corpus_(std::move(corpus)),
@@ -119,15 +125,49 @@ Trainer::Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const T
       device_(device),
       model_(job.model),
       sampler_(corpus_, job.model.seq_len, job.train.global_batch, job.train.seed, TrainingWindows(job, *corpus_)),
-      profiler_(HeaderFor(job, comm->size()), log_) {}
+      profiler_(HeaderFor(job, comm->size()), log_) {
+  nvme_env_ = nvme_env;
+}
 
 Trainer::~Trainer() {
   if (store_ != nullptr && store_->cache() != nullptr) store_->cache()->SetNextUseOracle(nullptr);
+  store_.reset();  // the NVMe tier removes its swap file
+  if (!swap_folder_.empty()) {  // then this rank's folder, and the job's once every rank's is gone
+    std::error_code ec;
+    std::filesystem::remove(swap_folder_ + "/rank-" + std::to_string(comm_->rank()), ec);
+    std::filesystem::remove(swap_folder_, ec);
+  }
+}
+
+// NVME_PATH/<job name>-<rank 0's PID>/: one folder per run of the job, private
+// to its user (0700), holding one folder per rank for its swap file. Every rank
+// learns rank 0's PID, so a run's ranks on one machine share the job folder and
+// two runs never share a file. A symlink at cache.nvme_path is refused.
+StatusOr<std::string> Trainer::MakeSwapFolder() {
+  namespace fs = std::filesystem;
+  const std::string& base = job_.cache.nvme_path;
+  const std::string key = job_.Where("cache.nvme_path");
+  double pid = comm_->rank() == 0 ? double(::getpid()) : 0.0;
+  TC_RETURN_IF_ERROR(comm_->AllReduceSum(&pid, 1));
+  TC_RETURN_IF_ERROR(CheckNotSymlink(base, key));
+  std::string name = job_.name.empty() ? "job" : job_.name;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  const std::string folder = (fs::path(base) / (name.substr(0, 64) + "-" + std::to_string(int64_t(pid)))).string();
+  std::error_code ec;
+  fs::create_directories(base, ec);
+  if (!ec) fs::create_directory(folder, ec);
+  if (!ec) fs::permissions(folder, fs::perms::owner_all, ec);
+  if (ec) return Status::IoError(key + ": creating '" + folder + "': " + ec.message());
+  TC_RETURN_IF_ERROR(CheckNotSymlink(folder, key));
+  swap_folder_ = folder;
+  return folder + "/rank-" + std::to_string(comm_->rank());
 }
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communicator* comm,
                                                    std::shared_ptr<const TokenCorpus> corpus, LogSink log,
-                                                   ComputeDevice device) {
+                                                   ComputeDevice device, FileEnv* nvme_env) {
   TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
   if (corpus->max_token() >= job.model.vocab) {
     return Status::InvalidArgument(job.Where("model.vocab") + ": the data '" + corpus->path() + "' holds token " +
@@ -149,7 +189,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communica
                                    "computes on the CPU");
   }
   TC_RETURN_IF_ERROR(UseDevice(device));
-  std::unique_ptr<Trainer> t(new Trainer(job, comm, std::move(corpus), std::move(log), device));
+  std::unique_ptr<Trainer> t(new Trainer(job, comm, std::move(corpus), std::move(log), device, nvme_env));
   TC_RETURN_IF_ERROR(t->Init());
   return t;
 }
@@ -230,10 +270,11 @@ Status Trainer::Init() {
     o.device_budget = job_.cache.device_budget.value_or(state_bytes_);
     o.host_budget = job_.cache.host_budget.value_or(state_bytes_);
     o.nvme_budget = job_.cache.nvme_budget;  // auto: room for every shard
-    o.nvme_dir = job_.cache.nvme_path;
+    TC_ASSIGN_OR_RETURN(o.nvme_dir, MakeSwapFolder());
     o.rank = comm_->rank();
     o.cuda = device_.cuda();
     o.cuda_device = device_.index();
+    o.file_env = nvme_env_;
     TC_ASSIGN_OR_RETURN(store_, MakeCachedShardStore(layout_, o));
   }
   TC_RETURN_IF_ERROR(InitShards());
@@ -603,6 +644,16 @@ std::string Trainer::SimFlags() const {
 }
 
 StatusOr<StepMetrics> Trainer::Step() {
+  if (!failed_.ok()) {
+    return Status::FailedPrecondition("step " + std::to_string(step_) + " is not run: an earlier step failed (" +
+                                      failed_.message() + ")");
+  }
+  StatusOr<StepMetrics> m = RunStep();
+  if (!m.ok()) failed_ = m.status();
+  return m;
+}
+
+StatusOr<StepMetrics> Trainer::RunStep() {
   step_start_ = Now();
   issued_for_ = -1;
   if (zero_infinity_ != nullptr) zero_infinity_->BeginStep(step_);

@@ -101,12 +101,15 @@ class Trainer {
   // tier is its memory (pinned host tier); with cache.policy none (the
   // reference) every shard stays in host memory and is copied to the GPU at
   // each use. `comm` may take device buffers (NCCL) only on a CUDA device.
+  // `nvme_env`: the files of the NVMe tier (tests inject faults); nullptr: POSIX.
   static StatusOr<std::unique_ptr<Trainer>> Create(const JobSpec& job, Communicator* comm,
                                                    std::shared_ptr<const TokenCorpus> corpus, LogSink log,
-                                                   ComputeDevice device = {});
+                                                   ComputeDevice device = {}, FileEnv* nvme_env = nullptr);
   ~Trainer();
 
-  // Runs the next optimizer step. Collective: every rank calls it.
+  // Runs the next optimizer step. Collective: every rank calls it. After a
+  // step failed (its shards may be half updated) every later Step and
+  // SaveCheckpoint is refused with FailedPrecondition naming that failure.
   StatusOr<StepMetrics> Step();
   // The mean loss over the validation windows (train.eval_data, or the
   // held-out tail of train.data): up to train.eval_sequences windows, the same
@@ -164,8 +167,10 @@ class Trainer {
     double start_s = 0;
   };
   Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
-          ComputeDevice device);
+          ComputeDevice device, FileEnv* nvme_env);
   Status Init();
+  // This rank's NVMe folder for the swap file; collective (every rank learns rank 0's PID).
+  StatusOr<std::string> MakeSwapFolder();
   Status InitShards();  // trainer_weights.cc: InitShards, PlanDecayRuns, UpdateBlock, SaveWeights
   void PlanDecayRuns();
   Status WriteComputeCopy(int block, const float* master);
@@ -247,6 +252,10 @@ class Trainer {
   int threads_ = 1;
 
   std::unique_ptr<ShardStore> store_;
+  std::string swap_folder_;  // this run's NVMe folder (MakeSwapFolder), removed at the end
+  FileEnv* nvme_env_ = nullptr;
+  Status failed_;            // the first failed step's error
+  StatusOr<StepMetrics> RunStep();
   BatchSampler sampler_;
   std::vector<std::vector<float>> gathered_;  // two host working buffers (ranks > 1)
   std::vector<float> scatter_;               // reduce-scatter output, host

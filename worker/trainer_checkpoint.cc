@@ -92,6 +92,10 @@ Status Trainer::WriteRankFile(const std::string& path, RankFileInfo* info) {
 }
 
 Status Trainer::SaveCheckpoint() {
+  const Status usable = failed_.ok() ? Status::Ok()
+                                     : Status::FailedPrecondition("no checkpoint after a failed step (its shards "
+                                                                  "may be half updated): " + failed_.message());
+  TC_RETURN_IF_ERROR(Agree(comm_, usable, "checkpoint at step " + std::to_string(step_)));
   const std::string& dir = job_.train.checkpoint_dir;
   const std::string key = job_.Where("train.checkpoint_dir");
   const std::string folder = CheckpointFolder(dir, step_), tmp = folder + ".tmp";
