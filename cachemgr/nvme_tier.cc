@@ -78,6 +78,10 @@ NvmeTier::~NvmeTier() {
   cv_.notify_all();
   if (file_) file_->Interrupt();
   if (ring_thread_.joinable()) ring_thread_.join();
+  if (file_) {  // its bytes are copies of this process's tensors: nobody needs them after it
+    file_.reset();
+    (void)env_->RemoveFile(path_);
+  }
 }
 
 std::string NvmeTier::Describe() const {

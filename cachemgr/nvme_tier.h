@@ -62,7 +62,8 @@ class IoTicket {
 
 class NvmeTier final : public TierStore {
  public:
-  // Validates options and creates the directory; the file is created by Reserve().
+  // Validates options and creates the directory (0700); the file is created by
+  // Reserve() (0600, never through a symlink) and removed when the tier is destroyed.
   static StatusOr<std::unique_ptr<NvmeTier>> Open(const NvmeTierOptions& options);
   ~NvmeTier() override;
 
