@@ -3,8 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <list>
 #include <algorithm>
+#include <list>
 
 #include "cachemgr/crc32c.h"
 #include "common/byte_size.h"
@@ -191,15 +191,19 @@ IoTicket NvmeTier::SubmitRead(uint64_t offset, void* dst, uint64_t len, std::str
 
 Status NvmeTier::Write(uint64_t offset, const void* src, uint64_t len, const std::string& what,
                        std::chrono::milliseconds timeout) {
-  Status st = SubmitWrite(offset, src, len, what).Wait(timeout);
-  if (st.code() == StatusCode::kTimeout) return st.WithContext("tensor " + what + ": file " + path_ + ": write");
-  return st;
+  return Await(SubmitWrite(offset, src, len, what), /*write=*/true, what, timeout);
 }
 
 Status NvmeTier::Read(uint64_t offset, void* dst, uint64_t len, const std::string& what,
                       std::chrono::milliseconds timeout) {
-  Status st = SubmitRead(offset, dst, len, what).Wait(timeout);
-  if (st.code() == StatusCode::kTimeout) return st.WithContext("tensor " + what + ": file " + path_ + ": read");
+  return Await(SubmitRead(offset, dst, len, what), /*write=*/false, what, timeout);
+}
+
+Status NvmeTier::Await(const IoTicket& ticket, bool write, const std::string& what,
+                       std::chrono::milliseconds timeout) const {
+  Status st = ticket.Wait(timeout);
+  if (st.code() == StatusCode::kTimeout)
+    return st.WithContext("tensor " + what + ": file " + path_ + (write ? ": write" : ": read"));
   return st;
 }
 

@@ -83,6 +83,10 @@ class NvmeTier final : public TierStore {
   // REQUIRES: Reserve() succeeded; offset, len and buffer aligned to 4 KiB.
   IoTicket SubmitWrite(uint64_t offset, const void* src, uint64_t len, std::string what);
   IoTicket SubmitRead(uint64_t offset, void* dst, uint64_t len, std::string what);
+  // Waits up to `timeout` for `ticket` (a request of this tier's for tensor
+  // `what`); a Timeout names the tensor, the file and the direction, and leaves
+  // the request running.
+  Status Await(const IoTicket& ticket, bool write, const std::string& what, std::chrono::milliseconds timeout) const;
 
   // Registers host memory (e.g. the host tier's arena) as io_uring fixed
   // buffers, cut into pieces of at most kMaxFixedBuffer. When the engine or the

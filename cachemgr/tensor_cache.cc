@@ -48,7 +48,6 @@ struct TensorCache::Entry {
     bool has_ticket = false;
     IoTicket ticket;
     Tier to = Tier::kHost;
-    bool took_slot = false;
     std::string what;  // the timeout's message
   } late;
   uint32_t waiters = 0;        // Acquires waiting for it to arrive: its moves are not prefetches then
@@ -176,9 +175,11 @@ Status TensorCache::ReserveNvme(uint64_t all_extent_bytes) {
   }
   TC_ASSIGN_OR_RETURN(uint64_t base, tiers_.nvme->Reserve(nvme_->capacity()));
   nvme_->set_base(base);
-  if (pools_[kHost]->reserved_bytes() > 0)  // fixed buffers spare the kernel a page walk per I/O
-    tiers_.nvme->RegisterBuffers({{tiers_.host->Address(RegionBase(0)), pools_[kHost]->reserved_bytes()}},
-                                 options_.io_timeout);
+  // Fixed buffers spare the kernel a page walk per I/O. A refusal is not an
+  // error: I/O goes on without them, and the tier's Describe() says why.
+  if (pools_[kHost]->reserved_bytes() > 0)
+    (void)tiers_.nvme->RegisterBuffers({{tiers_.host->Address(RegionBase(0)), pools_[kHost]->reserved_bytes()}},
+                                       options_.io_timeout);
   return Status::Ok();
 }
 
@@ -552,9 +553,7 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
     io = read ? tiers_.nvme->SubmitRead(nvme_off, host, e->slot_bytes, name)
               : tiers_.nvme->SubmitWrite(nvme_off, host, e->slot_bytes, name);
     has_ticket = true;
-    st = io.Wait(timeout);
-    if (st.code() == StatusCode::kTimeout)
-      st = st.WithContext("tensor " + name + ": file " + tiers_.nvme->file_path() + (read ? ": read" : ": write"));
+    st = tiers_.nvme->Await(io, /*write=*/!read, name, timeout);
     link = read ? &metrics_.bytes_nvme_to_host : &metrics_.bytes_host_to_nvme;
     link_seconds = read ? &metrics_.seconds_nvme_to_host : &metrics_.seconds_host_to_nvme;
   } else if (to == Tier::kDevice) {
@@ -584,7 +583,6 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
     e->late.has_ticket = has_ticket;
     e->late.ticket = io;
     e->late.to = to;
-    e->late.took_slot = took_slot;
     e->late.what = st.message();
     return st.WithContext("its slots stay reserved until the copy ends");
   }
