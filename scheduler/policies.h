@@ -17,22 +17,16 @@
 #include "cachemgr/types.h"
 #include "common/status.h"
 #include "scheduler/sim_engine.h"
+#include "scheduler/zero_infinity_coordinator.h"
 
 namespace tencache {
-
-// DeepSpeed ZeRO-3 defaults (elements, not bytes).
-struct ZeroInfinityKnobs {
-  uint64_t prefetch_bucket_size = 50'000'000;
-  uint64_t max_live_parameters = 1'000'000'000;
-  uint64_t max_reuse_distance = 1'000'000'000;
-  int max_in_flight = 2;
-  int trace_complete_step = 2;  // INVALID (step 0) -> RECORD (step 1) -> COMPLETE
-};
 
 std::vector<std::string> PolicyNames();
 // NotFound naming the policy and the known ones.
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name);
-std::unique_ptr<SimPolicy> MakeZeroInfinityPolicy(const ZeroInfinityKnobs& knobs);
+// The ZeroInfinityCoordinator over the simulated cache; `observer` sees its decisions.
+std::unique_ptr<SimPolicy> MakeZeroInfinityPolicy(const ZeroInfinityKnobs& knobs,
+                                                  ZeroInfinityCoordinator::Observer observer = {});
 
 // Resident tensors ordered by a key (next use, last use, ...). O(log n) updates.
 class KeyedResidents {

@@ -31,6 +31,7 @@ struct SimFlags {
   double nvme_write_gbps = LinkSpeeds().nvme_write_bps / 1e9;
   double net_gbps = LinkSpeeds().collective_bps / 1e9;
   bool separate_pcie = false;
+  double copy_latency_us = 0;
 };
 
 // The policies of a --policy list, each checked ("all": every policy).
@@ -107,6 +108,14 @@ void AddLinkFlags(CLI::App& app, SimFlags& f) {
   gbps("--net-gbps", &f.net_gbps, "collective bandwidth per rank, GB/s");
   app.add_flag("--separate-pcie", f.separate_pcie, "collectives do not share the PCIe lanes with host copies")
       ->group(group);
+  app.add_option("--copy-latency-us", f.copy_latency_us, "fixed microseconds of every host<->device copy")
+      ->type_name("US")->check(CLI::Range(0.0, 999'999.0))->group(group);
+}
+
+void AddZeroInfinityFlags(CLI::App& app, ZeroInfinityKnobs& k) {
+  app.add_flag("--zero-infinity-pin-memory", k.pin_memory,
+               "zero-infinity with offload_param.pin_memory: its copies do not hold the host thread (one rank)")
+      ->group("Policies");
 }
 
 void ApplyFlags(const SimFlags& f, SimCliOptions* o) {
@@ -120,6 +129,7 @@ void ApplyFlags(const SimFlags& f, SimCliOptions* o) {
   o->sim.links.nvme_write_bps = f.nvme_write_gbps * 1e9;
   o->sim.links.collective_bps = o->synth.collective_bps = f.net_gbps * 1e9;
   o->sim.links.collectives_share_pcie = !f.separate_pcie;
+  o->sim.copy_latency_s = f.copy_latency_us * 1e-6;
 }
 
 }  // namespace
@@ -134,6 +144,7 @@ int ParseSimArgs(const std::vector<std::string>& args, SimCliOptions* options, s
   AddInputFlags(*app, *options, flags);
   AddModelFlags(*app, options->synth, flags);
   AddLinkFlags(*app, flags);
+  AddZeroInfinityFlags(*app, options->zero_infinity);
   if (const int code = ParseCli(*app, args, out, err); code >= 0) return code;
   ApplyFlags(flags, options);
   if (options->model.empty() == options->trace_path.empty()) {
@@ -192,7 +203,12 @@ StatusOr<std::string> RunSim(const SimCliOptions& o) {
   }
   std::vector<PolicyResult> results;
   for (const std::string& name : o.policies) {
-    TC_ASSIGN_OR_RETURN(std::unique_ptr<SimPolicy> policy, MakePolicy(name));
+    std::unique_ptr<SimPolicy> policy;
+    if (name == "zero-infinity") {
+      policy = MakeZeroInfinityPolicy(o.zero_infinity);
+    } else {
+      TC_ASSIGN_OR_RETURN(policy, MakePolicy(name));
+    }
     results.push_back(sim->Run(*policy));
   }
   return o.json ? FormatResultsJson(results) : FormatResultsTable(results);

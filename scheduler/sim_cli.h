@@ -16,6 +16,7 @@
 #include "scheduler/plan.h"
 #include "scheduler/sim_engine.h"
 #include "scheduler/synth.h"
+#include "scheduler/zero_infinity_coordinator.h"
 
 namespace tencache {
 
@@ -27,6 +28,7 @@ struct SimCliOptions {
   bool json = false;
   SynthOptions synth;
   SimConfig sim;
+  ZeroInfinityKnobs zero_infinity;  // how the zero-infinity policy runs
 };
 
 // Parses `args` (without the program name) into *options. Returns -1 when the

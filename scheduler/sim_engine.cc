@@ -1,6 +1,7 @@
 #include "scheduler/sim_engine.h"
 
 #include <algorithm>
+#include <string>
 
 namespace tencache {
 
@@ -42,7 +43,7 @@ double SimContext::PredictArrival(TensorId id) const {
   if (sim_.layout_.home[id] == Tier::kNvme) {
     ready = std::max(nvme_read_.free_at, ready) + b / nvme_read_.bps;
   }
-  return std::max(h2d_.free_at, ready) + b / h2d_.bps;
+  return std::max(h2d_.free_at, ready) + sim_.CopySeconds(sim_.seq_.bytes(id), h2d_);
 }
 
 bool SimContext::Fetch(TensorId id) {
@@ -53,13 +54,21 @@ bool SimContext::Fetch(TensorId id) {
     ready = nvme_read_.Reserve(ready, double(b) / nvme_read_.bps);
     if (counting_) totals_.bytes_nvme_read += b;
   }
-  arrival_[id] = h2d_.Reserve(ready, double(b) / h2d_.bps);
+  arrival_[id] = h2d_.Reserve(ready, sim_.CopySeconds(b, h2d_));
   if (counting_) totals_.bytes_h2d += b;
   resident_[id] = true;
   fresh_[id] = true;
   used_ += b;
   return true;
 }
+
+void SimContext::WaitForArrival(TensorId id) {
+  if (!resident_[id] || arrival_[id] <= now_) return;
+  if (counting_) totals_.stall_s += arrival_[id] - now_;
+  now_ = arrival_[id];
+}
+
+int SimContext::ranks() const { return sim_.trace_.header.ranks; }
 
 double SimContext::NextPcieCollective() const {
   if (!sim_.config_.links.collectives_share_pcie) return kInf;
@@ -72,6 +81,10 @@ StatusOr<CacheSimulator> CacheSimulator::Create(const Trace& trace, const SimCon
   TC_RETURN_IF_ERROR(ValidateLinkSpeeds(config.links));
   if (config.steps < 1 || config.warmup_steps < 1) {
     return Status::InvalidArgument("steps and warmup_steps: expected at least 1 each");
+  }
+  if (!(config.copy_latency_s >= 0 && config.copy_latency_s < 1)) {
+    return Status::InvalidArgument("copy latency: expected seconds in [0, 1), got " +
+                                   std::to_string(config.copy_latency_s));
   }
   CacheSimulator sim;
   sim.trace_ = trace;
@@ -102,7 +115,11 @@ double CacheSimulator::Stream(TensorId id, SimContext& s) const {
     if (s.counting_) s.totals_.bytes_nvme_read += b;
   }
   if (s.counting_) s.totals_.bytes_h2d += b;
-  return s.h2d_.Reserve(ready, double(b) / s.h2d_.bps);
+  return s.h2d_.Reserve(ready, CopySeconds(b, s.h2d_));
+}
+
+double CacheSimulator::CopySeconds(uint64_t bytes, const Lane& lane) const {
+  return config_.copy_latency_s + double(bytes) / lane.bps;
 }
 
 void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy,
@@ -132,12 +149,12 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
     s.host_served_ += !hit && layout_.home[x] == Tier::kHost;
   }
   wait_until(ready);
-  s.access_start_ = s.now_;
   s.fresh_[x] = false;
   policy.OnAccess(g, s);
+  s.access_start_ = s.now_;
   s.now_ += e.duration_s();
   if (e.phase == Phase::kBackward) {  // the gradient shard goes to the host
-    s.grad_ready_[x] = s.d2h_.Reserve(s.now_, double(e.bytes) / s.d2h_.bps);
+    s.grad_ready_[x] = s.d2h_.Reserve(s.now_, CopySeconds(e.bytes, s.d2h_));
     if (s.counting_) s.totals_.bytes_d2h += e.bytes;
   }
   ++s.pos_;
@@ -180,7 +197,7 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
     if (s.counting_) s.totals_.bytes_nvme_write += b;
   }
   if (s.resident_[x]) {  // the device copy is updated in place
-    s.arrival_[x] = std::max(s.arrival_[x], s.h2d_.Reserve(s.cpu_free_, double(b) / s.h2d_.bps));
+    s.arrival_[x] = std::max(s.arrival_[x], s.h2d_.Reserve(s.cpu_free_, CopySeconds(b, s.h2d_)));
     if (s.counting_) s.totals_.bytes_h2d += b;
   }
 }

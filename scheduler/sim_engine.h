@@ -29,8 +29,11 @@ namespace tencache {
 struct SimConfig {
   LinkSpeeds links;
   TierBudgets budgets;
-  int warmup_steps = 2;  // profiling step + the step DeepSpeed needs to complete its trace
+  int warmup_steps = 2;  // the profiling step (DeepSpeed records its trace) and one to settle
   int steps = 2;         // steady-state steps that are counted
+  // Fixed seconds of every host<->device copy on top of bytes / bandwidth (launch,
+  // allocation, synchronisation); it occupies the copy's lane.
+  double copy_latency_s = 0;
 };
 
 // Per steady-state step averages, except the rates.
@@ -80,6 +83,11 @@ class SimContext {
   bool Fetch(TensorId id);
   // When a fetch issued now would finish on the host->device lane.
   double PredictArrival(TensorId id) const;
+  // The host thread blocks until `id`'s fetch has arrived (a synchronous copy):
+  // the current access's compute starts no earlier, and the wait counts as
+  // stall. REQUIRES: called from SimPolicy::OnAccess.
+  void WaitForArrival(TensorId id);
+  int ranks() const;
   // Lower bound on when the next all-gather that occupies the host->device lane
   // starts (compute without stalls until its issue point); +inf when none.
   double NextPcieCollective() const;
@@ -141,6 +149,7 @@ class CacheSimulator {
   void RunCollective(const TraceEvent& e, SimContext& s) const;
   void RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const;
   double Stream(TensorId id, SimContext& s) const;
+  double CopySeconds(uint64_t bytes, const Lane& lane) const;
 
   Trace trace_;
   SimConfig config_;

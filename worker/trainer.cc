@@ -328,11 +328,12 @@ std::string Trainer::Describe() const {
 
 StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   IssuePlannedFetches();
-  if (zero_infinity_ != nullptr && !sampling_) zero_infinity_->BeforeAccess(profiler_.position(), store_.get());
   Gathered g;
   g.start_s = Now();
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kDevice, AccessMode::kRead));
   NoteDeviceAccess(block);
+  // DeepSpeed prefetches once the current parameters are there.
+  if (zero_infinity_ != nullptr && !sampling_) zero_infinity_->OnAccess(profiler_.position(), block, store_.get());
   const bool in_device_memory = store_->cache() != nullptr || !device_.cuda();
   if (ranks_ == 1 && in_device_memory) {  // the shard is the block: compute on it in place
     auto pin = std::make_shared<ShardRef>(std::move(p));  // released with the tensor's storage
@@ -396,7 +397,7 @@ void Trainer::EndAccess(int block, Phase phase, double start_s) {
   a.end_s = Now() - step_start_;
   profiler_.RecordAccess(a);
   if (zero_infinity_ != nullptr && phase != Phase::kOptimizer) {
-    zero_infinity_->AfterAccess(profiler_.position() - 1, store_.get());
+    zero_infinity_->AfterAccess(profiler_.position() - 1, block, store_.get());
   }
 }
 
@@ -656,7 +657,10 @@ StatusOr<StepMetrics> Trainer::Step() {
 StatusOr<StepMetrics> Trainer::RunStep() {
   step_start_ = Now();
   issued_for_ = -1;
-  if (zero_infinity_ != nullptr) zero_infinity_->BeginStep(step_);
+  if (job_.cache.policy == CachePolicy::kZeroInfinity && zero_infinity_ == nullptr && store_->cache() != nullptr) {
+    zero_infinity_ = std::make_unique<ZeroInfinityPrefetcher>(layout_.counts);  // records this step's order
+  }
+  if (zero_infinity_ != nullptr) zero_infinity_->BeginStep();
   std::fill(contributions_.begin(), contributions_.end(), 0);
   step_acquires_.clear();  // capacity kept: no allocation once a step has run
   step_loss_scale_ = loss_scale_;
@@ -683,13 +687,6 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   // The step that became the profile (the first, or one that diverged) gives
   // the eviction oracle its order.
   if (profiler_.profile_version() != version) acquire_order_ = step_acquires_;
-  if (job_.cache.policy == CachePolicy::kZeroInfinity && zero_infinity_ == nullptr) {
-    std::vector<int> order;  // the profiled device accesses: the coordinator's trace
-    for (const TraceEvent& e : profiler_.profile().events) {
-      if (e.is_device_access()) order.push_back(e.block);
-    }
-    zero_infinity_ = std::make_unique<ZeroInfinityPrefetcher>(order, layout_.counts);
-  }
   const bool cached_plan = job_.cache.policy == CachePolicy::kTencache && store_->cache() != nullptr;
   if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan(cache));
   if (steps_run_ == 0 && store_->cache() != nullptr) {

@@ -271,7 +271,7 @@ class Trainer {
   std::unique_ptr<PrefetchPlan> plan_;
   // Per device access k: blocks whose update's shards to fetch to the host before it.
   std::vector<std::vector<int>> state_fetches_;
-  std::unique_ptr<ZeroInfinityPrefetcher> zero_infinity_;  // cache.policy zero-infinity, from step 1
+  std::unique_ptr<ZeroInfinityPrefetcher> zero_infinity_;  // cache.policy zero-infinity: records step 0
   int zi_fetches_reported_ = 0;
   std::unique_ptr<NextUseOracle> oracle_;
   std::vector<TensorId> acquire_order_;      // cache ids acquired in the profiled step: the oracle's order

@@ -4,60 +4,68 @@
 
 namespace tencache {
 
-ZeroInfinityPrefetcher::ZeroInfinityPrefetcher(std::vector<int> order, std::vector<size_t> shard_elems,
-                                               ZeroInfinityKnobs knobs)
-    : order_(std::move(order)), shard_elems_(std::move(shard_elems)), knobs_(knobs) {
-  // Elements accessed between each access and the next use of the same block,
-  // wrapping into the next step.
-  const size_t n = order_.size();
-  reuse_distance_.assign(n, UINT64_MAX);
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t between = 0;
-    for (size_t j = 1; j <= n; ++j) {
-      const int b = order_[(i + j) % n];
-      if (b == order_[i]) {
-        reuse_distance_[i] = between;
-        break;
-      }
-      between += shard_elems_[b];
-    }
+namespace {
+
+std::vector<uint64_t> Elements(const std::vector<size_t>& shard_elems) {
+  return std::vector<uint64_t>(shard_elems.begin(), shard_elems.end());
+}
+
+}  // namespace
+
+// The cache's device tier as the coordinator sees it: a shard is on the device
+// when the cache holds it there or a prefetch toward it is pending.
+class ZeroInfinityPrefetcher::StoreView : public ZeroInfinityCacheView {
+ public:
+  StoreView(ZeroInfinityPrefetcher& p, ShardStore* store) : p_(p), store_(store), cache_(store->cache()) {}
+  bool OnDevice(uint32_t b) const override { return Resident(b, Tier::kDevice) || InFlight(b); }
+  bool InFlight(uint32_t b) const override {
+    const std::optional<PrefetchHandle>& h = p_.fetches_[b];
+    return h.has_value() && !h->ready();
   }
-}
+  bool OnlyOnNvme(uint32_t b) const override { return !Resident(b, Tier::kHost) && !OnDevice(b); }
+  bool StartFetch(uint32_t b) override {
+    p_.fetches_[b] = store_->Prefetch(int(b), ShardKind::kParam, Tier::kDevice);
+    return true;
+  }
+  uint64_t LiveElements() const override {
+    uint64_t live = 0;
+    for (size_t b = 0; b < p_.shard_elems_.size(); ++b) live += OnDevice(uint32_t(b)) ? p_.shard_elems_[b] : 0;
+    return live;
+  }
 
-void ZeroInfinityPrefetcher::BeginStep(int64_t step) {
-  step_ = step;
-  cursor_ = 0;
-}
+ private:
+  bool Resident(uint32_t b, Tier tier) const { return cache_->IsResident(ShardTensorId(int(b), ShardKind::kParam), tier); }
 
-void ZeroInfinityPrefetcher::BeforeAccess(size_t k, ShardStore* store) {
+  ZeroInfinityPrefetcher& p_;
+  ShardStore* const store_;
+  TensorCache* const cache_;
+};
+
+ZeroInfinityPrefetcher::ZeroInfinityPrefetcher(std::vector<size_t> shard_elems, ZeroInfinityKnobs knobs,
+                                               ZeroInfinityCoordinator::Observer observer)
+    : shard_elems_(std::move(shard_elems)),
+      coordinator_(Elements(shard_elems_), knobs, std::move(observer)),
+      fetches_(shard_elems_.size()) {}
+
+void ZeroInfinityPrefetcher::BeginStep() { coordinator_.BeginStep(); }
+
+void ZeroInfinityPrefetcher::OnAccess(size_t k, int block, ShardStore* store) {
   TensorCache* cache = store->cache();
   std::vector<int> still_pinned;
   for (int b : pending_release_) {
+    if (b == block) continue;  // in use again: its next release decides
     if (!cache->Discard(ShardTensorId(b, ShardKind::kParam), Tier::kDevice).ok()) still_pinned.push_back(b);
   }
   pending_release_.swap(still_pinned);
-  if (!complete()) return;
-  while (!in_flight_.empty() && in_flight_.front().ready()) in_flight_.pop_front();
-  uint64_t prefetching = 0;
-  size_t pos = std::max(cursor_, k + 1);
-  for (; pos < order_.size() && prefetching < knobs_.prefetch_bucket_size; ++pos) {
-    const int b = order_[pos];
-    const TensorId id = ShardTensorId(b, ShardKind::kParam);
-    if (cache->IsResident(id, Tier::kDevice)) continue;
-    if (!cache->IsResident(id, Tier::kHost)) break;  // its only copy is on NVMe: the walk stops
-    if (int(in_flight_.size()) >= knobs_.max_in_flight) break;
-    in_flight_.push_back(store->Prefetch(b, ShardKind::kParam, Tier::kDevice));
-    prefetching += shard_elems_[b];
-    ++issued_;
-  }
-  cursor_ = pos;
+  StoreView view(*this, store);
+  coordinator_.OnAccess(k, uint32_t(block), view);
 }
 
-void ZeroInfinityPrefetcher::AfterAccess(size_t k, ShardStore* store) {
-  if (complete() && k < reuse_distance_.size() && reuse_distance_[k] <= knobs_.max_reuse_distance) return;
-  const int b = order_[k % order_.size()];
-  if (!store->cache()->Discard(ShardTensorId(b, ShardKind::kParam), Tier::kDevice).ok()) {
-    pending_release_.push_back(b);
+void ZeroInfinityPrefetcher::AfterAccess(size_t k, int block, ShardStore* store) {
+  if (!coordinator_.ReleaseAfter(k, uint32_t(block))) return;
+  if (!store->cache()->Discard(ShardTensorId(block, ShardKind::kParam), Tier::kDevice).ok() &&
+      std::find(pending_release_.begin(), pending_release_.end(), block) == pending_release_.end()) {
+    pending_release_.push_back(block);
   }
 }
 

@@ -110,5 +110,37 @@ TEST(PoliciesTest, ZeroInfinityStopsPrefetchingAtNvme) {
   EXPECT_LT(r["tencache"].stall_s, r["zero-infinity"].stall_s);
 }
 
+// DeepSpeed's copies from pageable memory hold the host thread: each access's
+// compute starts after the walk's prefetches arrive. From pinned memory they
+// overlap with compute on one rank; with more ranks the all-gather copies
+// synchronously either way.
+TEST(PoliciesTest, ZeroInfinityWithoutPinnedMemoryWaitsForItsPrefetches) {
+  for (int ranks : {1, 2}) {
+    SynthOptions o;
+    o.micro_batch = 8;
+    o.ranks = ranks;
+    StatusOr<Trace> trace = SynthesizeTrace(*FindPreset("opt-1.3b"), o);
+    ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+    SimConfig config;
+    config.budgets.device = trace->TotalTensorBytes() / 2;
+    config.budgets.host = 20 * trace->TotalTensorBytes();
+    config.steps = 1;
+    StatusOr<CacheSimulator> sim = CacheSimulator::Create(*trace, config);
+    ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+    ZeroInfinityKnobs pageable, pinned;
+    pinned.pin_memory = true;
+    const PolicyResult a = sim->Run(*MakeZeroInfinityPolicy(pageable));
+    const PolicyResult b = sim->Run(*MakeZeroInfinityPolicy(pinned));
+    SCOPED_TRACE("ranks " + std::to_string(ranks));
+    if (ranks == 1) {
+      EXPECT_GT(a.stall_s, b.stall_s + 0.01);
+      EXPECT_GT(a.step_time_s, b.step_time_s);
+    } else {
+      EXPECT_EQ(a.stall_s, b.stall_s);
+      EXPECT_EQ(a.step_time_s, b.step_time_s);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tencache

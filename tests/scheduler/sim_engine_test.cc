@@ -88,6 +88,39 @@ TEST(SimEngineTest, RejectsTooFewSteps) {
   EXPECT_EQ(CacheSimulator::Create(trace, c).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(SimEngineTest, RejectsANegativeCopyLatency) {
+  const Trace trace = *SynthesizeTrace(*FindPreset("tiny"), SynthOptions{});
+  SimConfig c;
+  c.budgets.device = trace.TotalTensorBytes();
+  c.budgets.host = 64 * trace.TotalTensorBytes();
+  c.copy_latency_s = -1e-6;
+  EXPECT_EQ(CacheSimulator::Create(trace, c).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Fetching on demand, every miss waits for its own copy on an idle lane: the
+// fixed latency adds exactly once per miss to the stall.
+TEST(SimEngineTest, CopyLatencyAddsOncePerDemandFetch) {
+  SynthOptions o;
+  o.micro_batch = 8;
+  const Trace trace = *SynthesizeTrace(*FindPreset("gpt2"), o);
+  PolicyResult r[2];
+  for (int i = 0; i < 2; ++i) {
+    SimConfig c;
+    c.budgets.device = trace.TotalTensorBytes() / 4;
+    c.budgets.host = 64 * trace.TotalTensorBytes();
+    c.steps = 1;
+    c.copy_latency_s = i == 0 ? 0 : 500e-6;
+    StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
+    ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+    r[i] = sim->Run(**MakePolicy("belady"));
+  }
+  ASSERT_EQ(r[0].device_hit_rate, r[1].device_hit_rate);
+  const double misses = (1 - r[0].device_hit_rate) * double(r[0].accesses);
+  EXPECT_GT(misses, 0);
+  EXPECT_NEAR(r[1].stall_s - r[0].stall_s, misses * 500e-6, 1e-9 * misses);
+  EXPECT_GE(r[1].step_time_s - r[0].step_time_s, misses * 500e-6 * (1 - 1e-9));
+}
+
 // The worker's order: each tensor's update right after its backward access.
 Trace UpdatesInsideBackward(const Trace& synthesized) {
   Trace t = synthesized;
