@@ -4,6 +4,23 @@
 
 namespace tencache {
 
+void LinkClock::Begin(TimePoint now) {
+  if (active_++ == 0) since_ = now;
+}
+
+void LinkClock::End(TimePoint now) {
+  if (--active_ == 0) busy_ += std::chrono::duration<double>(now - since_).count();
+}
+
+double LinkClock::Busy(TimePoint now) const {
+  return busy_ + (active_ > 0 ? std::chrono::duration<double>(now - since_).count() : 0.0);
+}
+
+void LinkClock::Restart(TimePoint now) {
+  busy_ = 0;
+  since_ = now;
+}
+
 double CacheMetrics::host_utilization() const {
   const TierMetrics& h = tier(Tier::kHost);
   return h.reserved_bytes == 0 ? 0.0 : static_cast<double>(h.peak_used_bytes) / h.reserved_bytes;
@@ -29,6 +46,10 @@ std::string CacheMetrics::ToJson() const {
   j["seconds_host_to_device"] = seconds_host_to_device;
   j["seconds_device_to_host"] = seconds_device_to_host;
   j["seconds_host_to_nvme"] = seconds_host_to_nvme;
+  j["busy_seconds_nvme_to_host"] = busy_seconds_nvme_to_host;
+  j["busy_seconds_host_to_device"] = busy_seconds_host_to_device;
+  j["busy_seconds_device_to_host"] = busy_seconds_device_to_host;
+  j["busy_seconds_host_to_nvme"] = busy_seconds_host_to_nvme;
   j["stall_seconds"] = stall_seconds;
   j["prefetches"] = prefetches;
   j["prefetches_declined"] = prefetches_declined;

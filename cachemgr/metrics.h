@@ -5,6 +5,7 @@
 // synchronised: the cache fills it under its own lock and hands out copies.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -21,6 +22,24 @@ struct TierMetrics {
   uint64_t evictions = 0;         // tensors removed from this tier to make room
 };
 
+// The busy time of one link: the union of the intervals its copies ran (two
+// movers may copy over one link at once). Not synchronised (the cache's lock).
+class LinkClock {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  void Begin(TimePoint now);  // a copy starts
+  void End(TimePoint now);    // REQUIRES: a Begin without its End
+  // Busy seconds since the last Restart; a copy still running counts up to `now`.
+  double Busy(TimePoint now) const;
+  // Busy() becomes 0 at `now`; running copies keep counting from there.
+  void Restart(TimePoint now);
+
+ private:
+  int active_ = 0;
+  TimePoint since_{};
+  double busy_ = 0;
+};
+
 struct CacheMetrics {
   uint64_t step = 0;
   TierMetrics tiers[kNumTiers];
@@ -34,6 +53,12 @@ struct CacheMetrics {
   double seconds_host_to_device = 0;
   double seconds_device_to_host = 0;
   double seconds_host_to_nvme = 0;
+  // Seconds each link was busy: the union of its copies' intervals (what the
+  // step's slowest-lane bound compares with the step time).
+  double busy_seconds_nvme_to_host = 0;
+  double busy_seconds_host_to_device = 0;
+  double busy_seconds_device_to_host = 0;
+  double busy_seconds_host_to_nvme = 0;
   double stall_seconds = 0;           // summed over acquiring threads
   uint64_t prefetches = 0;            // prefetch calls that started a move
   uint64_t prefetches_declined = 0;   // of which declined: room only by evicting a tensor needed sooner

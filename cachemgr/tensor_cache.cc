@@ -156,6 +156,7 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   metrics_ = CacheMetrics{};
+  for (LinkClock& c : links_) c.Restart(Clock::now());
   for (int t : {kDev, kHost}) metrics_.tiers[t].peak_used_bytes = metrics_.tiers[t].used_bytes = 0;
   for (const Entry& e : entries_)
     for (int t : {kDev, kHost})
@@ -539,6 +540,12 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
   const uint64_t dev_off = static_cast<uint64_t>(e->slot[kDev]);
   const std::string& name = e->spec.name;
   const std::chrono::milliseconds timeout = options_.io_timeout;
+  LinkClock* busy = zeros                  ? nullptr
+                    : from == Tier::kNvme  ? &links_[0]
+                    : to == Tier::kDevice  ? &links_[1]
+                    : from == Tier::kDevice ? &links_[2]
+                                           : &links_[3];
+  if (busy != nullptr) busy->Begin(Clock::now());
   lock->unlock();
   const Clock::time_point copy_start = Clock::now();
   Status st;
@@ -567,6 +574,7 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
   }
   const double copy_seconds = std::chrono::duration<double>(Clock::now() - copy_start).count();
   lock->lock();
+  if (busy != nullptr) busy->End(Clock::now());
   if (st.ok()) {
     e->valid[t] = true;
     ++e->arrivals[t];
@@ -802,6 +810,11 @@ CacheMetrics TensorCache::MetricsLocked() const {
   const uint64_t on_nvme = nvme_->used();  // extents written (what counts against the budget)
   m.tiers[kNvme].used_bytes = on_nvme;
   m.tiers[kNvme].peak_used_bytes = std::max(metrics_.tiers[kNvme].peak_used_bytes, on_nvme);
+  const Clock::time_point now = Clock::now();
+  m.busy_seconds_nvme_to_host = links_[0].Busy(now);
+  m.busy_seconds_host_to_device = links_[1].Busy(now);
+  m.busy_seconds_device_to_host = links_[2].Busy(now);
+  m.busy_seconds_host_to_nvme = links_[3].Busy(now);
   return m;
 }
 
@@ -822,6 +835,7 @@ CacheMetrics TensorCache::EndStep() {
   }
   next.tiers[kNvme].peak_used_bytes = m.tiers[kNvme].used_bytes;
   metrics_ = next;
+  for (LinkClock& c : links_) c.Restart(Clock::now());
   access_ = 0;
   return m;
 }

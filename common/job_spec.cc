@@ -3,6 +3,7 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -549,6 +550,14 @@ Status ApplyOverride(const std::string& spec, YAML::Node root, std::map<std::str
 }  // namespace
 
 std::vector<std::string> KnownJobKeys() { return LeafKeys(); }
+
+std::string SwapFolder(const JobSpec& job, int64_t rank0_pid) {
+  std::string name = job.name.empty() ? "job" : job.name.substr(0, 64);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return (std::filesystem::path(job.cache.nvme_path) / (name + "-" + std::to_string(rank0_pid))).string();
+}
 
 StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& source,
                                const std::vector<std::string>& overrides) {

@@ -155,6 +155,13 @@ StatusOr<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::st
 StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& source,
                                const std::vector<std::string>& overrides = {});
 
+// The folder under cache.nvme_path that holds one run's swap files (a
+// rank-N/ folder per rank inside): "<nvme_path>/<job name>-<rank 0's PID>",
+// the name reduced to letters, digits, '-', '_' and '.', at most 64 of them
+// ("job" when unnamed). The worker makes it; tencache-launch removes what a
+// killed run left there.
+std::string SwapFolder(const JobSpec& job, int64_t rank0_pid);
+
 // Every dotted key a job file may contain (for docs and suggestions).
 std::vector<std::string> KnownJobKeys();
 

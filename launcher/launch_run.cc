@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "common/byte_size.h"
@@ -174,6 +175,28 @@ StatusOr<LocalProbes> MeasureProbes(const Probing& p, bool as_root) {
   TC_ASSIGN_OR_RETURN(probes.compute, ProbeResult::FromJson(j));
   TC_RETURN_IF_ERROR(WriteProbeCache(p.cache_file, ProbeCacheKey(*p.job, *p.facts, p.ranks), probes));
   return probes;
+}
+
+// Ranks stopped by a kill or a signal cannot remove their swap folder (on
+// every host, the one rank 0's PID names): once every rank is gone, remove it
+// here if ranks ran here, and say on which other hosts one may remain.
+void RemoveLeftSwapFolder(const JobSpec& job, const RunOutcome& o, const std::string& this_host) {
+  auto pid = o.rank_pids.find(0);
+  if (pid == o.rank_pids.end()) return;  // rank 0 never started: nothing was made
+  const std::string folder = SwapFolder(job, pid->second);
+  bool here = false;
+  std::set<std::string> elsewhere;
+  for (const auto& [rank, host] : o.rank_hosts) {
+    if (host.empty() || host == this_host) here = true;
+    else elsewhere.insert(host);
+  }
+  std::error_code ec;
+  if (here && fs::symlink_status(folder, ec).type() == fs::file_type::directory && fs::remove_all(folder, ec) > 0 && !ec) {
+    std::printf("Removed the swap folder the stopped ranks left: %s\n", folder.c_str());
+  }
+  for (const std::string& host : elsewhere) {
+    std::printf("On %s, the stopped ranks may have left %s: remove it there.\n", host.c_str(), folder.c_str());
+  }
 }
 
 nlohmann::ordered_json MachineJson(const MachineFacts& f, const LocalProbes& p, int ranks, int micro_batch) {
@@ -378,6 +401,7 @@ int LaunchRun(const LaunchOptions& opt) {
     outcome->failed_host = FirstUnreachableHost(resolved->job, facts.hostname, 10, &why);
     if (!outcome->failed_host.empty()) outcome->failure += "; " + outcome->failed_host + " no longer answers (" + why + ")";
   }
+  if (outcome->exit_code != 0) RemoveLeftSwapFolder(resolved->job, *outcome, facts.hostname);
   const std::string status = outcome->exit_code == 0 ? "finished" : outcome->interrupted ? "interrupted" : "failed";
   nlohmann::ordered_json run_json = {{"status", status}, {"exit_code", outcome->exit_code},
                                      {"steps_done", outcome->steps_done}, {"failed_rank", outcome->failed_rank},

@@ -1,10 +1,12 @@
 #include "launcher/local_machine.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -150,6 +152,25 @@ MachineFacts ReadMachineFacts(const std::string& nvme_path) {
   return f;
 }
 
+namespace {
+
+// A probe's file is named by its launcher's PID (rank-<pid>.tcnvme): removes
+// those whose launcher is gone (stopped by a signal mid-probe), leaving those of
+// launchers still probing.
+void RemoveStaleProbeFiles(const fs::path& probe_dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(probe_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("rank-", 0) != 0 || e.path().extension() != ".tcnvme") continue;
+    const std::string digits = name.substr(5, name.size() - 5 - 7);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = pid_t(std::stol(digits));
+    if (pid > 0 && kill(pid, 0) == -1 && errno == ESRCH) fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
 StatusOr<DiskProbe> ProbeDisk(const std::string& dir, uint64_t bytes) {
   NvmeTierOptions o;
   o.dir = (fs::path(dir) / ".probe").string();
@@ -158,6 +179,7 @@ StatusOr<DiskProbe> ProbeDisk(const std::string& dir, uint64_t bytes) {
   std::error_code ec;
   fs::create_directories(o.dir, ec);
   if (ec) return Status::IoError("cache.nvme_path '" + dir + "': cannot create " + o.dir + ": " + ec.message());
+  RemoveStaleProbeFiles(o.dir);
   TC_ASSIGN_OR_RETURN(std::unique_ptr<NvmeTier> tier, NvmeTier::Open(o));
   bytes = (bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
   DiskProbe p;

@@ -128,6 +128,7 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
   outcome.failure = follower.failure();
   outcome.failed_host = follower.failed_host();
   outcome.rank_hosts = follower.rank_hosts();
+  outcome.rank_pids = follower.rank_pids();
   if (outcome.failed_rank >= 0) outcome.last_stderr = follower.LastStderr(outcome.failed_rank);
   if (WIFEXITED(wait_status)) outcome.exit_code = WEXITSTATUS(wait_status);
   else if (WIFSIGNALED(wait_status)) outcome.exit_code = 128 + WTERMSIG(wait_status);

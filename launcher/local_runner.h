@@ -12,6 +12,8 @@
 // launcher/run_follower.h, shared with the Kubernetes runner.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -61,6 +63,7 @@ struct RunOutcome {
   int failed_rank = -1;                   // the rank that died first, where known
   std::string failed_host;                // the host it ran on, or the node that was lost, where known
   std::map<int, std::string> rank_hosts;  // the host each rank said it runs on (its PID line)
+  std::map<int, pid_t> rank_pids;         // the PID each rank said it has
   std::string failure;                    // what mpirun or the rank said
   std::vector<std::string> last_stderr;   // that rank's last stderr lines
   int steps_done = 0;

@@ -25,6 +25,7 @@
 
 #include "common/byte_size.h"
 #include "common/human_format.h"
+#include "common/step_lanes.h"
 #include "launcher/gnuplot.h"
 #include "launcher/report_nodes.h"
 
@@ -61,6 +62,8 @@ struct RunReport {
   Opt evaluations, eval_loss_first, eval_loss_last, skipped_steps;
   Opt p_step_time, p_tokens, p_stall, p_bytes[kLinks];
   Opt prediction_error;
+  Opt m_lanes[kStepLanes], m_overlap;  // measured.lane_busy_s, overlap_efficiency (absent in older reports)
+  std::string m_bound_lane;
   std::vector<CostRow> costs;
   std::vector<std::string> carried, assumed, assumptions;
   json node_figures;  // per node (launcher/report_nodes.h), as report.json holds them
@@ -182,6 +185,10 @@ void ReadMeasuredPredicted(Fields& f, const json& j, RunReport* r) {
   r->eval_loss_first = f.Num(m, "measured.", "eval_loss_first");
   r->eval_loss_last = f.Num(m, "measured.", "eval_loss_last");
   r->skipped_steps = f.Num(m, "measured.", "skipped_steps");
+  const json& lanes = f.Obj(m, "measured.", "lane_busy_s");
+  for (int l = 0; l < kStepLanes; ++l) r->m_lanes[l] = f.Num(lanes, "measured.lane_busy_s.", StepLaneName(StepLane(l)));
+  r->m_overlap = f.Num(m, "measured.", "overlap_efficiency");
+  r->m_bound_lane = f.Str(m, "measured.", "bound_lane");
   const json& peak = f.Obj(m, "measured.", "peak_bytes");
   for (int t = 0; t < kTiers; ++t) r->m_peak[t] = f.Num(peak, "measured.peak_bytes.", kTierKeys[t]);
   const json& p = j["predicted"];
@@ -228,6 +235,7 @@ Status ReadReport(const std::string& path, RunReport* r) {
 struct StepRow {
   double step = NAN, loss = NAN, step_time_s = NAN, stall_s = NAN, eval_loss = NAN;
   double bytes[kLinks] = {NAN, NAN, NAN, NAN};
+  double lanes[kStepLanes] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN};
 };
 
 struct Metrics {
@@ -265,6 +273,9 @@ Metrics ReadMetrics(const std::string& path) {
     r.step_time_s = NumOr(j, "step_time_s");
     r.stall_s = NumOr(j, "stall_s");
     for (int l = 0; l < kLinks; ++l) r.bytes[l] = NumOr(j, kLinkKeys[l]);
+    if (auto lanes = j.find("lane_busy_s"); lanes != j.end() && lanes->is_object()) {
+      for (int l = 0; l < kStepLanes; ++l) r.lanes[l] = NumOr(*lanes, StepLaneName(StepLane(l)));
+    }
     m.rows.push_back(r);
   }
   return m;
@@ -418,6 +429,23 @@ std::string TierTables(const RunReport& r, const Metrics& m) {
          "\nBytes per step are summed over ranks.\n";
 }
 
+// Each lane's busy time per step against the step time, and the overlap
+// efficiency they bound (docs/worker.md "Lanes").
+std::string LaneTable(const RunReport& r) {
+  if (!r.m_overlap) return "";
+  std::vector<std::vector<std::string>> rows = {{"lane", "busy per step", "share of the step"}};
+  for (int l = 0; l < kStepLanes; ++l) {
+    const Opt share = r.m_lanes[l] && r.m_step_time && *r.m_step_time > 0 ? Opt(*r.m_lanes[l] / *r.m_step_time)
+                                                                          : std::nullopt;
+    rows.push_back({StepLaneName(StepLane(l)), Secs(r.m_lanes[l]), Pct(share)});
+  }
+  char eff[32];
+  std::snprintf(eff, sizeof eff, "%.2f", *r.m_overlap);
+  return "## Lanes\n\nOverlap efficiency " + std::string(eff) + (r.m_bound_lane.empty() ? "" : ", bound by " + r.m_bound_lane) +
+         ": the busiest lane's time over the step time (1.00: the step is as short as its slowest resource "
+         "allows). Medians per step after warm-up; each lane the busiest rank's.\n\n" + MdTable(rows) + "\n";
+}
+
 std::string CostTable(const RunReport& r) {
   std::ostringstream out;
   out << "## Cost per epoch\n\n";
@@ -486,7 +514,7 @@ std::string RenderMarkdown(const RunReport& r, const Metrics& m, const Pictures&
     out << "## Per node\n\nMedians per step after warm-up; stall and bytes summed over the node's ranks.\n\n"
         << MdTable(nodes, 2) << "\n";
   }
-  out << TierTables(r, m) << "\n" << CostTable(r) << "\n" << Calibration(r);
+  out << TierTables(r, m) << "\n" << LaneTable(r) << CostTable(r) << "\n" << Calibration(r);
   out << "## Pictures\n\n";
   for (const auto& [file, caption] : p.drawn) out << "![" << caption << "](" << file << ")\n\n";
   for (const std::string& n : p.notes) out << n << "\n\n";
@@ -507,6 +535,12 @@ std::string RenderSummary(const RunReport& r) {
   std::vector<std::vector<std::string>> rows = {{"", "MEASURED", "PREDICTED", "PREDICTION ERROR"}};
   for (auto& row : MeasuredRows(r, /*tiers=*/true)) rows.push_back(row);
   out << FormatTable(rows);
+  if (r.m_overlap) {
+    char eff[96];
+    std::snprintf(eff, sizeof eff, "overlap efficiency %.2f (busiest lane: %s)\n", *r.m_overlap,
+                  r.m_bound_lane.empty() ? "-" : r.m_bound_lane.c_str());
+    out << eff;
+  }
   std::vector<const CostRow*> feasible = FeasibleByCost(r);
   if (feasible.empty()) {
     out << "\nno feasible instance type in the catalog\n";
@@ -593,6 +627,32 @@ void DrawStallBytes(const Gnuplot& g, const std::string& run_dir, const RunRepor
   Draw(g, run_dir, "stall_bytes", "stall and bytes per tier per step", data, gp.str(), p, warnings);
 }
 
+void DrawLanes(const Gnuplot& g, const std::string& run_dir, const RunReport& r, const Metrics& m, Pictures* p,
+               std::vector<std::string>* warnings) {
+  std::string data = "# step step_time_s";
+  for (int l = 0; l < kStepLanes; ++l) data += std::string(" ") + StepLaneName(StepLane(l)) + "_s";
+  data += "\n";
+  double top = 0;
+  for (const StepRow& s : m.rows) {
+    data += GnuplotNumber(s.step) + " " + GnuplotNumber(s.step_time_s);
+    if (!std::isnan(s.step_time_s)) top = std::max(top, s.step_time_s);
+    for (double v : s.lanes) data += " " + GnuplotNumber(v);
+    data += "\n";
+  }
+  std::ostringstream gp;
+  gp << GnuplotHeader(g, "lanes", 1100, 600)
+     << "set title " << GnuplotQuote(r.job + ": each lane's busy time per step (busiest rank) against the step time") << "\n"
+     << "set xlabel 'step'\nset ylabel 'seconds'\nset yrange " << GnuplotRangeFromZero(top) << "\n"
+     << "set key outside right\n"
+     << "plot 'lanes.dat' using 1:2 with " << Points(m) << " lw 3 lc rgb 'black' title 'step time'";
+  for (int l = 0; l < kStepLanes; ++l) {
+    gp << ", \\\n     'lanes.dat' using 1:" << l + 3 << " with " << Points(m) << " lw 2 title '"
+       << StepLaneName(StepLane(l)) << "'";
+  }
+  gp << "\n";
+  Draw(g, run_dir, "lanes", "each lane's busy time per step against the step time", data, gp.str(), p, warnings);
+}
+
 void DrawCostPerEpoch(const Gnuplot& g, const std::string& run_dir, const RunReport& r, Pictures* p,
                       std::vector<std::string>* warnings) {
   std::vector<const CostRow*> feasible = FeasibleByCost(r);
@@ -644,6 +704,7 @@ Pictures DrawPictures(const std::string& run_dir, const RunReport& r, const Metr
   if (steps) {
     DrawLossStepTime(g, run_dir, r, m, &p, warnings);
     DrawStallBytes(g, run_dir, r, m, &p, warnings);
+    if (r.m_overlap) DrawLanes(g, run_dir, r, m, &p, warnings);
   }
   if (costs) DrawCostPerEpoch(g, run_dir, r, &p, warnings);
   return p;

@@ -20,10 +20,11 @@ namespace tencache {
 //
 // Guarantees when report.json is valid: run_dir/report.md is (re)written and
 // *summary (when non-null) holds a plain-text table: measured vs predicted step
-// time, tokens/s, stall, hit rate, bytes per tier, prediction error, and the 5
+// time, tokens/s, stall, hit rate, bytes per tier, prediction error, the
+// overlap efficiency (when measured), and the 5
 // cheapest feasible instance types by calibrated cost per epoch. Pictures: when
 // `gnuplot` is on PATH, run_dir/loss_step_time.png and stall_bytes.png (when
-// metrics has steps) and cost_per_epoch.png (when some instance type is
+// metrics has steps), lanes.png (when the report has measured lanes) and cost_per_epoch.png (when some instance type is
 // feasible), each drawn from a script and data file left in run_dir/plots/ (rerun
 // with `cd run_dir/plots && gnuplot NAME.gp`). gnuplot runs as a child process
 // (fork/exec of an argument vector, no shell). Without gnuplot, report.md says

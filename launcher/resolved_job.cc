@@ -1,6 +1,7 @@
 #include "launcher/resolved_job.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -61,6 +62,23 @@ Status ResolveBudgets(const JobSpec& job, const Candidate& c, ResolvedJob* r) {
                                    FormatBytes(s.total()) + " of shards; raise one of them");
   }
   return Status::Ok();
+}
+
+// `text` kept on one comment line: a line break or other control character (a
+// --set value may hold one) written as \n, \r, \t or \xHH.
+std::string CommentText(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else out += char(c);
+  }
+  return out;
 }
 
 }  // namespace
@@ -192,7 +210,7 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
     }
   }
   std::ostringstream out;
-  for (const std::string& h : header) out << "# " << h << "\n";
+  for (const std::string& h : header) out << "# " << CommentText(h) << "\n";
   std::string section;
   for (const auto& [key, value] : kv) {
     const size_t dot = key.rfind('.');
@@ -202,6 +220,7 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
     else if (auto l = j.locations.find(key); l != j.locations.end()) comment = "from " + l->second;
     else if (key.rfind("model.", 0) == 0 && m.name != "custom" && key != "model.preset" && key != "model.init") comment = "the preset's";
     else comment = "default";
+    comment = CommentText(comment);
     if (value.empty()) {
       out << "# " << key << ": not set (" << comment << ")\n";
       continue;

@@ -223,6 +223,7 @@ void RunFollower::RankLine(int rank, bool err, const std::string& text) {
     std::string host;
     in >> pid >> host;
     rank_hosts_[rank] = host;
+    if (pid > 0) rank_pids_[rank] = pid_t(pid);
     if (pid > 0 && (host.empty() || host == local_host_)) pids_.push_back(pid_t(pid));
   } else if (rank == 0 && text.rfind(kReportMetricsPrefix, 0) == 0) {
     nlohmann::json j = nlohmann::json::parse(text.substr(std::strlen(kReportMetricsPrefix)), nullptr, false);

@@ -98,6 +98,8 @@ class RunFollower {
   const std::vector<pid_t>& pids() const { return pids_; }
   // The host each rank reported (its PID line), by rank.
   const std::map<int, std::string>& rank_hosts() const { return rank_hosts_; }
+  // The PID each rank reported, by rank (on whichever host it runs).
+  const std::map<int, pid_t>& rank_pids() const { return rank_pids_; }
   // The host a failure was on, where Open MPI or the rank's PID line says.
   const std::string& failed_host() const { return failed_host_; }
   int failed_rank() const { return failed_rank_; }
@@ -119,6 +121,7 @@ class RunFollower {
   std::map<int, std::deque<std::string>> stderr_tail_;
   std::vector<pid_t> pids_;
   std::map<int, std::string> rank_hosts_;
+  std::map<int, pid_t> rank_pids_;
   std::string failed_host_;
   bool failure_provisional_ = false;  // Open MPI's generic daemon notice, until a line names the node
   std::string local_host_;  // this machine's hostname

@@ -61,6 +61,11 @@ nlohmann::ordered_json MeasuredRun::ToJson() const {
     j["eval_loss_last"] = eval_loss_last;
   }
   if (skipped_steps >= 0) j["skipped_steps"] = skipped_steps;
+  if (has_lanes) {
+    j["lane_busy_s"] = lanes.ToJson();
+    j["bound_lane"] = StepLaneName(lanes.Largest());
+    j["overlap_efficiency"] = overlap_efficiency;
+  }
   return j;
 }
 
@@ -87,6 +92,16 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
                           "bytes_nvme_read", "bytes_nvme_write"}) {
       v[k].push_back(NumberField(m, k));
     }
+    if (m.contains("lane_busy_s") && m["lane_busy_s"].is_object()) {
+      r.has_lanes = true;
+      const LaneBusy b = LaneBusy::FromJson(m["lane_busy_s"]);
+      for (int l = 0; l < kStepLanes; ++l) v[std::string("lane.") + StepLaneName(StepLane(l))].push_back(b.seconds[l]);
+      v["overlap_efficiency"].push_back(NumberField(m, "overlap_efficiency"));
+    }
+  }
+  if (r.has_lanes) {
+    for (int l = 0; l < kStepLanes; ++l) r.lanes.seconds[l] = Median(v[std::string("lane.") + StepLaneName(StepLane(l))]);
+    r.overlap_efficiency = Median(v["overlap_efficiency"]);
   }
   r.step_time_s = Median(v["step_time_s"]);
   r.tokens_per_s = Median(v["tokens_per_s"]);

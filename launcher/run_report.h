@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/job_spec.h"
+#include "common/step_lanes.h"
 #include "launcher/catalog.h"
 #include "launcher/planner.h"
 #include "launcher/resource_model.h"
@@ -41,6 +42,12 @@ struct MeasuredRun {
   // fp16: steps whose gradient overflowed and that applied nothing; -1 when the
   // metrics have no loss scaling.
   int64_t skipped_steps = -1;
+  // Each lane's busy seconds per step (median per lane) and the overlap
+  // efficiency (median of each step's busiest lane over its time): only when
+  // the metrics carry "lane_busy_s".
+  bool has_lanes = false;
+  LaneBusy lanes;
+  double overlap_efficiency = 0;
   nlohmann::ordered_json ToJson() const;
 };
 // InvalidArgument when no step has been measured.

@@ -161,7 +161,9 @@ std::string FormatResultsJson(const std::vector<PolicyResult>& results) {
                    {"host_hit_rate", r.host_hit_rate}, {"bytes_h2d", r.bytes_h2d},
                    {"bytes_d2h", r.bytes_d2h}, {"bytes_nvme_read", r.bytes_nvme_read},
                    {"bytes_nvme_write", r.bytes_nvme_write}, {"stall_s", r.stall_s},
-                   {"step_time_s", r.step_time_s}, {"collective_delay_s", r.collective_delay_s}});
+                   {"step_time_s", r.step_time_s}, {"collective_delay_s", r.collective_delay_s},
+                   {"lane_busy_s", r.lanes.ToJson()}, {"bound_lane", StepLaneName(r.lanes.Largest())},
+                   {"overlap_efficiency", r.overlap_efficiency}});
   }
   return nlohmann::json{{"results", arr}}.dump(2) + "\n";
 }
@@ -169,18 +171,20 @@ std::string FormatResultsJson(const std::vector<PolicyResult>& results) {
 std::string FormatResultsTable(const std::vector<PolicyResult>& results) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-15s %9s %9s %11s %11s %11s %11s %10s %10s\n", "POLICY",
-                "DEV_HIT", "HOST_HIT", "H2D", "D2H", "NVME_READ", "NVME_WRITE", "STALL_S", "STEP_S");
+  std::snprintf(line, sizeof line, "%-15s %9s %9s %11s %11s %11s %11s %10s %10s %8s %-11s\n", "POLICY",
+                "DEV_HIT", "HOST_HIT", "H2D", "D2H", "NVME_READ", "NVME_WRITE", "STALL_S", "STEP_S", "OVERLAP",
+                "BOUND_LANE");
   out += line;
   for (const PolicyResult& r : results) {
-    std::snprintf(line, sizeof line, "%-15s %8.2f%% %8.2f%% %11s %11s %11s %11s %10.4f %10.4f\n",
+    std::snprintf(line, sizeof line, "%-15s %8.2f%% %8.2f%% %11s %11s %11s %11s %10.4f %10.4f %8.3f %-11s\n",
                   r.policy.c_str(), 100 * r.device_hit_rate, 100 * r.host_hit_rate,
                   FormatBytes(r.bytes_h2d).c_str(), FormatBytes(r.bytes_d2h).c_str(),
                   FormatBytes(r.bytes_nvme_read).c_str(), FormatBytes(r.bytes_nvme_write).c_str(),
-                  r.stall_s, r.step_time_s);
+                  r.stall_s, r.step_time_s, r.overlap_efficiency, StepLaneName(r.lanes.Largest()));
     out += line;
   }
-  out += "(per steady-state step, after 2 warm-up steps; hit rates over device accesses)\n";
+  out += "(per steady-state step, after 2 warm-up steps; hit rates over device accesses; OVERLAP: the busiest "
+         "lane's time over the step time, BOUND_LANE that lane)\n";
   return out;
 }
 

@@ -153,6 +153,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
   policy.OnAccess(g, s);
   s.access_start_ = s.now_;
   s.now_ += e.duration_s();
+  s.compute_busy_ += e.duration_s();
   if (e.phase == Phase::kBackward) {  // the gradient shard goes to the host
     s.grad_ready_[x] = s.d2h_.Reserve(s.now_, CopySeconds(e.bytes, s.d2h_));
     if (s.counting_) s.totals_.bytes_d2h += e.bytes;
@@ -173,7 +174,11 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
   }
   const double end = start + double(e.bytes) / s.net_.bps;
   s.net_.free_at = end;
-  if (pcie) pcie->free_at = end;
+  s.net_.busy += end - start;
+  if (pcie) {
+    pcie->free_at = end;
+    pcie->busy += end - start;
+  }
   if (e.collective == CollectiveKind::kAllGather) s.gather_end_[e.block] = end;
 }
 
@@ -188,6 +193,7 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
     if (s.counting_) s.totals_.bytes_nvme_read += states;
   }
   s.cpu_free_ = std::max(s.cpu_free_, ready) + e.duration_s();
+  s.cpu_busy_ += e.duration_s();
   if (layout_.states_on_nvme[x]) {
     s.nvme_write_.Reserve(s.cpu_free_, double(states) / s.nvme_write_.bps);
     if (s.counting_) s.totals_.bytes_nvme_write += states;
@@ -207,11 +213,25 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
   const int total = config_.warmup_steps + config_.steps;
   AccessIndex g = 0;
   double counted_time = 0;
+  // Each lane's busy seconds so far, in StepLane order.
+  auto lanes_now = [&s] {
+    LaneBusy b;
+    b[StepLane::kCompute] = s.compute_busy_;
+    b[StepLane::kH2D] = s.h2d_.busy;
+    b[StepLane::kD2H] = s.d2h_.busy;
+    b[StepLane::kNvmeRead] = s.nvme_read_.busy;
+    b[StepLane::kNvmeWrite] = s.nvme_write_.busy;
+    b[StepLane::kCollectives] = s.net_.busy;
+    b[StepLane::kOptimizer] = s.cpu_busy_;
+    return b;
+  };
+  LaneBusy counted_lanes;
   for (int step = 0; step < total; ++step) {
     s.step_ = step;
     s.pos_ = 0;
     s.counting_ = step >= config_.warmup_steps;
     const double step_start = s.now_;
+    const LaneBusy lanes_start = lanes_now();
     policy.BeginStep(s);
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       const TraceEvent& e = trace_.events[i];
@@ -229,7 +249,11 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
       s.now_ = std::max(s.now_, lane->free_at);
     }
     s.now_ = std::max(s.now_, s.cpu_free_);
-    if (s.counting_) counted_time += s.now_ - step_start;
+    if (s.counting_) {
+      counted_time += s.now_ - step_start;
+      const LaneBusy lanes_end = lanes_now();
+      for (int l = 0; l < kStepLanes; ++l) counted_lanes.seconds[l] += lanes_end.seconds[l] - lanes_start.seconds[l];
+    }
   }
   PolicyResult r = s.totals_;
   const double steps = config_.steps;
@@ -245,6 +269,8 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
   r.stall_s /= steps;
   r.collective_delay_s /= steps;
   r.step_time_s = counted_time / steps;
+  for (int l = 0; l < kStepLanes; ++l) r.lanes.seconds[l] = counted_lanes.seconds[l] / steps;
+  r.overlap_efficiency = r.lanes.OverlapEfficiency(r.step_time_s);
   return r;
 }
 

@@ -20,6 +20,7 @@
 
 #include "cachemgr/types.h"
 #include "common/status.h"
+#include "common/step_lanes.h"
 #include "scheduler/access_sequence.h"
 #include "scheduler/plan.h"
 #include "scheduler/trace.h"
@@ -50,14 +51,20 @@ struct PolicyResult {
   // All-gathers started late because the host->device lane was busy (shared PCIe).
   double collective_delay_s = 0;
   uint64_t accesses = 0;          // device accesses per step
+  // Each lane's busy seconds per step, and the busiest one's over the step
+  // time (common/step_lanes.h, as the worker reports them).
+  LaneBusy lanes;
+  double overlap_efficiency = 0;
 };
 
 // A FIFO lane: a transfer starts when both it is ready and the lane is free.
 struct Lane {
   double bps = 1;
   double free_at = 0;
+  double busy = 0;  // seconds reserved so far (a FIFO lane's transfers never overlap)
   double Reserve(double ready, double seconds) {
     free_at = std::max(free_at, ready) + seconds;
+    busy += seconds;
     return free_at;
   }
 };
@@ -107,6 +114,7 @@ class SimContext {
   std::vector<double> grad_ready_;
   Lane nvme_read_, nvme_write_, h2d_, d2h_, net_;
   double cpu_free_ = 0;
+  double compute_busy_ = 0, cpu_busy_ = 0;  // seconds the device computed and the CPU ran Adam
   double access_start_ = 0;  // when the latest access's compute started
   std::map<int, double> gather_end_;  // block -> pending all-gather's end
   bool counting_ = false;

@@ -67,55 +67,6 @@ TraceHeader HeaderFor(const JobSpec& job, int ranks) {
 
 }  // namespace
 
-std::string StepMetrics::ToJson() const {
-  nlohmann::ordered_json j;
-  j["step"] = step;
-  j["loss"] = loss;
-  j["step_time_s"] = step_time_s;
-  j["tokens_per_s"] = tokens_per_s;
-  j["lr"] = lr;
-  if (grad_norm >= 0) j["grad_norm"] = grad_norm;
-  if (loss_scale > 0) {
-    j["loss_scale"] = loss_scale;
-    j["skipped"] = skipped;
-    j["skipped_steps"] = skipped_steps;
-  }
-  if (std::isfinite(eval_loss)) j["eval_loss"] = eval_loss;
-  j["device_hit_rate"] = device_hit_rate;
-  j["device_acquire_hit_rate"] = device_acquire_hit_rate;
-  j["host_acquire_hit_rate"] = host_acquire_hit_rate;
-  j["compute_dtype"] = compute_dtype;
-  j["job_dtype"] = job_dtype;
-  j["bytes_h2d"] = bytes_h2d;
-  j["bytes_d2h"] = bytes_d2h;
-  j["bytes_nvme_read"] = bytes_nvme_read;
-  j["bytes_nvme_write"] = bytes_nvme_write;
-  j["stall_s"] = stall_s;
-  j["allocations_after_warmup"] = allocations_after_warmup;
-  j["device_used_bytes"] = device_used_bytes;
-  j["device_reserved_bytes"] = device_reserved_bytes;
-  j["host_used_bytes"] = host_used_bytes;
-  j["host_reserved_bytes"] = host_reserved_bytes;
-  j["nvme_used_bytes"] = nvme_used_bytes;
-  j["prefetches"] = prefetches;
-  nlohmann::ordered_json ranks;  // {"field": [rank 0, rank 1, ...]}
-  auto column = [&](const char* key, double RankFigures::*field) {
-    nlohmann::json v = nlohmann::json::array();
-    for (const RankFigures& r : per_rank) v.push_back(r.*field);
-    ranks[key] = v;
-  };
-  column("step_time_s", &RankFigures::step_time_s);
-  column("stall_s", &RankFigures::stall_s);
-  column("bytes_h2d", &RankFigures::bytes_h2d);
-  column("bytes_d2h", &RankFigures::bytes_d2h);
-  column("bytes_nvme_read", &RankFigures::bytes_nvme_read);
-  column("bytes_nvme_write", &RankFigures::bytes_nvme_write);
-  column("host_used_bytes", &RankFigures::host_used_bytes);
-  column("nvme_used_bytes", &RankFigures::nvme_used_bytes);
-  j["per_rank"] = ranks;
-  return j.dump();
-}
-
 Trainer::Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
                  ComputeDevice device, FileEnv* nvme_env)
     : job_(job),
@@ -150,11 +101,7 @@ StatusOr<std::string> Trainer::MakeSwapFolder() {
   double pid = comm_->rank() == 0 ? double(::getpid()) : 0.0;
   TC_RETURN_IF_ERROR(comm_->AllReduceSum(&pid, 1));
   TC_RETURN_IF_ERROR(CheckNotSymlink(base, key));
-  std::string name = job_.name.empty() ? "job" : job_.name;
-  for (char& c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
-  }
-  const std::string folder = (fs::path(base) / (name.substr(0, 64) + "-" + std::to_string(int64_t(pid)))).string();
+  const std::string folder = SwapFolder(job_, int64_t(pid));
   std::error_code ec;
   fs::create_directories(base, ec);
   if (!ec) fs::create_directory(folder, ec);
@@ -358,6 +305,7 @@ Status Trainer::GatherInto(int block, int slot, ShardRef p, Gathered* g) {
   if (comm_->device_buffers()) {  // NCCL: all-gather on the GPU, in place from this rank's part
     torch::Tensor mine = work_[slot].narrow(0, comm_->rank() * count, count);
     if (shard.data_ptr() != mine.data_ptr()) mine.copy_(shard);
+    LaneTimer busy(this, StepLane::kCollectives);
     TC_RETURN_IF_ERROR(comm_->AllGather(mine.data_ptr(), work_[slot].data_ptr(), size_t(count) * elem));
     g->flat = work_[slot].narrow(0, 0, n);
   } else {
@@ -366,6 +314,7 @@ Status Trainer::GatherInto(int block, int slot, ShardRef p, Gathered* g) {
       whole = torch::from_blob(gathered_[slot].data(), {n}, host);
       torch::Tensor mine = whole.narrow(0, comm_->rank() * count, count);
       mine.copy_(shard);  // a copy from the GPU waits for it
+      LaneTimer busy(this, StepLane::kCollectives);
       TC_RETURN_IF_ERROR(comm_->AllGather(mine.data_ptr(), whole.data_ptr(), size_t(count) * elem));
     } else {
       whole = shard;  // one rank, host shard, GPU compute
@@ -419,13 +368,19 @@ StatusOr<double> Trainer::MicroStep(int micro) {
   {
     torch::NoGradGuard no_grad;
     TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kForward));
-    x = model_.Embed(e.flat, tokens);
+    {
+      LaneTimer busy(this, StepLane::kCompute);
+      x = model_.Embed(e.flat, tokens);
+    }
     EndAccess(0, Phase::kForward, e.start_s);
     Release(&e);  // its slot may be the first layer's (one size class)
     for (int b = 1; b < last; ++b) {
       checkpoints_[b] = x;
       TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
-      x = model_.Layer(b, g.flat, x);
+      {
+        LaneTimer busy(this, StepLane::kCompute);
+        x = model_.Layer(b, g.flat, x);
+      }
       EndAccess(b, Phase::kForward, g.start_s);
     }
   }
@@ -441,6 +396,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     if (tied) {
       TC_ASSIGN_OR_RETURN(embed, Gather(0, 1, Phase::kBackward));
     }
+    LaneTimer busy(this, StepLane::kCompute);
     torch::Tensor x_in = x.detach().requires_grad_(true);
     torch::Tensor flat_last = head.flat.detach().requires_grad_(true);
     torch::Tensor flat0 = tied ? embed.flat.detach().requires_grad_(true) : torch::Tensor();
@@ -467,12 +423,14 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     torch::Tensor d_block;
     {
       TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kBackward));
-      torch::Tensor flat = g.flat.detach().requires_grad_(true);
-      torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
-      auto layer_grads = torch::autograd::grad({model_.Layer(b, flat, in)}, {in, flat}, {dx});
-      dx = layer_grads[0], d_block = layer_grads[1];
+      {
+        LaneTimer busy(this, StepLane::kCompute);
+        torch::Tensor flat = g.flat.detach().requires_grad_(true);
+        torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
+        auto layer_grads = torch::autograd::grad({model_.Layer(b, flat, in)}, {in, flat}, {dx});
+        dx = layer_grads[0], d_block = layer_grads[1];
+      }
       EndAccess(b, Phase::kBackward, g.start_s);
-      flat = torch::Tensor();
       Release(&g);
     }
     checkpoints_[b] = torch::Tensor();
@@ -481,10 +439,12 @@ StatusOr<double> Trainer::MicroStep(int micro) {
   torch::Tensor d_tokens;
   {
     TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kBackward));
-    torch::Tensor flat_e = e.flat.detach().requires_grad_(true);
-    d_tokens = torch::autograd::grad({model_.Embed(flat_e, tokens)}, {flat_e}, {dx})[0];
+    {
+      LaneTimer busy(this, StepLane::kCompute);
+      torch::Tensor flat_e = e.flat.detach().requires_grad_(true);
+      d_tokens = torch::autograd::grad({model_.Embed(flat_e, tokens)}, {flat_e}, {dx})[0];
+    }
     EndAccess(0, Phase::kBackward, e.start_s);
-    flat_e = torch::Tensor();
     Release(&e);
   }
   TC_RETURN_IF_ERROR(ReduceGrad(0, d_tokens));
@@ -656,6 +616,7 @@ StatusOr<StepMetrics> Trainer::Step() {
 
 StatusOr<StepMetrics> Trainer::RunStep() {
   step_start_ = Now();
+  lanes_ = LaneBusy();  // what ran between steps (validation, sampling) is not this step's
   issued_for_ = -1;
   if (job_.cache.policy == CachePolicy::kZeroInfinity && zero_infinity_ == nullptr && store_->cache() != nullptr) {
     zero_infinity_ = std::make_unique<ZeroInfinityPrefetcher>(layout_.counts);  // records this step's order
@@ -695,75 +656,6 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   TC_ASSIGN_OR_RETURN(StepMetrics m, Collect(loss_sum, seconds, cache));
   ++step_;
   ++steps_run_;
-  return m;
-}
-
-StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const CacheMetrics& c) {
-  const TierMetrics& dev = c.tier(Tier::kDevice);
-  double sums[] = {loss_sum,
-                   double(c.bytes_host_to_device),
-                   double(c.bytes_device_to_host),
-                   double(c.bytes_nvme_to_host),
-                   double(c.bytes_host_to_nvme),
-                   c.stall_seconds,
-                   double(c.allocations_after_setup - std::min(c.allocations_after_setup, allocations_at_warmup_)),
-                   double(dev.hits),
-                   double(dev.misses),
-                   seconds,
-                   double(sim_hits_),
-                   double(sim_accesses_),
-                   double(c.tier(Tier::kHost).hits),
-                   double(c.tier(Tier::kHost).misses)};
-  sim_hits_ = sim_accesses_ = 0;
-  TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
-  // Per rank: peaks (device used, device reserved, host used, host reserved,
-  // NVMe used), then this rank's own step time, stall and bytes per link.
-  constexpr int kFields = 11;
-  double mine[kFields] = {double(dev.peak_used_bytes), double(dev.reserved_bytes),
-                          double(c.tier(Tier::kHost).peak_used_bytes), double(c.tier(Tier::kHost).reserved_bytes),
-                          double(c.tier(Tier::kNvme).used_bytes), seconds, c.stall_seconds,
-                          double(c.bytes_host_to_device), double(c.bytes_device_to_host),
-                          double(c.bytes_nvme_to_host), double(c.bytes_host_to_nvme)};
-  std::vector<double> all(kFields * ranks_);
-  TC_RETURN_IF_ERROR(comm_->AllGather(mine, all.data(), sizeof mine));
-  double peak[5] = {0, 0, 0, 0, 0};
-  std::vector<StepMetrics::RankFigures> per_rank(ranks_);
-  for (int r = 0; r < ranks_; ++r) {
-    const double* f = &all[size_t(r) * kFields];
-    for (int i = 0; i < 5; ++i) peak[i] = std::max(peak[i], f[i]);
-    per_rank[r] = {f[5], f[6], f[7], f[8], f[9], f[10], f[2], f[4]};
-  }
-  StepMetrics m;
-  m.step = step_;
-  m.loss = sums[0] / (double(accum_) * ranks_);
-  m.step_time_s = sums[9] / ranks_;
-  m.tokens_per_s = double(job_.train.global_batch) * job_.model.seq_len / m.step_time_s;
-  m.lr = LearningRateAt(job_.train, step_);
-  m.grad_norm = step_grad_norm_;
-  m.loss_scale = fp16_ ? step_loss_scale_ : 0.0;
-  m.skipped = step_skipped_;
-  m.skipped_steps = skipped_steps_;
-  m.bytes_h2d = sums[1];
-  m.bytes_d2h = sums[2];
-  m.bytes_nvme_read = sums[3];
-  m.bytes_nvme_write = sums[4];
-  m.stall_s = sums[5];
-  m.allocations_after_warmup = steps_run_ == 0 ? 0 : sums[6];
-  m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;
-  auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 1.0; };
-  m.device_acquire_hit_rate = rate(sums[7], sums[8]);
-  m.host_acquire_hit_rate = rate(sums[12], sums[13]);
-  m.compute_dtype = TorchDtypeName(compute_dtype_);
-  m.job_dtype = DTypeName(job_.dtype);
-  m.device_used_bytes = peak[0];
-  m.device_reserved_bytes = peak[1];
-  m.host_used_bytes = peak[2];
-  m.host_reserved_bytes = peak[3];
-  m.nvme_used_bytes = peak[4];
-  m.per_rank = std::move(per_rank);
-  m.prefetches = prefetches_ + (zero_infinity_ ? zero_infinity_->fetches_issued() - zi_fetches_reported_ : 0);
-  if (zero_infinity_) zi_fetches_reported_ = zero_infinity_->fetches_issued();
-  prefetches_ = 0;
   return m;
 }
 

@@ -36,60 +36,13 @@
 #include "worker/compute_device.h"
 #include "worker/decoder_model.h"
 #include "worker/shard_store.h"
+#include "worker/step_metrics.h"
 #include "worker/token_corpus.h"
 #include "worker/zero_infinity_prefetcher.h"
 
 namespace tencache {
 
 struct RankFileInfo;  // worker/checkpoint.h
-
-struct StepMetrics {
-  int64_t step = 0;
-  double loss = 0;           // mean over the global batch
-  double step_time_s = 0;
-  double tokens_per_s = 0;
-  double lr = 0;             // the step's learning rate (train.lr_schedule)
-  // Deferred updates only (train.grad_clip, fp16): the global L2 norm of the
-  // step's gradient over all ranks, before clipping (unscaled); -1 otherwise.
-  double grad_norm = -1;
-  // fp16 only: the loss scale the step ran with (0 otherwise), whether its
-  // gradient overflowed so that no update was applied, and such steps so far.
-  double loss_scale = 0;
-  bool skipped = false;
-  int64_t skipped_steps = 0;
-  // The validation loss, on steps where train.eval_every evaluates (NaN otherwise).
-  double eval_loss = std::numeric_limits<double>::quiet_NaN();
-  // tencache-sim's definition: parameter-shard device accesses (fwd/bwd) whose
-  // shard stayed on the device since its previous access, all ranks.
-  double device_hit_rate = 0;
-  // The cache's: device acquires that found the shard there (a prefetch that
-  // arrived in time counts), all ranks.
-  double device_acquire_hit_rate = 0;
-  // The same for the host tier: the optimizer's and the gradients' acquires
-  // that found the shard in host memory (a state prefetch that arrived in time
-  // counts), all ranks.
-  double host_acquire_hit_rate = 0;
-  // What the model computes in ("bf16" in mixed precision, with fp32 masters
-  // and optimizer; "fp32"), and the job's model.dtype.
-  std::string compute_dtype = "fp32";
-  std::string job_dtype;
-  double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // summed over ranks
-  double stall_s = 0;        // summed over ranks
-  double allocations_after_warmup = 0;  // summed over ranks
-  double device_used_bytes = 0, device_reserved_bytes = 0;  // max over ranks
-  double host_used_bytes = 0, host_reserved_bytes = 0;      // max over ranks
-  double nvme_used_bytes = 0;                                // max over ranks
-  int prefetches = 0;        // this rank's planned fetches issued
-  // Each rank's own figures, by rank (the launcher groups them by node): step
-  // time, stall, bytes moved per link, peak host and NVMe bytes.
-  struct RankFigures {
-    double step_time_s = 0, stall_s = 0;
-    double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;
-    double host_used_bytes = 0, nvme_used_bytes = 0;
-  };
-  std::vector<RankFigures> per_rank;
-  std::string ToJson() const;
-};
 
 class Trainer {
  public:
@@ -215,6 +168,17 @@ class Trainer {
   Status BuildPlan(const CacheMetrics& profiled);
   StatusOr<StepMetrics> Collect(double loss_sum, double seconds, const CacheMetrics& cache);
   double Now() const;
+  // Adds the training thread's seconds on one lane, from construction to
+  // destruction, to lanes_ (compute, collectives and the optimizer run there).
+  struct LaneTimer {
+    LaneTimer(Trainer* t, StepLane lane) : trainer(t), lane(lane), start(t->Now()) {}
+    ~LaneTimer() { trainer->lanes_[lane] += trainer->Now() - start; }
+    LaneTimer(const LaneTimer&) = delete;
+    LaneTimer& operator=(const LaneTimer&) = delete;
+    Trainer* trainer;
+    StepLane lane;
+    double start;
+  };
   // Elements of a whole block, padded to a multiple of the ranks.
   size_t padded(int block) const { return layout_.counts[block] * size_t(ranks_); }
 
@@ -251,6 +215,7 @@ class Trainer {
   std::vector<std::vector<DecayRun>> decay_runs_;  // per block
   int threads_ = 1;
 
+  LaneBusy lanes_;  // this step's training-thread lanes so far (Collect adds the cache's links)
   std::unique_ptr<ShardStore> store_;
   std::string swap_folder_;  // this run's NVMe folder (MakeSwapFolder), removed at the end
   FileEnv* nvme_env_ = nullptr;

@@ -18,7 +18,10 @@ StatusOr<float*> Trainer::ScatterGrad(int block, const torch::Tensor& d) {
   if (ranks_ > 1) {
     const double t0 = Now();
     float* out = comm_->device_buffers() ? scatter_dev_.data_ptr<float>() : scatter_.data();
-    TC_RETURN_IF_ERROR(comm_->ReduceScatterSum(src, out, n));
+    {
+      LaneTimer busy(this, StepLane::kCollectives);
+      TC_RETURN_IF_ERROR(comm_->ReduceScatterSum(src, out, n));
+    }
     profiler_.RecordCollective({CollectiveKind::kReduceScatter, block, n * sizeof(float) * (ranks_ - 1),
                                 t0 - step_start_, Now() - step_start_});
     if (comm_->device_buffers()) {
@@ -84,7 +87,10 @@ Status Trainer::StoreGradient(int block, const float* grad, bool add_stored) {
 Status Trainer::ApplyDeferredUpdates() {
   double sumsq = grad_sumsq_;
   grad_sumsq_ = 0;
-  TC_RETURN_IF_ERROR(comm_->AllReduceSum(&sumsq, 1));
+  {
+    LaneTimer busy(this, StepLane::kCollectives);
+    TC_RETURN_IF_ERROR(comm_->AllReduceSum(&sumsq, 1));
+  }
   const double norm = std::sqrt(sumsq) / loss_scale_;
   step_grad_norm_ = norm;
   if (!std::isfinite(norm)) {
@@ -107,6 +113,7 @@ Status Trainer::ApplyDeferredUpdates() {
     {
       TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(b, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
       const float* src = g.f32();
+      LaneTimer busy(this, StepLane::kOptimizer);
       if (unscale == 1.0f && clip == 1.0f) {
         std::memcpy(dst, src, n * sizeof(float));
       } else {

@@ -77,6 +77,7 @@ Status Trainer::InitShards() {
 // The bf16 or fp16 parameter shard rounded from the fp32 master (mixed precision).
 Status Trainer::WriteComputeCopy(int block, const float* master) {
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kHost, AccessMode::kOverwrite));
+  LaneTimer busy(this, StepLane::kOptimizer);
   const int64_t n = int64_t(layout_.counts[block]);
   torch::from_blob(p.data(), {n}, param_dtype_)
       .copy_(torch::from_blob(const_cast<float*>(master), {n}, torch::kFloat32));
@@ -120,6 +121,7 @@ Status Trainer::UpdateBlock(int b, const float* grad) {
     {
       TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
       TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
+      LaneTimer busy(this, StepLane::kOptimizer);
       AdamWConfig config = adamw_;
       config.lr = LearningRateAt(job_.train, step_);
       for (const DecayRun& r : decay_runs_[b]) {

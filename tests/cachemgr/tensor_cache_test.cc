@@ -299,6 +299,12 @@ TEST_F(TensorCacheTest, ArrivalsCountCopiesIntoEachTier) {
   EXPECT_GT(m.seconds_host_to_device, 0.0);
   EXPECT_EQ(m.bytes_host_to_device, 4 * kBytes);
   EXPECT_EQ(m.seconds_nvme_to_host, 0.0);  // a zero fill is not an NVMe read
+  // One copy at a time here: the link was busy as long as its copies ran (its
+  // intervals also cover taking the lock around each copy).
+  EXPECT_GE(m.busy_seconds_host_to_device, m.seconds_host_to_device);
+  EXPECT_LT(m.busy_seconds_host_to_device, m.seconds_host_to_device + 0.05);
+  EXPECT_EQ(m.busy_seconds_nvme_to_host, 0.0);
+  EXPECT_EQ(c->EndStep().busy_seconds_host_to_device, 0.0);  // a new step starts from zero
 }
 
 TEST_F(TensorCacheTest, DiscardEvictsNowAndWritesBackTheOnlyCopy) {

@@ -4,7 +4,8 @@
 // launcher must stop every rank and exit non-zero within 10 s naming the rank,
 // and `tencache-launch JOB.yaml --resume RUN_DIR` must continue at step 6 with
 // the uninterrupted run's losses bit for bit. The kill waits on the checkpoint
-// folder, polled with a deadline, never on a timer.
+// folder, polled with a deadline, never on a timer. Nothing may be left under
+// cache.nvme_path after the kill.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -185,6 +186,9 @@ int WaitExit(pid_t pid, double timeout_s, bool* in_time) {
 }
 
 TEST(KillResume, ARankKilledAtStep6StopsTheRunWithin10sAndResumeGivesTheUninterruptedLossesBitwise) {
+  // Every run's swap files under one folder of the test's own.
+  const fs::path nvme = Runs() / "nvme";
+  const std::string kJob = ::kJob + " --set cache.nvme_path=" + nvme.string();
   // 1. Uninterrupted.
   const fs::path whole = Runs() / "uninterrupted";
   CommandResult ref = tencache::testing::RunCommand(Launch() + " " + kJob + " --out " + whole.string() + " 2>&1");
@@ -238,6 +242,12 @@ TEST(KillResume, ARankKilledAtStep6StopsTheRunWithin10sAndResumeGivesTheUninterr
   EXPECT_FALSE(Alive(other)) << "rank " << 1 - kVictim << " outlived the run";
   const std::vector<std::string> left = RunningWith((killed / "job.resolved.yaml").string());
   EXPECT_TRUE(left.empty()) << "still running: " << left.front();
+  // The killed ranks could not remove their swap folder: the launcher did.
+  EXPECT_NE(out.find("Removed the swap folder the stopped ranks left: " + nvme.string() + "/"), std::string::npos) << out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(nvme, ec)) {
+    ADD_FAILURE() << "left behind by the killed run: " << e.path();
+  }
   const nlohmann::json run = ReadJson(killed / "run.json");
   ASSERT_TRUE(run.is_object()) << ReadText(killed / "run.json");
   EXPECT_EQ(run["status"], "failed");

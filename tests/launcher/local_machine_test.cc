@@ -3,9 +3,12 @@
 #include "launcher/local_machine.h"
 
 #include <gtest/gtest.h>
+
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "common/shard_bytes.h"
 
@@ -42,6 +45,26 @@ TEST(LocalMachine, DiskProbeMeasuresAndLeavesNothingBehind) {
   EXPECT_GT(p->write_gbps, 0);
   EXPECT_EQ(p->bytes, 8u << 20);
   EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
+// A launcher stopped by a signal mid-probe leaves its rank-<pid>.tcnvme: the
+// next probe removes it, and leaves the file of a launcher still running.
+TEST(LocalMachine, DiskProbeRemovesTheFileOfALauncherThatIsGone) {
+  const fs::path dir = Scratch("stale");
+  fs::create_directories(dir / ".probe");
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);  // reaped: no process has this PID now
+  const fs::path stale = dir / ".probe" / ("rank-" + std::to_string(gone) + ".tcnvme");
+  const fs::path running = dir / ".probe" / "rank-1.tcnvme";  // init's PID: always alive
+  std::ofstream(stale) << "left by a killed launcher";
+  std::ofstream(running) << "another launcher's probe";
+  StatusOr<DiskProbe> p = ProbeDisk(dir.string(), 8 << 20);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(running));
   fs::remove_all(dir);
 }
 

@@ -60,7 +60,10 @@ json FixtureReport() {
                         {"device_hit_rate", 0.953}, {"bytes_h2d", 3 * 1048576}, {"bytes_d2h", 1048576},
                         {"bytes_nvme_read", 0}, {"bytes_nvme_write", 0},
                         {"peak_bytes", {{"device", 1000000}, {"host", 6000000}, {"nvme", 0}}},
-                        {"loss_first", 5.5}, {"loss_last", 2.5}}},
+                        {"loss_first", 5.5}, {"loss_last", 2.5},
+                        {"lane_busy_s", {{"compute", 0.06}, {"h2d", 0.01}, {"d2h", 0.004}, {"nvme_read", 0},
+                                         {"nvme_write", 0}, {"collectives", 0.02}, {"optimizer", 0.012}}},
+                        {"bound_lane", "compute"}, {"overlap_efficiency", 0.75}}},
           {"predicted", {{"step_time_s", 0.085}, {"tokens_per_s", 11500},
                          {"bytes_per_rank", {{"h2d", 1500000}, {"d2h", 0}, {"nvme_read", 0}, {"nvme_write", 0}}}}},
           {"prediction_error", 0.0625},
@@ -82,7 +85,10 @@ std::string MetricsLines(int steps) {
                  {"bytes_h2d", 3 * 1048576 + (s % 3) * 262144},
                  {"bytes_d2h", 1048576},
                  {"bytes_nvme_read", s % 10 == 0 ? 524288 : 0},
-                 {"bytes_nvme_write", 0}};
+                 {"bytes_nvme_write", 0},
+                 {"lane_busy_s", {{"compute", 0.06}, {"h2d", 0.01}, {"d2h", 0.004}, {"nvme_read", 0},
+                                  {"nvme_write", 0}, {"collectives", 0.02}, {"optimizer", 0.012}}},
+                 {"overlap_efficiency", 0.75}};
     out << line.dump() << "\n";
   }
   return out.str();
@@ -189,6 +195,10 @@ TEST_F(RenderReportTest, ReportHasEveryTableWithHumanNumbers) {
   EXPECT_HAS(md, "- bytes moved per tier per step: measured on this run");
   EXPECT_HAS(md, "- compute speed: the GPU table's bf16 peak at 40 % utilisation");
   EXPECT_HAS(md, "metrics.jsonl: 200 steps read.");
+  EXPECT_HAS(md, "## Lanes\n\nOverlap efficiency 0.75, bound by compute:");
+  EXPECT_HAS(md, "| compute | 60 ms | 75.0 % |");
+  EXPECT_HAS(md, "| collectives | 20 ms | 25.0 % |");
+  EXPECT_HAS(md, "| nvme_write | 0 s | 0.0 % |");
   // Feasible rows by calibrated cost, then the infeasible list.
   const size_t cheapest = md.find("| g4dn.xlarge"), next = md.find("| g5.xlarge"), dear = md.find("| p3.2xlarge");
   EXPECT_LT(cheapest, next);
@@ -199,6 +209,7 @@ TEST_F(RenderReportTest, ReportHasEveryTableWithHumanNumbers) {
   EXPECT_HAS(summary_, "+6.2 %");
   EXPECT_HAS(summary_, "95.3 %");
   EXPECT_HAS(summary_, "NVMe write per step");
+  EXPECT_HAS(summary_, "overlap efficiency 0.75 (busiest lane: compute)");
   const size_t row = summary_.find("\ng4dn.xlarge ");
   ASSERT_NE(row, std::string::npos) << summary_;
   const std::string line = summary_.substr(row + 1, summary_.find('\n', row + 1) - row - 1);
@@ -209,13 +220,13 @@ TEST_F(RenderReportTest, ReportHasEveryTableWithHumanNumbers) {
   EXPECT_EQ(summary_.find("p4d.24xlarge"), std::string::npos) << summary_;
 }
 
-TEST_F(RenderReportTest, DrawsThreePngsWithGnuplot) {
+TEST_F(RenderReportTest, DrawsEveryPictureWithGnuplot) {
   if (!GnuplotOnPath()) GTEST_SKIP() << "gnuplot is not on PATH (Debian: apt-get install gnuplot-nox)";
   WriteFixture(MetricsLines(200));
   Status s = Render();
   ASSERT_TRUE(s.ok()) << s.ToString();
   const std::string md = Md();
-  for (const char* name : {"loss_step_time", "stall_bytes", "cost_per_epoch"}) {
+  for (const char* name : {"loss_step_time", "stall_bytes", "lanes", "cost_per_epoch"}) {
     EXPECT_TRUE(IsPng(dir_ / (std::string(name) + ".png"))) << name;
     EXPECT_TRUE(fs::exists(dir_ / "plots" / (std::string(name) + ".gp"))) << name;
     EXPECT_TRUE(fs::exists(dir_ / "plots" / (std::string(name) + ".dat"))) << name;
@@ -296,6 +307,7 @@ TEST_F(RenderReportTest, OnlyRequiredFieldsRender) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   const std::string md = Md();
   EXPECT_HAS(md, "# Run report: bare\n");
+  EXPECT_EQ(md.find("## Lanes"), std::string::npos) << "no lanes were measured";
   EXPECT_HAS(md, "| step time | - | - | - |");
   EXPECT_HAS(md, "No instance type of the catalog can run this job.");
   EXPECT_HAS(md, "report.json lists no calibration.");

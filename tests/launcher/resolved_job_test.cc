@@ -102,6 +102,21 @@ TEST(ResolvedJob, TextReadsBackToTheSameJob) {
   EXPECT_GT(*b.cache.nvme_budget, 0u);
 }
 
+// A --set value may hold a line break (a path): its comment stays one
+// line, and the value reads back unchanged.
+TEST(ResolvedJob, ALineBreakInASetValueStaysInsideItsComment) {
+  StatusOr<ResolvedJob> r = Resolve({"cache.nvme_path=/tmp/two\nlines\tand a tab", "train.data=/tmp/a\rb"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string text = RenderResolvedJob(*r, {"header\nline"});
+  EXPECT_EQ(text.rfind("# header\\nline\n", 0), 0u) << text;
+  EXPECT_NE(text.find("# from --set cache.nvme_path=/tmp/two\\nlines\\tand a tab\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# from --set train.data=/tmp/a\\rb\n"), std::string::npos) << text;
+  StatusOr<JobSpec> back = ParseJobText(text, "resolved.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << text;
+  EXPECT_EQ(back->cache.nvme_path, r->job.cache.nvme_path);  // as --set read it (YAML folds a plain line break)
+  EXPECT_EQ(back->train.data, r->job.train.data);
+}
+
 TEST(ResolvedJob, ZeroNvmeWithTooSmallAHostIsRefusedNamingTheKeys) {
   Candidate planned;
   StatusOr<ResolvedJob> r = Resolve({"cache.host_budget=1MiB", "cache.nvme_budget=0"}, &planned);

@@ -30,6 +30,31 @@ TEST(RunReport, MediansLeaveOutTwoWarmupSteps) {
   EXPECT_DOUBLE_EQ(short_run->step_time_s, 3.0);
 }
 
+// Lanes: the median of each lane over the steady steps, and of each step's
+// overlap efficiency; absent from the summary when the metrics have none.
+TEST(RunReport, LanesAreMediansAfterWarmup) {
+  std::vector<nlohmann::json> m;
+  for (int s = 0; s < 5; ++s) {
+    nlohmann::json j = Step(s, 1.0, 5.0 - s);
+    j["lane_busy_s"] = {{"compute", s < 2 ? 9.0 : 0.5 + 0.1 * s}, {"nvme_read", 0.25}};
+    j["overlap_efficiency"] = s < 2 ? 0.1 : 0.5 + 0.1 * s;
+    m.push_back(j);
+  }
+  StatusOr<MeasuredRun> r = Summarise(m);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->has_lanes);
+  EXPECT_DOUBLE_EQ(r->lanes[StepLane::kCompute], 0.8);  // median of 0.7, 0.8, 0.9
+  EXPECT_DOUBLE_EQ(r->lanes[StepLane::kNvmeRead], 0.25);
+  EXPECT_DOUBLE_EQ(r->lanes[StepLane::kOptimizer], 0.0);
+  EXPECT_DOUBLE_EQ(r->overlap_efficiency, 0.8);
+  const nlohmann::ordered_json j = r->ToJson();
+  EXPECT_EQ(j["bound_lane"], "compute");
+  EXPECT_DOUBLE_EQ(j["lane_busy_s"]["compute"].get<double>(), 0.8);
+  StatusOr<MeasuredRun> without = Summarise({Step(0, 1, 5), Step(1, 1, 4)});
+  EXPECT_FALSE(without->has_lanes);
+  EXPECT_FALSE(without->ToJson().contains("overlap_efficiency"));
+}
+
 TEST(RunReport, CalibrationCarriesBytesAndStallOnly) {
   Candidate predicted;
   predicted.step.bytes_h2d = 1000;  // per rank

@@ -167,5 +167,43 @@ TEST(SimEngineTest, StatePrefetchHidesNvmeStatesBehindTheBackward) {
   EXPECT_LT(b.step_time_s, a.step_time_s);
 }
 
+// The lanes: each link's busy time is its bytes over its speed (FIFO lanes
+// never overlap), compute is the trace's device time, the optimizer its CPU
+// time; the busiest lane bounds the step, and hiding the NVMe reads behind the
+// backward brings the step closer to that bound.
+TEST(SimEngineTest, LanesAreBytesOverSpeedAndTheBusiestBoundsTheStep) {
+  SynthOptions o;
+  o.micro_batch = 8;
+  const Trace trace = UpdatesInsideBackward(*SynthesizeTrace(*FindPreset("gpt2"), o));
+  uint64_t largest = 0;
+  for (uint64_t b : trace.TensorBytes()) largest = std::max(largest, b);
+  SimConfig c;
+  c.budgets.device = trace.TotalTensorBytes();
+  c.budgets.host = 2 * trace.TotalTensorBytes() + 2 * largest;
+  c.steps = 2;
+  StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
+  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+  PrefetchNextPolicy on_demand;
+  StatePrefetchingPolicy ahead;
+  const PolicyResult a = sim->Run(on_demand), b = sim->Run(ahead);
+  double compute = 0, optimizer = 0;
+  for (const TraceEvent& e : trace.events) {
+    if (e.is_device_access()) compute += e.duration_s();
+    else if (e.kind == EventKind::kAccess) optimizer += e.duration_s();
+  }
+  for (const PolicyResult* r : {&a, &b}) {
+    EXPECT_NEAR(r->lanes[StepLane::kCompute], compute, 1e-9 * compute);
+    EXPECT_NEAR(r->lanes[StepLane::kOptimizer], optimizer, 1e-9 * optimizer);
+    EXPECT_NEAR(r->lanes[StepLane::kNvmeRead], double(r->bytes_nvme_read) / c.links.nvme_read_bps, 1e-6);
+    EXPECT_NEAR(r->lanes[StepLane::kNvmeWrite], double(r->bytes_nvme_write) / c.links.nvme_write_bps, 1e-6);
+    EXPECT_NEAR(r->lanes[StepLane::kD2H], double(r->bytes_d2h) / c.links.d2h_bps, 1e-6);
+    for (int l = 0; l < kStepLanes; ++l) EXPECT_LE(r->lanes.seconds[l], r->step_time_s * (1 + 1e-9));
+    EXPECT_DOUBLE_EQ(r->overlap_efficiency, r->lanes[r->lanes.Largest()] / r->step_time_s);
+  }
+  // The states spill to NVMe, read and written once a step each; writes are the slower link.
+  EXPECT_EQ(a.lanes.Largest(), StepLane::kNvmeWrite);
+  EXPECT_GT(b.overlap_efficiency, a.overlap_efficiency);
+}
+
 }  // namespace
 }  // namespace tencache

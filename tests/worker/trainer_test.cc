@@ -12,7 +12,6 @@
 #include <functional>
 #include <thread>
 
-
 #include <nlohmann/json.hpp>
 
 #include "command_runner.h"
@@ -164,6 +163,42 @@ TEST(Trainer, StatePrefetchesServeTheUpdatesFromTheHost) {
   // twice); measured: 10 hits on demand, 12 with the state fetches. The rest
   // are capacity misses the Belady-safe rule declines to prefetch.
   EXPECT_GT(rate[1], rate[0] + 0.05);
+}
+
+// Each lane's busy time is measured: the model computes, the optimizer runs,
+// states move to and from NVMe under a small host budget, two ranks all-gather;
+// no lane is busier than the step is long, and the busiest bounds the step.
+TEST(Trainer, EveryLaneIsMeasuredAndTheBusiestBoundsTheStep) {
+  const std::string tag = "lanes";
+  std::vector<StepMetrics> m =
+      TrainOnRanks(SmallJob("tencache", tag, {"train.global_batch=4", "cache.device_budget=160KiB",
+                                              "cache.host_budget=512KiB"}),
+                   2, 4);
+  ASSERT_EQ(m.size(), 4u);
+  for (const StepMetrics& s : m) {
+    for (int l = 0; l < kStepLanes; ++l) {
+      EXPECT_GE(s.lanes.seconds[l], 0.0) << StepLaneName(StepLane(l));
+      EXPECT_LE(s.lanes.seconds[l], s.step_time_s * 1.05 + 1e-3) << StepLaneName(StepLane(l)) << ", step " << s.step;
+    }
+    EXPECT_GT(s.lanes[StepLane::kCompute], 0.0);
+    EXPECT_GT(s.lanes[StepLane::kOptimizer], 0.0);
+    EXPECT_GT(s.lanes[StepLane::kCollectives], 0.0);
+    EXPECT_GT(s.lanes[StepLane::kH2D], 0.0);
+    EXPECT_GT(s.lanes[StepLane::kNvmeRead] + s.lanes[StepLane::kNvmeWrite], 0.0) << "step " << s.step;
+    EXPECT_DOUBLE_EQ(s.overlap_efficiency, s.lanes[s.lanes.Largest()] / s.step_time_s);
+    EXPECT_GT(s.overlap_efficiency, 0.0);
+    ASSERT_EQ(s.per_rank.size(), 2u);
+    for (const StepMetrics::RankFigures& r : s.per_rank) {
+      EXPECT_LE(r.lanes[StepLane::kCompute], s.lanes[StepLane::kCompute]);  // the step's is the largest
+    }
+    const nlohmann::json j = nlohmann::json::parse(s.ToJson());
+    EXPECT_EQ(j["bound_lane"], StepLaneName(s.lanes.Largest()));
+    EXPECT_EQ(j["lane_busy_s"]["compute"].get<double>(), s.lanes[StepLane::kCompute]);
+    EXPECT_EQ(j["per_rank"]["busy_optimizer_s"].size(), 2u);
+  }
+  std::printf("last step %.4f s, lanes %s, overlap efficiency %.3f\n", m.back().step_time_s,
+              m.back().lanes.ToJson().dump().c_str(), m.back().overlap_efficiency);
+  fs::remove_all(NvmeDir(tag));
 }
 
 TEST(Trainer, EqualsPlainLibtorchWithTorchAdamW) {

@@ -1,0 +1,97 @@
+// The trainer's step metrics: each rank's figures gathered into one StepMetrics.
+#include <algorithm>
+#include <iterator>
+
+#include "worker/trainer.h"
+
+namespace tencache {
+
+StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const CacheMetrics& c) {
+  const TierMetrics& dev = c.tier(Tier::kDevice);
+  double sums[] = {loss_sum,
+                   double(c.bytes_host_to_device),
+                   double(c.bytes_device_to_host),
+                   double(c.bytes_nvme_to_host),
+                   double(c.bytes_host_to_nvme),
+                   c.stall_seconds,
+                   double(c.allocations_after_setup - std::min(c.allocations_after_setup, allocations_at_warmup_)),
+                   double(dev.hits),
+                   double(dev.misses),
+                   seconds,
+                   double(sim_hits_),
+                   double(sim_accesses_),
+                   double(c.tier(Tier::kHost).hits),
+                   double(c.tier(Tier::kHost).misses)};
+  sim_hits_ = sim_accesses_ = 0;
+  TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
+  // This rank's lanes: the training thread's (compute, collectives, optimizer)
+  // and the cache's links.
+  LaneBusy lanes = lanes_;
+  lanes_ = LaneBusy();
+  lanes[StepLane::kH2D] = c.busy_seconds_host_to_device;
+  lanes[StepLane::kD2H] = c.busy_seconds_device_to_host;
+  lanes[StepLane::kNvmeRead] = c.busy_seconds_nvme_to_host;
+  lanes[StepLane::kNvmeWrite] = c.busy_seconds_host_to_nvme;
+  // The links' clocks run from the previous step's end: a copy between steps
+  // (after the metrics, during validation) is not this step's work beyond its length.
+  for (double& busy : lanes.seconds) busy = std::min(busy, seconds);
+  // Per rank: peaks (device used, device reserved, host used, host reserved,
+  // NVMe used), then this rank's own step time, stall, bytes per link and lanes.
+  constexpr int kFixed = 11, kFields = kFixed + kStepLanes;
+  double mine[kFields] = {double(dev.peak_used_bytes), double(dev.reserved_bytes),
+                          double(c.tier(Tier::kHost).peak_used_bytes), double(c.tier(Tier::kHost).reserved_bytes),
+                          double(c.tier(Tier::kNvme).used_bytes), seconds, c.stall_seconds,
+                          double(c.bytes_host_to_device), double(c.bytes_device_to_host),
+                          double(c.bytes_nvme_to_host), double(c.bytes_host_to_nvme)};
+  std::copy(std::begin(lanes.seconds), std::end(lanes.seconds), mine + kFixed);
+  std::vector<double> all(kFields * ranks_);
+  TC_RETURN_IF_ERROR(comm_->AllGather(mine, all.data(), sizeof mine));
+  double peak[5] = {0, 0, 0, 0, 0};
+  LaneBusy busiest;  // per lane, the largest over ranks
+  std::vector<StepMetrics::RankFigures> per_rank(ranks_);
+  for (int r = 0; r < ranks_; ++r) {
+    const double* f = &all[size_t(r) * kFields];
+    for (int i = 0; i < 5; ++i) peak[i] = std::max(peak[i], f[i]);
+    per_rank[r] = {f[5], f[6], f[7], f[8], f[9], f[10], f[2], f[4]};
+    for (int l = 0; l < kStepLanes; ++l) {
+      per_rank[r].lanes.seconds[l] = f[kFixed + l];
+      busiest.seconds[l] = std::max(busiest.seconds[l], f[kFixed + l]);
+    }
+  }
+  StepMetrics m;
+  m.step = step_;
+  m.loss = sums[0] / (double(accum_) * ranks_);
+  m.step_time_s = sums[9] / ranks_;
+  m.tokens_per_s = double(job_.train.global_batch) * job_.model.seq_len / m.step_time_s;
+  m.lr = LearningRateAt(job_.train, step_);
+  m.grad_norm = step_grad_norm_;
+  m.loss_scale = fp16_ ? step_loss_scale_ : 0.0;
+  m.skipped = step_skipped_;
+  m.skipped_steps = skipped_steps_;
+  m.bytes_h2d = sums[1];
+  m.bytes_d2h = sums[2];
+  m.bytes_nvme_read = sums[3];
+  m.bytes_nvme_write = sums[4];
+  m.stall_s = sums[5];
+  m.allocations_after_warmup = steps_run_ == 0 ? 0 : sums[6];
+  m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;
+  auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 1.0; };
+  m.device_acquire_hit_rate = rate(sums[7], sums[8]);
+  m.host_acquire_hit_rate = rate(sums[12], sums[13]);
+  m.compute_dtype = TorchDtypeName(compute_dtype_);
+  m.job_dtype = DTypeName(job_.dtype);
+  m.device_used_bytes = peak[0];
+  m.device_reserved_bytes = peak[1];
+  m.host_used_bytes = peak[2];
+  m.host_reserved_bytes = peak[3];
+  m.nvme_used_bytes = peak[4];
+  m.per_rank = std::move(per_rank);
+  m.lanes = busiest;
+  m.overlap_efficiency = busiest.OverlapEfficiency(m.step_time_s);
+  m.prefetches = prefetches_ + (zero_infinity_ ? zero_infinity_->fetches_issued() - zi_fetches_reported_ : 0);
+  if (zero_infinity_) zi_fetches_reported_ = zero_infinity_->fetches_issued();
+  prefetches_ = 0;
+  return m;
+}
+
+}  // namespace tencache
