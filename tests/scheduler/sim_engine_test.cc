@@ -143,19 +143,33 @@ class StatePrefetchingPolicy : public PrefetchNextPolicy {
   bool PrefetchesStates() const override { return true; }
 };
 
+// gpt2 in the worker's order (each update right after its backward) on a host
+// that holds the gradients, the staging and every home, so that the states
+// spill to NVMe.
+struct SpilledStates {
+  Trace trace;
+  SimConfig config;
+};
+SpilledStates SpilledStatesJob() {
+  SynthOptions o;
+  o.micro_batch = 8;
+  SpilledStates job;
+  job.trace = UpdatesInsideBackward(*SynthesizeTrace(*FindPreset("gpt2"), o));
+  uint64_t largest = 0;
+  for (uint64_t b : job.trace.TensorBytes()) largest = std::max(largest, b);
+  job.config.budgets.device = job.trace.TotalTensorBytes();
+  job.config.budgets.host = 2 * job.trace.TotalTensorBytes() + 2 * largest;
+  job.config.steps = 2;
+  return job;
+}
+
 // States on NVMe: reading them from the start of the access the update follows
 // (tencache's worker) hides them behind its compute; the bytes are the same.
 TEST(SimEngineTest, StatePrefetchHidesNvmeStatesBehindTheBackward) {
-  SynthOptions o;
-  o.micro_batch = 8;
-  const Trace trace = UpdatesInsideBackward(*SynthesizeTrace(*FindPreset("gpt2"), o));
+  const SpilledStates job = SpilledStatesJob();
+  const Trace& trace = job.trace;
+  const SimConfig& c = job.config;
   ASSERT_TRUE(ValidateTrace(trace, "reordered").ok());
-  uint64_t largest = 0;
-  for (uint64_t b : trace.TensorBytes()) largest = std::max(largest, b);
-  SimConfig c;
-  c.budgets.device = trace.TotalTensorBytes();
-  c.budgets.host = 2 * trace.TotalTensorBytes() + 2 * largest;  // gradients, staging, homes: states spill
-  c.steps = 2;
   StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
   ASSERT_TRUE(sim.ok()) << sim.status().ToString();
   PrefetchNextPolicy on_demand;
@@ -172,15 +186,10 @@ TEST(SimEngineTest, StatePrefetchHidesNvmeStatesBehindTheBackward) {
 // time; the busiest lane bounds the step, and hiding the NVMe reads behind the
 // backward brings the step closer to that bound.
 TEST(SimEngineTest, LanesAreBytesOverSpeedAndTheBusiestBoundsTheStep) {
-  SynthOptions o;
-  o.micro_batch = 8;
-  const Trace trace = UpdatesInsideBackward(*SynthesizeTrace(*FindPreset("gpt2"), o));
-  uint64_t largest = 0;
-  for (uint64_t b : trace.TensorBytes()) largest = std::max(largest, b);
-  SimConfig c;
-  c.budgets.device = trace.TotalTensorBytes();
-  c.budgets.host = 2 * trace.TotalTensorBytes() + 2 * largest;
-  c.steps = 2;
+  const SpilledStates job = SpilledStatesJob();
+  const Trace& trace = job.trace;
+  const SimConfig& c = job.config;
+  ASSERT_TRUE(ValidateTrace(trace, "reordered").ok());
   StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
   ASSERT_TRUE(sim.ok()) << sim.status().ToString();
   PrefetchNextPolicy on_demand;
