@@ -27,6 +27,8 @@ Benchmark AddCacheBench(CLI::App& app);
 Benchmark AddGpuCopyBench(CLI::App& app);
 // Offloaded training against in-memory training (built with the worker).
 Benchmark AddTrainBench(CLI::App& app);
+// AdamW's GB/s against a copy of the same bytes on the same threads (built with the worker).
+Benchmark AddAdamWBench(CLI::App& app);
 
 // The median of `v` (the mean of the two middle values for an even count); 0 when empty.
 double Median(std::vector<double> v);

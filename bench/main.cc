@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
                                                  bench::AddGpuCopyBench(*app)};
 #ifdef TENCACHE_BENCH_TRAIN
   benchmarks.push_back(bench::AddTrainBench(*app));
+  benchmarks.push_back(bench::AddAdamWBench(*app));
 #endif
   if (const int code = tencache::ParseCli(*app, argc, argv); code >= 0) return code;
   std::string names;

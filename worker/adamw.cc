@@ -1,7 +1,11 @@
 #include "worker/adamw.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -23,7 +27,119 @@ void Update(const AdamWConfig& c, float step_size, float inv_sqrt_bc2, float dec
   }
 }
 
+// Threads that outlive the calls, so that a step's many shard updates do not
+// each pay for creating and joining threads. A call posts a job of `tasks`
+// numbered tasks; the caller and up to `helpers` idle workers claim them one by
+// one until none is left, and the call returns once every helper has let go of
+// the job. The caller alone can finish any job, so a call never waits for a
+// worker to become free. Safe to use from several threads at once.
+class ChunkPool {
+ public:
+  explicit ChunkPool(int workers) {
+    for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  }
+  ~ChunkPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  // The process's pool: one worker per core beyond the caller's, started on first use.
+  static ChunkPool& Shared() {
+    static ChunkPool pool(std::max(0, int(std::thread::hardware_concurrency()) - 1));
+    return pool;
+  }
+
+  // Runs task(i) for every i in [0, tasks) on the caller and at most `helpers` workers.
+  // REQUIRES: task does not throw.
+  void Run(size_t tasks, int helpers, const std::function<void(size_t)>& task) {
+    Job job{&task, tasks, helpers};
+    if (helpers > 0 && !workers_.empty()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        jobs_.push_back(&job);
+      }
+      if (helpers == 1) {
+        work_cv_.notify_one();
+      } else {
+        work_cv_.notify_all();
+      }
+    }
+    Drain(&job);
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto it = std::find(jobs_.begin(), jobs_.end(), &job);
+    if (it != jobs_.end()) jobs_.erase(it);
+    done_cv_.wait(lock, [&] { return job.active == 0; });
+  }
+
+ private:
+  struct Job {
+    const std::function<void(size_t)>* task;
+    size_t tasks;
+    int helpers;                  // the most workers that may join
+    std::atomic<size_t> next{0};  // the next unclaimed task
+    int active = 0;               // workers inside Drain; guarded by mu_
+  };
+
+  static void Drain(Job* job) {
+    for (size_t i = job->next.fetch_add(1); i < job->tasks; i = job->next.fetch_add(1)) (*job->task)(i);
+  }
+
+  // The first job that still has unclaimed tasks and room for a helper; drops
+  // exhausted jobs from the queue on the way. REQUIRES: mu_ held.
+  Job* NextJob() {
+    while (!jobs_.empty() && jobs_.front()->next.load() >= jobs_.front()->tasks) jobs_.pop_front();
+    for (Job* job : jobs_) {
+      if (job->active < job->helpers && job->next.load() < job->tasks) return job;
+    }
+    return nullptr;
+  }
+
+  void WorkerLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      Job* job = nullptr;
+      work_cv_.wait(lock, [&] { return stop_ || (job = NextJob()) != nullptr; });
+      if (stop_) return;
+      ++job->active;
+      lock.unlock();
+      Drain(job);
+      lock.lock();
+      if (--job->active == 0) done_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // a job was posted, or stop_
+  std::condition_variable done_cv_;  // a job's last helper let go of it
+  std::deque<Job*> jobs_;            // guarded by mu_
+  bool stop_ = false;                // guarded by mu_
+  std::vector<std::thread> workers_;  // constant after construction
+};
+
 }  // namespace
+
+void ForEachAdamWChunk(size_t n, int threads, const std::function<void(size_t begin, size_t end)>& body) {
+  // Chunks of at least 2^16 parameters (1.75 MiB moved), below which waking a
+  // thread costs more than it saves; a few per thread, so that a thread slowed
+  // by another process leaves its share to the others.
+  constexpr size_t kMinChunk = 1 << 16, kChunksPerThread = 4;
+  const size_t most = size_t(std::max(threads, 1)) * kChunksPerThread;
+  const size_t chunks = threads <= 1 ? 1 : std::clamp<size_t>(n / kMinChunk, 1, most);
+  if (chunks == 1) {
+    if (n > 0) body(0, n);
+    return;
+  }
+  const size_t per = ((n + chunks - 1) / chunks + 15) & ~size_t{15};  // 64-byte aligned chunk edges
+  const int helpers = int(std::min<size_t>(size_t(threads), chunks)) - 1;
+  ChunkPool::Shared().Run(chunks, helpers, [&](size_t i) {
+    const size_t b = std::min(n, i * per), e = std::min(n, b + per);
+    if (b < e) body(b, e);
+  });
+}
 
 void AdamWStep(const AdamWConfig& c, int64_t step, size_t n, float* param, const float* grad, float* m, float* v,
                int threads) {
@@ -32,20 +148,9 @@ void AdamWStep(const AdamWConfig& c, int64_t step, size_t n, float* param, const
   const float step_size = float(c.lr / bc1);
   const float inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));
   const float decay = float(1.0 - c.lr * c.weight_decay);
-  constexpr size_t kMinChunk = 1 << 16;  // below this a thread costs more than it saves
-  const size_t chunks = std::max<size_t>(1, std::min<size_t>(size_t(std::max(threads, 1)), n / kMinChunk));
-  if (chunks == 1) {
-    Update(c, step_size, inv_sqrt_bc2, decay, 0, n, param, grad, m, v);
-    return;
-  }
-  const size_t per = ((n + chunks - 1) / chunks + 15) & ~size_t{15};  // 64-byte aligned chunk edges
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < chunks; ++t) {
-    const size_t b = std::min(n, t * per), e = std::min(n, (t + 1) * per);
-    pool.emplace_back(Update, std::cref(c), step_size, inv_sqrt_bc2, decay, b, e, param, grad, m, v);
-  }
-  Update(c, step_size, inv_sqrt_bc2, decay, 0, std::min(n, per), param, grad, m, v);
-  for (std::thread& t : pool) t.join();
+  ForEachAdamWChunk(n, threads, [&](size_t b, size_t e) {
+    Update(c, step_size, inv_sqrt_bc2, decay, b, e, param, grad, m, v);
+  });
 }
 
 }  // namespace tencache

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace tencache {
 
@@ -23,5 +24,13 @@ struct AdamWConfig {
 // REQUIRES: step >= 1; the four arrays do not overlap.
 void AdamWStep(const AdamWConfig& config, int64_t step, size_t n, float* param, const float* grad, float* m, float* v,
                int threads);
+
+// Runs body(begin, end) over [0, n) in the chunks, and on the threads, that
+// AdamWStep uses for `n` parameters and `threads`; returns once every chunk is
+// done. Chunks are never empty, start at multiples of 16 elements and run on at
+// most `threads` threads, the caller's one of them; the others are persistent,
+// shared by all callers. Exposed so that a benchmark can stream the same bytes
+// the same way. REQUIRES: body does not throw.
+void ForEachAdamWChunk(size_t n, int threads, const std::function<void(size_t begin, size_t end)>& body);
 
 }  // namespace tencache
