@@ -54,6 +54,8 @@ struct Outcome {
   std::string variant;
   double step_s = 0;  // median over steady-state steps
   double hit_rate = 0, stall_s = 0, bytes_moved = 0, allocations = 0;
+  double overlap = 0;  // median over steady-state steps of the busiest lane / step time
+  LaneBusy lanes;      // mean busy seconds per steady-state step
 };
 
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r, const TrainFlags& f,
@@ -82,7 +84,7 @@ StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const TrainFlags& f, i
   std::vector<std::unique_ptr<Communicator>> comms;
   std::vector<std::unique_ptr<Trainer>> trainers;
   std::vector<Outcome> out(n);
-  std::vector<std::vector<double>> times(n);
+  std::vector<std::vector<double>> times(n), overlaps(n);
   for (size_t i = 0; i < n; ++i) {
     comms.push_back(MakeSoloCommunicator());
     TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, MakeTrainer(kVariants[i], r, f, corpus, comms.back().get()));
@@ -98,13 +100,18 @@ StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const TrainFlags& f, i
       TC_ASSIGN_OR_RETURN(StepMetrics m, trainers[i]->Step());
       if (s < 2) continue;  // step 0 profiles, step 1 refills what the profile step left
       times[i].push_back(m.step_time_s);
+      overlaps[i].push_back(m.overlap_efficiency);
+      for (int l = 0; l < kStepLanes; ++l) out[i].lanes.seconds[l] += m.lanes.seconds[l] / counted;
       out[i].hit_rate += m.device_hit_rate / counted;
       out[i].stall_s += m.stall_s / counted;
       out[i].bytes_moved += (m.bytes_h2d + m.bytes_d2h + m.bytes_nvme_read + m.bytes_nvme_write) / counted;
       out[i].allocations += m.allocations_after_warmup;
     }
   }
-  for (size_t i = 0; i < n; ++i) out[i].step_s = Median(times[i]);
+  for (size_t i = 0; i < n; ++i) {
+    out[i].step_s = Median(times[i]);
+    out[i].overlap = Median(overlaps[i]);
+  }
   trainers.clear();
   for (const Variant& v : kVariants) std::filesystem::remove_all(f.nvme_dir + "/" + v.name);
   return out;
@@ -132,16 +139,19 @@ Status RunTrainBench(const TrainFlags& f) {
     if (!f.json) {
       std::printf("\n%s (micro_batch %d, seq_len %d, %s): reference step %.3f s\n", r.name, r.micro_batch,
                   r.seq_len, f.dtype.c_str(), reference);
-      std::printf("  %-12s %9s %8s %9s %9s %12s %7s\n", "POLICY", "STEP s", "x NONE", "DEV HIT", "STALL s", "MOVED/STEP",
-                  "ALLOCS");
+      std::printf("  %-12s %9s %8s %9s %9s %12s %7s %8s %-11s\n", "POLICY", "STEP s", "x NONE", "DEV HIT", "STALL s",
+                  "MOVED/STEP", "ALLOCS", "OVERLAP", "BOUND LANE");
     }
     for (const Outcome& o : results) {
       reg["results"].push_back({{"policy", o.variant}, {"step_time_s", o.step_s}, {"ratio_to_none", o.step_s / reference},
                                 {"device_hit_rate", o.hit_rate}, {"stall_s", o.stall_s},
-                                {"bytes_moved_per_step", o.bytes_moved}, {"allocations_after_warmup", o.allocations}});
+                                {"bytes_moved_per_step", o.bytes_moved}, {"allocations_after_warmup", o.allocations},
+                                {"overlap_efficiency", o.overlap}, {"lane_busy_s", o.lanes.ToJson()},
+                                {"bound_lane", StepLaneName(o.lanes.Largest())}});
       if (!f.json) {
-        std::printf("  %-12s %9.3f %8.2f %9.3f %9.4f %12s %7.0f\n", o.variant.c_str(), o.step_s, o.step_s / reference,
-                    o.hit_rate, o.stall_s, FormatBytes(o.bytes_moved).c_str(), o.allocations);
+        std::printf("  %-12s %9.3f %8.2f %9.3f %9.4f %12s %7.0f %8.3f %-11s\n", o.variant.c_str(), o.step_s,
+                    o.step_s / reference, o.hit_rate, o.stall_s, FormatBytes(o.bytes_moved).c_str(), o.allocations,
+                    o.overlap, StepLaneName(o.lanes.Largest()));
       }
     }
     out["regimes"].push_back(reg);

@@ -646,8 +646,8 @@ void DrawLanes(const Gnuplot& g, const std::string& run_dir, const RunReport& r,
      << "set key outside right\n"
      << "plot 'lanes.dat' using 1:2 with " << Points(m) << " lw 3 lc rgb 'black' title 'step time'";
   for (int l = 0; l < kStepLanes; ++l) {
-    gp << ", \\\n     'lanes.dat' using 1:" << l + 3 << " with " << Points(m) << " lw 2 title '"
-       << StepLaneName(StepLane(l)) << "'";
+    gp << ", \\\n     'lanes.dat' using 1:" << l + 3 << " with " << Points(m) << " lw 2 lc " << l + 1  // none black
+       << " title '" << StepLaneName(StepLane(l)) << "'";
   }
   gp << "\n";
   Draw(g, run_dir, "lanes", "each lane's busy time per step against the step time", data, gp.str(), p, warnings);
