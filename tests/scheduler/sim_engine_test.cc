@@ -145,36 +145,36 @@ class StatePrefetchingPolicy : public PrefetchNextPolicy {
 
 // gpt2 in the worker's order (each update right after its backward) on a host
 // that holds the gradients, the staging and every home, so that the states
-// spill to NVMe.
+// spill to NVMe; run with the states fetched on demand and ahead.
 struct SpilledStates {
   Trace trace;
   SimConfig config;
+  PolicyResult on_demand, ahead;
 };
-SpilledStates SpilledStatesJob() {
+void RunSpilledStates(SpilledStates* job) {
   SynthOptions o;
   o.micro_batch = 8;
-  SpilledStates job;
-  job.trace = UpdatesInsideBackward(*SynthesizeTrace(*FindPreset("gpt2"), o));
+  job->trace = UpdatesInsideBackward(*SynthesizeTrace(*FindPreset("gpt2"), o));
+  ASSERT_TRUE(ValidateTrace(job->trace, "reordered").ok());
   uint64_t largest = 0;
-  for (uint64_t b : job.trace.TensorBytes()) largest = std::max(largest, b);
-  job.config.budgets.device = job.trace.TotalTensorBytes();
-  job.config.budgets.host = 2 * job.trace.TotalTensorBytes() + 2 * largest;
-  job.config.steps = 2;
-  return job;
+  for (uint64_t b : job->trace.TensorBytes()) largest = std::max(largest, b);
+  job->config.budgets.device = job->trace.TotalTensorBytes();
+  job->config.budgets.host = 2 * job->trace.TotalTensorBytes() + 2 * largest;
+  job->config.steps = 2;
+  StatusOr<CacheSimulator> sim = CacheSimulator::Create(job->trace, job->config);
+  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+  PrefetchNextPolicy on_demand;
+  StatePrefetchingPolicy ahead;
+  job->on_demand = sim->Run(on_demand);
+  job->ahead = sim->Run(ahead);
 }
 
 // States on NVMe: reading them from the start of the access the update follows
 // (tencache's worker) hides them behind its compute; the bytes are the same.
 TEST(SimEngineTest, StatePrefetchHidesNvmeStatesBehindTheBackward) {
-  const SpilledStates job = SpilledStatesJob();
-  const Trace& trace = job.trace;
-  const SimConfig& c = job.config;
-  ASSERT_TRUE(ValidateTrace(trace, "reordered").ok());
-  StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
-  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
-  PrefetchNextPolicy on_demand;
-  StatePrefetchingPolicy ahead;
-  const PolicyResult a = sim->Run(on_demand), b = sim->Run(ahead);
+  SpilledStates job;
+  ASSERT_NO_FATAL_FAILURE(RunSpilledStates(&job));
+  const PolicyResult &a = job.on_demand, &b = job.ahead;
   EXPECT_GT(a.bytes_nvme_read, 0u);
   EXPECT_EQ(a.bytes_nvme_read, b.bytes_nvme_read);
   EXPECT_EQ(a.bytes_nvme_write, b.bytes_nvme_write);
@@ -186,15 +186,11 @@ TEST(SimEngineTest, StatePrefetchHidesNvmeStatesBehindTheBackward) {
 // time; the busiest lane bounds the step, and hiding the NVMe reads behind the
 // backward brings the step closer to that bound.
 TEST(SimEngineTest, LanesAreBytesOverSpeedAndTheBusiestBoundsTheStep) {
-  const SpilledStates job = SpilledStatesJob();
+  SpilledStates job;
+  ASSERT_NO_FATAL_FAILURE(RunSpilledStates(&job));
   const Trace& trace = job.trace;
   const SimConfig& c = job.config;
-  ASSERT_TRUE(ValidateTrace(trace, "reordered").ok());
-  StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
-  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
-  PrefetchNextPolicy on_demand;
-  StatePrefetchingPolicy ahead;
-  const PolicyResult a = sim->Run(on_demand), b = sim->Run(ahead);
+  const PolicyResult &a = job.on_demand, &b = job.ahead;
   double compute = 0, optimizer = 0;
   for (const TraceEvent& e : trace.events) {
     if (e.is_device_access()) compute += e.duration_s();
