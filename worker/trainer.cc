@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -13,10 +12,7 @@
 
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include "worker/checkpoint.h"
-
 
 namespace tencache {
 namespace {
