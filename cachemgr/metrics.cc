@@ -53,6 +53,7 @@ std::string CacheMetrics::ToJson() const {
   j["stall_seconds"] = stall_seconds;
   j["prefetches"] = prefetches;
   j["prefetches_declined"] = prefetches_declined;
+  j["prefetches_deferred"] = prefetches_deferred;
   j["allocations_after_setup"] = allocations_after_setup;
   j["quarantined_slots"] = quarantined_slots;
   j["host_utilization"] = host_utilization();

@@ -130,6 +130,7 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
   }
   uint64_t all_extent_bytes = 0;
   entries_.resize(specs.size());
+  victim_waits_.reserve(2 * specs.size());  // at most one parked prefetch per tensor and tier: no allocation later
   for (size_t i = 0; i < specs.size(); ++i) {
     Entry& e = entries_[i];
     e.spec = std::move(specs[i]);
@@ -151,7 +152,8 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
     if (pools_[h]->free_slots(e.cls[h]) == 0 || (h == kDev && pools_[kHost]->free_slots(e.cls[kHost]) == 0))
       continue;
     bool deferred = false;  // no handles exist yet, so nothing can park the move
-    TC_RETURN_IF_ERROR(RunMove(&lock, e.spec.id, e.spec.home, /*urgent=*/true, &deferred));
+    int64_t victim = -1;    // an urgent move never waits for a victim
+    TC_RETURN_IF_ERROR(RunMove(&lock, e.spec.id, e.spec.home, /*urgent=*/true, &deferred, &victim));
     if (deferred) return Status::Internal("tensor '" + e.spec.name + "': placement blocked by a handle during setup");
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -194,6 +196,7 @@ TensorCache::~TensorCache() {
   std::lock_guard<std::mutex> lock(mu_);
   for (Entry& e : entries_)  // parked behind handles the caller never released
     for (Job& job : e.deferred) job.state->Set(Status::Unavailable("tensor cache is shutting down"));
+  for (VictimWait& w : victim_waits_) w.job.state->Set(Status::Unavailable("tensor cache is shutting down"));
 }
 
 TierStore* TensorCache::store(Tier t) const {
@@ -349,6 +352,7 @@ void TensorCache::ReleaseLocked(TensorId id, Tier tier, AccessMode mode) {
   --e.pins[t];
   if (mode != AccessMode::kRead) --e.write_pins[t];
   if (e.pins[t] == 0 && !e.valid[t] && e.slot[t] >= 0 && !e.busy) DropCopy(&e, tier);  // stale copy
+  WakeVictimWaiters(id);
   if (e.deferred.empty()) return;
   // Parked moves re-check what blocked them; those still blocked park again.
   for (auto it = e.deferred.rbegin(); it != e.deferred.rend(); ++it) jobs_.push_front(std::move(*it));
@@ -423,6 +427,15 @@ std::shared_ptr<Completion> TensorCache::StartMoveLocked(TensorId id, Tier tier,
         }
       for (Job& job : e.deferred)
         if (job.target == tier) job.urgent = true;
+      for (auto it = victim_waits_.begin(); it != victim_waits_.end(); ++it)
+        if (it->job.id == id && it->job.target == tier) {
+          Job job = it->job;
+          job.urgent = true;
+          victim_waits_.erase(it);
+          jobs_.push_front(job);
+          cv_.notify_all();
+          break;
+        }
     }
     return pending;
   }
@@ -443,15 +456,23 @@ void TensorCache::MoverLoop() {
     Job job = jobs_.front();
     jobs_.pop_front();
     bool deferred = false;
+    int64_t victim = -1;
     Status st = stop_ ? Status::Unavailable("tensor cache is shutting down")
-                      : RunMove(&lock, job.id, job.target, job.urgent, &deferred);
+                      : RunMove(&lock, job.id, job.target, job.urgent, &deferred, &victim);
     Entry& e = entries_[job.id];
     if (deferred) {  // still pending: ReleaseLocked requeues it
       e.deferred.push_back(std::move(job));
       continue;
     }
+    if (victim >= 0) {  // still pending: WakeVictimWaiters requeues it
+      if (!job.waited_for_victim) ++metrics_.prefetches_deferred;
+      job.waited_for_victim = true;
+      victim_waits_.push_back(VictimWait{static_cast<TensorId>(victim), std::move(job)});
+      continue;
+    }
     if (e.pending[Index(job.target)] == job.state) e.pending[Index(job.target)].reset();
     job.state->Set(st);
+    WakeVictimWaiters(job.id);  // its move ended: a prefetch waiting on it may go now
     cv_.notify_all();
   }
 }
@@ -462,11 +483,12 @@ void TensorCache::MoverLoop() {
 // Sets *deferred, and returns Ok, when the next step is blocked by a handle
 // (see CopyBlocked); the caller parks the job and ReleaseLocked requeues it.
 Status TensorCache::RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool urgent,
-                            bool* deferred) {
+                            bool* deferred, int64_t* await_victim) {
   Entry& e = entries_[id];
   const int t = Index(target);
   const Clock::time_point deadline = Clock::now() + 4 * options_.io_timeout;
   *deferred = false;
+  *await_victim = -1;
   for (;;) {
     const bool there = target == Tier::kNvme ? (e.valid[kNvme] || !e.initialised) : e.valid[t];
     if (there) return Status::Ok();
@@ -484,6 +506,10 @@ Status TensorCache::RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tie
     if (CopyBlocked(e, from, to)) {
       *deferred = true;
       return Status::Ok();
+    }
+    if (!urgent && e.waiters == 0 && to != Tier::kNvme && e.slot[Index(to)] < 0) {
+      *await_victim = VictimToAwait(e, to);
+      if (*await_victim >= 0) return Status::Ok();
     }
     TC_RETURN_IF_ERROR(StepToward(lock, &e, from, to, urgent));
   }
@@ -736,6 +762,57 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id,
   return best;
 }
 
+int64_t TensorCache::VictimToAwait(const Entry& e, Tier tier) {
+  const int t = Index(tier);
+  const int cls = e.cls[t];
+  if (oracle_ == nullptr || pools_[t]->free_slots(cls) > 0) return -1;
+  const AccessIndex now = access_ == 0 ? 0 : access_ - 1;
+  const AccessIndex use = oracle_->NextUse(e.spec.id, now);
+  if (use == kNeverUsed) return -1;
+  // The caller pins up to `held` tensors of a class at once, acquired in a row:
+  // one used fewer than `held` accesses before `use` may still be pinned then.
+  const AccessIndex held = t == kHost ? options_.min_host_slots_per_class : options_.min_device_slots_per_class;
+  Entry* best = nullptr;
+  AccessIndex best_after = 0;  // best's first use after `use`
+  bool best_ready = false;     // best can be evicted now
+  for (TensorId id : members_[t][cls]) {
+    Entry& c = entries_[id];
+    if (id == e.spec.id || c.slot[t] < 0) continue;
+    SettleLate(&c);
+    const AccessIndex next = oracle_->NextUse(id, now);
+    AccessIndex after = next;
+    if (next < use) {
+      if (use >= held && oracle_->NextUse(id, use - held) < use) continue;  // held at `use`: no victim then
+      after = oracle_->NextUse(id, use);
+      if (after <= use) continue;  // the oracle cannot place it after `use`: TakeSlot's rule decides
+    }
+    if (tier == Tier::kHost && !WriteBackFits(c, tier)) continue;  // waiting would not make it fit
+    const bool ready = next > use && c.valid[t] && c.pins[t] == 0 && !c.busy &&
+                       !(tier == Tier::kDevice && NeedsWriteBack(c, tier) && CopyBlocked(c, Tier::kDevice, Tier::kHost));
+    const bool better = best == nullptr || after > best_after ||
+                        (after == best_after && (ready > best_ready || (ready == best_ready && c.last_use < best->last_use)));
+    if (better) {
+      best = &c;
+      best_after = after;
+      best_ready = ready;
+    }
+  }
+  if (best == nullptr || best_ready) return -1;
+  return static_cast<int64_t>(best->spec.id);
+}
+
+void TensorCache::WakeVictimWaiters(TensorId id) {
+  if (victim_waits_.empty()) return;
+  bool woke = false;
+  for (size_t i = victim_waits_.size(); i-- > 0;) {
+    if (victim_waits_[i].victim != id) continue;
+    jobs_.push_front(std::move(victim_waits_[i].job));  // back to front: the first parked runs first
+    victim_waits_.erase(victim_waits_.begin() + static_cast<std::ptrdiff_t>(i));
+    woke = true;
+  }
+  if (woke) cv_.notify_all();
+}
+
 // Whether evicting v from `tier` must first write it one tier down: it is the
 // only valid copy of bytes somebody wrote (a never-written tensor's zeros are not saved).
 bool TensorCache::NeedsWriteBack(const Entry& v, Tier tier) {
@@ -771,6 +848,7 @@ void TensorCache::DropCopy(Entry* e, Tier tier) {
   pools_[t]->Free(e->cls[t], static_cast<uint64_t>(e->slot[t]));
   e->slot[t] = -1;
   AddUsed(tier, -static_cast<int64_t>(e->spec.bytes));
+  WakeVictimWaiters(e->spec.id);  // a slot is free: a prefetch waiting on it may go now
 }
 
 void TensorCache::AddUsed(Tier tier, int64_t delta) {

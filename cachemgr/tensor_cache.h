@@ -15,11 +15,22 @@
 // evicted dirty copy is written back to the tier below before its slot is reused.
 // Eviction takes, within the needed size class, the unpinned resident tensor
 // whose next use (NextUseOracle) is furthest away, or the least recently used
-// when no oracle is set. A prefetch (a move nobody waits on yet) is Belady-safe:
-// with an oracle set it never evicts a tensor whose next use comes before the
-// prefetched tensor's; when every candidate is needed sooner it is declined
-// (its handle completes with ResourceExhausted, counted in prefetches_declined)
-// and the tensor comes on demand instead. Never-written tensors read as zeros
+// when no oracle is set. A prefetch (a move nobody waits on yet) takes the
+// victim a demand miss at the prefetched tensor's use would take: with an
+// oracle set and no free slot in its class, the resident tensor whose first use
+// after that use is furthest away (a tensor used fewer than
+// min_<tier>_slots_per_class accesses before that use counts as still pinned
+// then, as a caller pinning that many acquires them in a row, and is passed
+// over). While that tensor still has a use before
+// then, or a handle pins it, or a mover copies it, the prefetch is parked
+// (counted once in prefetches_deferred) until a handle on it is released, its
+// copy leaves the tier or its move ends; so prefetching moves no bytes that
+// demand fetches in the same order would not. It never evicts a tensor whose
+// next use comes before the prefetched tensor's; when the oracle places no
+// candidate after that use it is declined (its handle completes with
+// ResourceExhausted, counted in prefetches_declined) and the tensor comes on
+// demand instead. An Acquire of a parked prefetch's tensor makes it a demand
+// move at once. Never-written tensors read as zeros
 // and are never written back (a copy of zeros is dropped, not saved).
 //
 // NVMe budget: a write-back that needs a new extent beyond nvme_budget fails
@@ -228,7 +239,18 @@ class TensorCache {
   Status ReserveNvme(uint64_t all_extent_bytes);
   void MoverLoop();
   std::shared_ptr<Completion> StartMoveLocked(TensorId id, Tier tier, bool urgent);
-  Status RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool urgent, bool* deferred);
+  // Sets *deferred when a handle blocks the next copy (the job parks on the
+  // tensor) and *await_victim (else kNoVictim) when a prefetch must wait for
+  // its victim (VictimToAwait; the job parks on that tensor).
+  Status RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool urgent, bool* deferred,
+                 int64_t* await_victim);
+  // For a prefetch of `e` into `tier` (REQUIRES: it has no slot there): the
+  // tensor a demand miss at e's next use would evict, when that tensor cannot be
+  // evicted yet (a use before then, a handle, a copy in flight); -1 when a slot
+  // is free, no oracle is set, or the victim can go now.
+  int64_t VictimToAwait(const Entry& e, Tier tier);
+  // Requeues the prefetches parked on `id` as their victim.
+  void WakeVictimWaiters(TensorId id);
   static void NextStep(const Entry& e, Tier target, Tier* from, Tier* to);
   static bool CopyBlocked(const Entry& e, Tier from, Tier to);
   static bool NeedsWriteBack(const Entry& v, Tier tier);
@@ -272,8 +294,14 @@ class TensorCache {
     Tier target;
     std::shared_ptr<Completion> state;
     bool urgent = false;  // an Acquire waits on it
+    bool waited_for_victim = false;  // counted in prefetches_deferred
   };
   std::deque<Job> jobs_;                // guarded by mu_
+  struct VictimWait {
+    TensorId victim;
+    Job job;
+  };
+  std::vector<VictimWait> victim_waits_;  // guarded by mu_: prefetches parked on their victim
   bool stop_ = false;                   // guarded by mu_
   const NextUseOracle* oracle_ = nullptr;  // guarded by mu_
   AccessIndex access_ = 0;              // guarded by mu_: acquires so far this step

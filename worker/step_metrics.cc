@@ -37,6 +37,8 @@ std::string StepMetrics::ToJson() const {
   j["host_reserved_bytes"] = host_reserved_bytes;
   j["nvme_used_bytes"] = nvme_used_bytes;
   j["prefetches"] = prefetches;
+  j["prefetches_deferred"] = prefetches_deferred;
+  j["prefetches_declined"] = prefetches_declined;
   j["lane_busy_s"] = lanes.ToJson();
   j["bound_lane"] = StepLaneName(lanes.Largest());
   j["overlap_efficiency"] = overlap_efficiency;

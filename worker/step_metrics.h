@@ -49,6 +49,9 @@ struct StepMetrics {
   double host_used_bytes = 0, host_reserved_bytes = 0;      // max over ranks
   double nvme_used_bytes = 0;                                // max over ranks
   int prefetches = 0;        // this rank's planned fetches issued
+  // Of this rank's cache prefetches: parked until their victim's last use
+  // before them, and declined (docs/cachemgr.md).
+  int prefetches_deferred = 0, prefetches_declined = 0;
   // Busy seconds of each lane (the largest over ranks), and the busiest lane's
   // over the step time: 1.0 when the step is as short as its slowest lane allows.
   LaneBusy lanes;

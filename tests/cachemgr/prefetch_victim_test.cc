@@ -1,0 +1,162 @@
+// A prefetch takes the victim a demand miss at its tensor's use would take, and
+// waits for that victim's last use before then instead of evicting a tensor that
+// is needed again soon after (which would cost a second read of it).
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "cache_fixture.h"
+
+namespace tencache {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::MakeCache;
+using testing::UniformSpecs;
+constexpr milliseconds kWait(10000);
+constexpr uint64_t kBytes = 64 << 10;
+constexpr TensorId kX = 0;  // on NVMe, prefetched to the host
+constexpr TensorId kA = 1;  // on the host: used before X, then not until the next step
+constexpr TensorId kB = 2;  // on the host: not used before X, but right after it
+
+// The steps repeat `order`: the next use of `id` strictly after access `now`.
+class CyclicOracle : public NextUseOracle {
+ public:
+  explicit CyclicOracle(std::vector<TensorId> order) : order_(std::move(order)) {}
+  AccessIndex NextUse(TensorId id, AccessIndex now) const override {
+    const AccessIndex n = order_.size();
+    for (AccessIndex i = now + 1; i <= now + n; ++i)
+      if (order_[i % n] == id) return i;
+    return kNeverUsed;
+  }
+
+ private:
+  std::vector<TensorId> order_;
+};
+
+void Write(TensorCache* c, TensorId id, uint32_t seed) {
+  auto h = c->Acquire(id, Tier::kHost, AccessMode::kWrite, kWait);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  testing::FillPattern(static_cast<uint8_t*>(h->data()), h->bytes(), seed);
+}
+
+bool Read(TensorCache* c, TensorId id, uint32_t seed) {
+  auto h = c->Acquire(id, Tier::kHost, AccessMode::kRead, kWait);
+  EXPECT_TRUE(h.ok()) << h.status().ToString();
+  return h.ok() && testing::CheckPattern(static_cast<const uint8_t*>(h->data()), h->bytes(), seed);
+}
+
+// Spins (no sleep) until the cache has parked `n` prefetches; false at the deadline.
+bool WaitParked(const TensorCache& c, uint64_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (c.Snapshot().prefetches_deferred < n) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+class PrefetchVictimTest : public ::testing::Test {
+ protected:
+  // Host slots: 2, holding A and B; X on NVMe. Each step reads B, A, X, B.
+  void SetUp() override {
+    TensorCacheOptions o;
+    o.device_budget = kBytes;
+    o.host_budget = 2 * kBytes;
+    cache_ = MakeCache(dir_, o, UniformSpecs(3, kBytes));
+    ASSERT_NE(cache_, nullptr);
+    Write(cache_.get(), kX, 10);
+    Write(cache_.get(), kA, 11);
+    Write(cache_.get(), kB, 12);  // X (least recently used, no oracle yet) goes to NVMe
+    ASSERT_FALSE(cache_->IsResident(kX, Tier::kHost));
+    cache_->EndStep();
+    cache_->SetNextUseOracle(&oracle_);
+    ASSERT_TRUE(Read(cache_.get(), kB, 12));  // access 0
+  }
+
+  testing::TempDir dir_;
+  CyclicOracle oracle_{{kB, kA, kX, kB}};
+  std::unique_ptr<TensorCache> cache_;
+};
+
+// At X's use (access 2) a demand miss would evict A (next used at 5), not B (3).
+// Issued at access 0, the prefetch waits for A's read at access 1, then evicts
+// A: one NVMe read in the step. (Evicting B at once would read B back at 3.)
+TEST_F(PrefetchVictimTest, WaitsForTheVictimsLastUseThenEvictsIt) {
+  PrefetchHandle p = cache_->Prefetch(kX, Tier::kHost);
+  ASSERT_TRUE(WaitParked(*cache_, 1));
+  EXPECT_FALSE(p.ready());
+  EXPECT_TRUE(cache_->IsResident(kA, Tier::kHost));
+  EXPECT_TRUE(cache_->IsResident(kB, Tier::kHost));
+  ASSERT_TRUE(Read(cache_.get(), kA, 11));  // access 1: A's last use this step releases the prefetch
+  ASSERT_TRUE(p.Wait(kWait).ok());
+  EXPECT_FALSE(cache_->IsResident(kA, Tier::kHost));
+  EXPECT_TRUE(cache_->IsResident(kB, Tier::kHost));
+  EXPECT_TRUE(Read(cache_.get(), kX, 10));  // access 2
+  EXPECT_TRUE(Read(cache_.get(), kB, 12));  // access 3
+  CacheMetrics m = cache_->EndStep();
+  EXPECT_EQ(m.prefetches, 1u);
+  EXPECT_EQ(m.prefetches_deferred, 1u);
+  EXPECT_EQ(m.prefetches_declined, 0u);
+  EXPECT_EQ(m.bytes_nvme_to_host, kBytes);  // X only
+  EXPECT_EQ(m.tier(Tier::kHost).misses, 0u);
+  EXPECT_EQ(m.allocations_after_setup, 0u);
+}
+
+// Acquiring X while its prefetch is parked makes it a demand move at once.
+TEST_F(PrefetchVictimTest, AcquireOfAParkedPrefetchMovesItAtOnce) {
+  PrefetchHandle p = cache_->Prefetch(kX, Tier::kHost);
+  ASSERT_TRUE(WaitParked(*cache_, 1));
+  EXPECT_TRUE(Read(cache_.get(), kX, 10));
+  EXPECT_TRUE(p.Wait(kWait).ok());
+  EXPECT_EQ(cache_->EndStep().tier(Tier::kHost).misses, 1u);
+}
+
+// The victim leaving the tier for another reason frees a slot: the parked
+// prefetch goes then, and takes the free slot.
+TEST_F(PrefetchVictimTest, AParkedPrefetchGoesWhenItsVictimLeaves) {
+  PrefetchHandle p = cache_->Prefetch(kX, Tier::kHost);
+  ASSERT_TRUE(WaitParked(*cache_, 1));
+  ASSERT_TRUE(cache_->Discard(kA, Tier::kHost).ok());
+  ASSERT_TRUE(p.Wait(kWait).ok());
+  EXPECT_TRUE(cache_->IsResident(kX, Tier::kHost));
+  EXPECT_TRUE(cache_->IsResident(kB, Tier::kHost));
+  EXPECT_TRUE(Read(cache_.get(), kA, 11));  // written back by the discard
+}
+
+// A victim with no use left before X goes at once: nothing is parked.
+TEST_F(PrefetchVictimTest, AVictimAlreadyDoneGoesAtOnce) {
+  ASSERT_TRUE(Read(cache_.get(), kA, 11));  // access 1
+  ASSERT_TRUE(cache_->Prefetch(kX, Tier::kHost).Wait(kWait).ok());
+  EXPECT_FALSE(cache_->IsResident(kA, Tier::kHost));
+  EXPECT_TRUE(cache_->IsResident(kB, Tier::kHost));
+  EXPECT_EQ(cache_->Snapshot().prefetches_deferred, 0u);
+}
+
+// A caller that pins two tensors of a class at once acquires them in a row: A,
+// used the access before X, is taken to be still pinned at X's use, so the
+// victim a demand miss would take then is B, and the prefetch takes it at once.
+TEST(PrefetchVictimHeldTest, ATensorUsedRightBeforeTheUseCountsAsPinnedThen) {
+  testing::TempDir dir;
+  TensorCacheOptions o;
+  o.device_budget = kBytes;
+  o.host_budget = 2 * kBytes;
+  o.min_host_slots_per_class = 2;
+  auto c = MakeCache(dir, o, UniformSpecs(3, kBytes));
+  ASSERT_NE(c, nullptr);
+  Write(c.get(), kX, 10);
+  Write(c.get(), kA, 11);
+  Write(c.get(), kB, 12);
+  c->EndStep();
+  CyclicOracle oracle({kB, kA, kX, kB});
+  c->SetNextUseOracle(&oracle);
+  ASSERT_TRUE(Read(c.get(), kB, 12));  // access 0
+  ASSERT_TRUE(c->Prefetch(kX, Tier::kHost).Wait(kWait).ok());
+  EXPECT_EQ(c->Snapshot().prefetches_deferred, 0u);
+  EXPECT_TRUE(c->IsResident(kA, Tier::kHost));
+  EXPECT_FALSE(c->IsResident(kB, Tier::kHost));
+}
+
+}  // namespace
+}  // namespace tencache
