@@ -37,8 +37,21 @@ struct Regime {
   const char* name;
   int micro_batch;
   int seq_len;
+  // The job's model (YAML flow mapping) and, when set, the regime's own cache
+  // budgets in place of --device-budget / --host-budget.
+  const char* model = kSmallModel;
+  const char* device_budget = nullptr;
+  const char* host_budget = nullptr;
+  bool in_all = true;  // run by --regime all
+  static constexpr const char* kSmallModel =
+      "{layers: 4, hidden: 256, heads: 4, ffn_hidden: 1024, seq_len: 128, vocab: 256}";
 };
-const Regime kRegimes[] = {{"compute-bound", 8, 128}, {"io-bound", 1, 32}};
+// nvme: GPT-2 124M (about 2 GB of fp32 masters and moments in mixed precision)
+// with the smallest host budget its largest block (the tied 38.6M-parameter
+// embedding) allows, so most of the optimizer state lives on NVMe.
+const Regime kRegimes[] = {{"compute-bound", 8, 128},
+                           {"io-bound", 1, 32},
+                           {"nvme", 1, 128, "{preset: gpt2, seq_len: 128}", "256MiB", "648MiB", false}};
 
 struct TrainFlags {  // the flags, with their defaults
   int steps = 8;
@@ -62,15 +75,16 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r
                                                std::shared_ptr<const TokenCorpus> corpus, Communicator* comm) {
   const std::string nvme = f.nvme_dir + "/" + v.name;
   std::filesystem::create_directories(nvme);
+  const std::string device_budget = r.device_budget ? r.device_budget : f.device_budget;
+  const std::string host_budget = r.host_budget ? r.host_budget : f.host_budget;
   std::vector<std::string> sets = {
       "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
-      "cache.device_budget=" + f.device_budget, "cache.host_budget=" + f.host_budget,
+      "cache.device_budget=" + device_budget, "cache.host_budget=" + host_budget,
       "cache.nvme_path=" + nvme,                      "train.micro_batch=" + std::to_string(r.micro_batch),
       "train.global_batch=" + std::to_string(r.micro_batch), "model.seq_len=" + std::to_string(r.seq_len),
       "model.dtype=" + f.dtype};
   const std::string job_text =
-      "name: bench\nmodel: {layers: 4, hidden: 256, heads: 4, ffn_hidden: 1024, seq_len: 128, vocab: 256}\n"
-      "train: {data: " + corpus->path() + ", lr: 1.0e-3, seed: 1}\n";
+      "name: bench\nmodel: " + std::string(r.model) + "\ntrain: {data: " + corpus->path() + ", lr: 1.0e-3, seed: 1}\n";
   TC_ASSIGN_OR_RETURN(JobSpec job, ParseJobText(job_text, "train-bench", sets));
   return Trainer::Create(job, comm, corpus, [](const std::string&) {});
 }
@@ -122,23 +136,26 @@ Status RunTrainBench(const TrainFlags& f) {
   TC_ASSIGN_OR_RETURN(std::shared_ptr<TokenCorpus> corpus, TokenCorpus::Open(f.data));
 
   nlohmann::ordered_json out;
-  out["model"] = "gpt 4 x 256 (3.3M parameters)";
   out["dtype"] = f.dtype;
-  out["device_budget"] = f.device_budget;
-  out["host_budget"] = f.host_budget;
   out["regimes"] = nlohmann::ordered_json::array();
   for (const Regime& r : kRegimes) {
-    if (regime != "all" && regime != r.name) continue;
+    if (regime == "all" ? !r.in_all : regime != r.name) continue;
+    const std::string device_budget = r.device_budget ? r.device_budget : f.device_budget;
+    const std::string host_budget = r.host_budget ? r.host_budget : f.host_budget;
     TC_ASSIGN_OR_RETURN(std::vector<Outcome> results, RunRegime(r, f, f.steps, corpus));
     const double reference = results[0].step_s;
     nlohmann::ordered_json reg;
     reg["regime"] = r.name;
     reg["micro_batch"] = r.micro_batch;
     reg["seq_len"] = r.seq_len;
+    reg["model"] = r.model;
+    reg["device_budget"] = device_budget;
+    reg["host_budget"] = host_budget;
     reg["results"] = nlohmann::ordered_json::array();
     if (!f.json) {
-      std::printf("\n%s (micro_batch %d, seq_len %d, %s): reference step %.3f s\n", r.name, r.micro_batch,
-                  r.seq_len, f.dtype.c_str(), reference);
+      std::printf("\n%s (model %s, micro_batch %d, seq_len %d, %s, device %s, host %s): reference step %.3f s\n",
+                  r.name, r.model, r.micro_batch, r.seq_len, f.dtype.c_str(), device_budget.c_str(),
+                  host_budget.c_str(), reference);
       std::printf("  %-12s %9s %8s %9s %9s %12s %7s %8s %-11s\n", "POLICY", "STEP s", "x NONE", "DEV HIT", "STALL s",
                   "MOVED/STEP", "ALLOCS", "OVERLAP", "BOUND LANE");
     }
@@ -168,13 +185,16 @@ Benchmark AddTrainBench(CLI::App& app) {
       "train", "step time of offloaded training (tencache, no-prefetch, zero-infinity, lru) against in-memory training");
   cmd->add_option("--steps", f->steps, "steps per variant, the first two warm-up")->type_name("N")
       ->check(CliWholeNumber(3, 100000));
-  cmd->add_option("--device-budget", f->device_budget, "cache.device_budget")->type_name("SIZE")
-      ->check(CliByteSize());
-  cmd->add_option("--host-budget", f->host_budget, "cache.host_budget")->type_name("SIZE")->check(CliByteSize());
+  cmd->add_option("--device-budget", f->device_budget, "cache.device_budget (compute-bound and io-bound)")
+      ->type_name("SIZE")->check(CliByteSize());
+  cmd->add_option("--host-budget", f->host_budget, "cache.host_budget (compute-bound and io-bound)")
+      ->type_name("SIZE")->check(CliByteSize());
   cmd->add_option("--nvme-dir", f->nvme_dir, "where the NVMe tiers' files go")->type_name("DIR");
   cmd->add_option("--data", f->data, "the text to train on")->type_name("FILE");
-  cmd->add_option("--regime", f->regime, "all, compute-bound or io-bound")->type_name("NAME")
-      ->check(CliOneOf({"all", "compute-bound", "io-bound"}));
+  cmd->add_option("--regime", f->regime,
+                  "all (compute-bound and io-bound), compute-bound, io-bound, or nvme (GPT-2 124M, device 256 MiB, "
+                  "host 648 MiB: most optimizer state on NVMe)")
+      ->type_name("NAME")->check(CliOneOf({"all", "compute-bound", "io-bound", "nvme"}));
   cmd->add_option("--dtype", f->dtype, "bf16 (mixed precision: fp32 masters and AdamW) or fp32")->type_name("T")
       ->check(CliOneOf({"bf16", "fp32"}));
   cmd->add_flag("--json", f->json, "one JSON object instead of the tables");

@@ -188,14 +188,18 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   const uint64_t states = b / elem_bytes_ * 12;
   double ready = std::max(s.now_, s.grad_ready_[x]);
   if (layout_.states_on_nvme[x]) {
-    const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.access_start_) : s.now_;
+    double issue = policy.PrefetchesStates() ? std::min(s.now_, s.access_start_) : s.now_;
+    // The host-tier rule (TensorCache): the read evicts the victim a demand
+    // miss would, the states of the previous update that spilled (its next use
+    // is the furthest), so it starts once they are written back.
+    issue = std::max(issue, s.state_victim_free_);
     ready = std::max(ready, s.nvme_read_.Reserve(issue, double(states) / s.nvme_read_.bps));
     if (s.counting_) s.totals_.bytes_nvme_read += states;
   }
   s.cpu_free_ = std::max(s.cpu_free_, ready) + e.duration_s();
   s.cpu_busy_ += e.duration_s();
   if (layout_.states_on_nvme[x]) {
-    s.nvme_write_.Reserve(s.cpu_free_, double(states) / s.nvme_write_.bps);
+    s.state_victim_free_ = s.nvme_write_.Reserve(s.cpu_free_, double(states) / s.nvme_write_.bps);
     if (s.counting_) s.totals_.bytes_nvme_write += states;
   }
   if (layout_.home[x] == Tier::kNvme) {

@@ -114,6 +114,9 @@ class SimContext {
   std::vector<double> grad_ready_;
   Lane nvme_read_, nvme_write_, h2d_, d2h_, net_;
   double cpu_free_ = 0;
+  // When the latest update whose states spill to NVMe has written them back:
+  // the next such update's read evicts them (the host-tier rule).
+  double state_victim_free_ = 0;
   double compute_busy_ = 0, cpu_busy_ = 0;  // seconds the device computed and the CPU ran Adam
   double access_start_ = 0;  // when the latest access's compute started
   std::map<int, double> gather_end_;  // block -> pending all-gather's end
@@ -137,7 +140,9 @@ class SimPolicy {
   virtual void AfterAccess(AccessIndex g, SimContext& s) {}
   // Whether it reads each update's NVMe-resident optimizer states ahead (as
   // tencache's worker does): the read may then start when the access the update
-  // follows starts computing, instead of at the update.
+  // follows starts computing, instead of at the update. Either way it starts
+  // no earlier than the previous spilled update's states are written back: they
+  // are the victim a demand miss would evict (TensorCache's host-tier rule).
   virtual bool PrefetchesStates() const { return false; }
 };
 

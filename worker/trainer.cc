@@ -500,8 +500,7 @@ void Trainer::IssuePlannedFetches() {
   // faster.)
   if (k < state_fetches_.size()) {
     for (int b : state_fetches_[k]) {
-      // Declined when the host holds only shards needed sooner (the cache's
-      // Belady-safe rule): the update then fetches them on demand.
+      // The cache parks each until its victim's last use before the update.
       // (In mixed precision the bf16 parameter is overwritten by the update:
       // only the master is read.)
       for (ShardKind kind : {layout_.MasterKind(), ShardKind::kAdamM, ShardKind::kAdamV}) {
@@ -566,13 +565,11 @@ Status Trainer::BuildPlan(const CacheMetrics& profiled) {
 }
 
 // Each update's shards (master, moments, a stored gradient) are fetched to the
-// host when the access the update follows begins, i.e. right after the previous
-// update: the cache's Belady-safe rule then finds as victims the shards that
-// update just used for the last time this step. Issued earlier, a fetch must
-// pick among shards still in use this step, and some of those are read back
-// before the next step (measured on the train bench's I/O-bound bf16 job: 3 MiB
-// more NVMe reads and writes a step when issued up to two accesses earlier to
-// cover the NVMe time, with no less stall).
+// host when the access the update follows begins. The cache gives each fetch
+// the victim a demand miss at the update would take — with the host full, the
+// previous update's shards, whose next use is a step away — and parks the fetch
+// until that update has released them (docs/cachemgr.md), so the read overlaps
+// the rest of that access and moves no byte the demand fetches would not.
 void Trainer::PlanStateFetches() {
   const size_t n = plan_->sequence().size();
   state_fetches_.assign(n, {});
