@@ -43,6 +43,8 @@ struct Regime {
   const char* device_budget = nullptr;
   const char* host_budget = nullptr;
   bool in_all = true;  // run by --regime all
+  std::string DeviceBudget(const std::string& flag) const { return device_budget ? device_budget : flag; }
+  std::string HostBudget(const std::string& flag) const { return host_budget ? host_budget : flag; }
   static constexpr const char* kSmallModel =
       "{layers: 4, hidden: 256, heads: 4, ffn_hidden: 1024, seq_len: 128, vocab: 256}";
 };
@@ -75,8 +77,7 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r
                                                std::shared_ptr<const TokenCorpus> corpus, Communicator* comm) {
   const std::string nvme = f.nvme_dir + "/" + v.name;
   std::filesystem::create_directories(nvme);
-  const std::string device_budget = r.device_budget ? r.device_budget : f.device_budget;
-  const std::string host_budget = r.host_budget ? r.host_budget : f.host_budget;
+  const std::string device_budget = r.DeviceBudget(f.device_budget), host_budget = r.HostBudget(f.host_budget);
   std::vector<std::string> sets = {
       "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
       "cache.device_budget=" + device_budget, "cache.host_budget=" + host_budget,
@@ -140,8 +141,7 @@ Status RunTrainBench(const TrainFlags& f) {
   out["regimes"] = nlohmann::ordered_json::array();
   for (const Regime& r : kRegimes) {
     if (regime == "all" ? !r.in_all : regime != r.name) continue;
-    const std::string device_budget = r.device_budget ? r.device_budget : f.device_budget;
-    const std::string host_budget = r.host_budget ? r.host_budget : f.host_budget;
+    const std::string device_budget = r.DeviceBudget(f.device_budget), host_budget = r.HostBudget(f.host_budget);
     TC_ASSIGN_OR_RETURN(std::vector<Outcome> results, RunRegime(r, f, f.steps, corpus));
     const double reference = results[0].step_s;
     nlohmann::ordered_json reg;

@@ -28,7 +28,7 @@ StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tie
     // A prefetch may only evict what is needed after the tensor it brings.
     AccessIndex mine = kNeverUsed;
     const bool safe = !urgent && oracle_ != nullptr && entries_[for_id].waiters == 0;
-    if (safe) mine = oracle_->NextUse(for_id, access_ == 0 ? 0 : access_ - 1);
+    if (safe) mine = oracle_->NextUse(for_id, LatestAccess(access_));
     bool sooner = false;
     Entry* unfit = nullptr;
     Entry* victim = PickVictim(tier, cls, for_id, safe ? &mine : nullptr, &sooner, &unfit);
@@ -73,7 +73,7 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id,
   const int t = Index(tier);
   Entry* best = nullptr;
   AccessIndex best_next = 0;
-  const AccessIndex now = access_ == 0 ? 0 : access_ - 1;  // the index of the latest acquire
+  const AccessIndex now = LatestAccess(access_);
   for (TensorId id : members_[t][cls]) {
     Entry& c = entries_[id];
     SettleLate(&c);  // a late copy that ended frees its tensor for eviction
@@ -102,7 +102,7 @@ int64_t TensorCache::VictimToAwait(const Entry& e, Tier tier) {
   const int t = Index(tier);
   const int cls = e.cls[t];
   if (oracle_ == nullptr || pools_[t]->free_slots(cls) > 0) return -1;
-  const AccessIndex now = access_ == 0 ? 0 : access_ - 1;
+  const AccessIndex now = LatestAccess(access_);
   const AccessIndex use = oracle_->NextUse(e.spec.id, now);
   if (use == kNeverUsed) return -1;
   // The caller pins up to `held` tensors of a class at once, acquired in a row:
