@@ -31,6 +31,7 @@ StatusOr<std::vector<uint64_t>> MinimumSlots(const std::vector<SizeClass>& class
 }
 
 SlotPlan Proportional(const std::vector<SizeClass>& classes, uint64_t budget, std::vector<uint64_t> slots) {
+  const std::vector<uint64_t> minimum = slots;
   long double weight = 0;
   for (const SizeClass& c : classes) weight += static_cast<long double>(c.slot_bytes) * c.tensors;
   for (size_t i = 0; i < classes.size(); ++i) {
@@ -39,11 +40,11 @@ SlotPlan Proportional(const std::vector<SizeClass>& classes, uint64_t budget, st
     slots[i] = std::min(classes[i].tensors, std::max(slots[i], n));
   }
   SlotPlan plan{classes, slots};
-  // The minimums can push the floors over budget: take back from the biggest classes.
+  // The minimums can push the shares over budget: take back from the biggest
+  // classes, never below a class's minimum (which fits: MinimumSlots).
   for (size_t i = classes.size(); plan.total_bytes() > budget && i > 0; --i) {
     const size_t k = i - 1;
-    const uint64_t floor = std::min<uint64_t>(1, classes[k].tensors);
-    while (plan.total_bytes() > budget && plan.slots[k] > floor) --plan.slots[k];
+    while (plan.total_bytes() > budget && plan.slots[k] > minimum[k]) --plan.slots[k];
   }
   return plan;
 }

@@ -101,6 +101,39 @@ TEST(SizeClassPoolTest, MaxResidentNeverWorseOnRandomHistograms) {
   }
 }
 
+// Every class keeps its mandatory min(min_slots, tensors) slots whichever plan
+// wins. The proportional plan used to take slots back from the biggest classes
+// down to one when its shares overran the budget: the worker's cache (three
+// host slots a class: an update pins a master and two moments of one size)
+// then got two slots of its layers' 196 KiB class and failed its first update.
+TEST(SizeClassPoolTest, NoPlanTakesAClassBelowItsMinimum) {
+  const std::vector<SizeClass> worker = {{4096, 5}, {102400, 2}, {180224, 24}, {200704, 8}, {540672, 1}};
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 41; ++trial) {
+    std::vector<SizeClass> h = worker;
+    uint64_t budget = 3 << 20;
+    if (trial > 0) {
+      std::vector<uint64_t> sizes;
+      const int classes = 1 + static_cast<int>(rng() % 8);
+      for (int c = 0; c < classes; ++c) sizes.insert(sizes.end(), 1 + rng() % 40, (1 + rng() % 5000) * 4096);
+      h = BuildHistogram(sizes);
+      budget = Total(h) * (5 + rng() % 90) / 100 + (rng() % 4096);
+    }
+    for (SlotPlanner p : {SlotPlanner::kProportional, SlotPlanner::kMaxResident}) {
+      auto plan = PlanSlots(p, h, budget, 3);
+      if (!plan.ok()) continue;  // the minimum alone is over budget
+      EXPECT_LE(plan->total_bytes(), budget) << "trial " << trial;
+      for (size_t i = 0; i < h.size(); ++i) {
+        EXPECT_GE(plan->slots[i], std::min<uint64_t>(3, h[i].tensors))
+            << "trial " << trial << ", " << SlotPlannerName(p) << ", class of " << h[i].slot_bytes;
+      }
+    }
+  }
+  auto plan = PlanSlots(SlotPlanner::kMaxResident, worker, 3 << 20, 3);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_GE(plan->slots[3], 3u);  // was 2
+}
+
 TEST(SizeClassPoolTest, CarvesOnceAndCountsGrowth) {
   HostTierOptions ho;
   ho.pin = false;
