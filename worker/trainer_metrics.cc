@@ -52,7 +52,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   for (int r = 0; r < ranks_; ++r) {
     const double* f = &all[size_t(r) * kFields];
     for (int i = 0; i < 5; ++i) peak[i] = std::max(peak[i], f[i]);
-    per_rank[r] = {f[5], f[6], f[7], f[8], f[9], f[10], f[2], f[4]};
+    per_rank[r] = {f[5], f[6], f[7], f[8], f[9], f[10], f[2], f[4], LaneBusy{}};  // lanes: below
     for (int l = 0; l < kStepLanes; ++l) {
       per_rank[r].lanes.seconds[l] = f[kFixed + l];
       busiest.seconds[l] = std::max(busiest.seconds[l], f[kFixed + l]);
