@@ -19,6 +19,7 @@
 #include "bench/benchmarks.h"
 #include "common/byte_size.h"
 #include "common/cli.h"
+#include "launcher/resource_model.h"
 #include "worker/trainer.h"
 
 namespace tencache::bench {
@@ -49,11 +50,13 @@ struct Regime {
       "{layers: 4, hidden: 256, heads: 4, ffn_hidden: 1024, seq_len: 128, vocab: 256}";
 };
 // nvme: GPT-2 124M (about 2 GB of fp32 masters and moments in mixed precision)
-// with the smallest host budget its largest block (the tied 38.6M-parameter
-// embedding) allows, so most of the optimizer state lives on NVMe.
+// with the least host budget the worker accepts for it (kLeast:
+// launcher/resource_model.h LeastHostBudget), so most of the optimizer state
+// lives on NVMe.
+constexpr const char* kLeast = "least";
 const Regime kRegimes[] = {{"compute-bound", 8, 128},
                            {"io-bound", 1, 32},
-                           {"nvme", 1, 128, "{preset: gpt2, seq_len: 128}", "256MiB", "648MiB", false}};
+                           {"nvme", 1, 128, "{preset: gpt2, seq_len: 128}", "256MiB", kLeast, false}};
 
 struct TrainFlags {  // the flags, with their defaults
   int steps = 8;
@@ -62,6 +65,7 @@ struct TrainFlags {  // the flags, with their defaults
   std::string data = "/usr/share/common-licenses/GPL-3";
   std::string regime = "all";
   std::string dtype = "bf16";
+  std::vector<std::string> variants;  // empty: every variant; "none" always runs (the reference)
   bool json = false;
 };
 
@@ -69,15 +73,17 @@ struct Outcome {
   std::string variant;
   double step_s = 0;  // median over steady-state steps
   double hit_rate = 0, stall_s = 0, bytes_moved = 0, allocations = 0;
+  double nvme_read = 0, nvme_write = 0;  // bytes per steady-state step
+  double nvme_held = 0;                  // most bytes on NVMe at a step's end
   double overlap = 0;  // median over steady-state steps of the busiest lane / step time
   LaneBusy lanes;      // mean busy seconds per steady-state step
 };
 
-StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r, const TrainFlags& f,
-                                               std::shared_ptr<const TokenCorpus> corpus, Communicator* comm) {
+// The regime's job, with `host_budget` (kLeast: the least the worker accepts for it).
+StatusOr<JobSpec> RegimeJob(const Variant& v, const Regime& r, const TrainFlags& f, const TokenCorpus& corpus,
+                            const std::string& host_budget) {
   const std::string nvme = f.nvme_dir + "/" + v.name;
-  std::filesystem::create_directories(nvme);
-  const std::string device_budget = r.DeviceBudget(f.device_budget), host_budget = r.HostBudget(f.host_budget);
+  const std::string device_budget = r.DeviceBudget(f.device_budget);
   std::vector<std::string> sets = {
       "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
       "cache.device_budget=" + device_budget, "cache.host_budget=" + host_budget,
@@ -85,8 +91,17 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r
       "train.global_batch=" + std::to_string(r.micro_batch), "model.seq_len=" + std::to_string(r.seq_len),
       "model.dtype=" + f.dtype};
   const std::string job_text =
-      "name: bench\nmodel: " + std::string(r.model) + "\ntrain: {data: " + corpus->path() + ", lr: 1.0e-3, seed: 1}\n";
-  TC_ASSIGN_OR_RETURN(JobSpec job, ParseJobText(job_text, "train-bench", sets));
+      "name: bench\nmodel: " + std::string(r.model) + "\ntrain: {data: " + corpus.path() + ", lr: 1.0e-3, seed: 1}\n";
+  if (host_budget != kLeast) return ParseJobText(job_text, "train-bench", sets);
+  sets[3] = "cache.host_budget=1GiB";  // a placeholder, to learn the model
+  TC_ASSIGN_OR_RETURN(JobSpec probe, ParseJobText(job_text, "train-bench", sets));
+  return RegimeJob(v, r, f, corpus, std::to_string(LeastHostBudget(probe.model, probe.dtype, 1)));
+}
+
+StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r, const TrainFlags& f,
+                                               std::shared_ptr<const TokenCorpus> corpus, Communicator* comm) {
+  std::filesystem::create_directories(f.nvme_dir + "/" + v.name);
+  TC_ASSIGN_OR_RETURN(JobSpec job, RegimeJob(v, r, f, *corpus, r.HostBudget(f.host_budget)));
   return Trainer::Create(job, comm, corpus, [](const std::string&) {});
 }
 
@@ -95,16 +110,22 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r
 // hits every variant alike.
 StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const TrainFlags& f, int steps,
                                          std::shared_ptr<const TokenCorpus> corpus) {
-  const size_t n = std::size(kVariants);
+  std::vector<const Variant*> variants;  // the reference first
+  for (const Variant& v : kVariants) {
+    const bool chosen = f.variants.empty() || v.name == std::string("none") ||
+                        std::find(f.variants.begin(), f.variants.end(), v.name) != f.variants.end();
+    if (chosen) variants.push_back(&v);
+  }
+  const size_t n = variants.size();
   std::vector<std::unique_ptr<Communicator>> comms;
   std::vector<std::unique_ptr<Trainer>> trainers;
   std::vector<Outcome> out(n);
   std::vector<std::vector<double>> times(n), overlaps(n);
   for (size_t i = 0; i < n; ++i) {
     comms.push_back(MakeSoloCommunicator());
-    TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, MakeTrainer(kVariants[i], r, f, corpus, comms.back().get()));
+    TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, MakeTrainer(*variants[i], r, f, corpus, comms.back().get()));
     trainers.push_back(std::move(t));
-    out[i].variant = kVariants[i].name;
+    out[i].variant = variants[i]->name;
   }
   const double counted = steps - 2;
   for (int s = 0; s < steps; ++s) {
@@ -120,6 +141,9 @@ StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const TrainFlags& f, i
       out[i].hit_rate += m.device_hit_rate / counted;
       out[i].stall_s += m.stall_s / counted;
       out[i].bytes_moved += (m.bytes_h2d + m.bytes_d2h + m.bytes_nvme_read + m.bytes_nvme_write) / counted;
+      out[i].nvme_read += m.bytes_nvme_read / counted;
+      out[i].nvme_write += m.bytes_nvme_write / counted;
+      out[i].nvme_held = std::max(out[i].nvme_held, m.nvme_used_bytes);
       out[i].allocations += m.allocations_after_warmup;
     }
   }
@@ -128,7 +152,7 @@ StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const TrainFlags& f, i
     out[i].overlap = Median(overlaps[i]);
   }
   trainers.clear();
-  for (const Variant& v : kVariants) std::filesystem::remove_all(f.nvme_dir + "/" + v.name);
+  for (const Variant* v : variants) std::filesystem::remove_all(f.nvme_dir + "/" + v->name);
   return out;
 }
 
@@ -141,7 +165,9 @@ Status RunTrainBench(const TrainFlags& f) {
   out["regimes"] = nlohmann::ordered_json::array();
   for (const Regime& r : kRegimes) {
     if (regime == "all" ? !r.in_all : regime != r.name) continue;
-    const std::string device_budget = r.DeviceBudget(f.device_budget), host_budget = r.HostBudget(f.host_budget);
+    const std::string device_budget = r.DeviceBudget(f.device_budget);
+    TC_ASSIGN_OR_RETURN(JobSpec job, RegimeJob(kVariants[1], r, f, *corpus, r.HostBudget(f.host_budget)));
+    const std::string host_budget = FormatBytes(double(job.cache.host_budget.value_or(0)));
     TC_ASSIGN_OR_RETURN(std::vector<Outcome> results, RunRegime(r, f, f.steps, corpus));
     const double reference = results[0].step_s;
     nlohmann::ordered_json reg;
@@ -156,19 +182,22 @@ Status RunTrainBench(const TrainFlags& f) {
       std::printf("\n%s (model %s, micro_batch %d, seq_len %d, %s, device %s, host %s): reference step %.3f s\n",
                   r.name, r.model, r.micro_batch, r.seq_len, f.dtype.c_str(), device_budget.c_str(),
                   host_budget.c_str(), reference);
-      std::printf("  %-12s %9s %8s %9s %9s %12s %7s %8s %-11s\n", "POLICY", "STEP s", "x NONE", "DEV HIT", "STALL s",
-                  "MOVED/STEP", "ALLOCS", "OVERLAP", "BOUND LANE");
+      std::printf("  %-13s %9s %8s %9s %9s %12s %21s %10s %7s %8s %-11s\n", "POLICY", "STEP s", "x NONE", "DEV HIT",
+                  "STALL s", "MOVED/STEP", "NVME READ/WRITE/STEP", "NVME HELD", "ALLOCS", "OVERLAP", "BOUND LANE");
     }
     for (const Outcome& o : results) {
       reg["results"].push_back({{"policy", o.variant}, {"step_time_s", o.step_s}, {"ratio_to_none", o.step_s / reference},
                                 {"device_hit_rate", o.hit_rate}, {"stall_s", o.stall_s},
-                                {"bytes_moved_per_step", o.bytes_moved}, {"allocations_after_warmup", o.allocations},
+                                {"bytes_moved_per_step", o.bytes_moved}, {"nvme_read_per_step", o.nvme_read},
+                                {"nvme_write_per_step", o.nvme_write}, {"nvme_held_bytes", o.nvme_held},
+                                {"allocations_after_warmup", o.allocations},
                                 {"overlap_efficiency", o.overlap}, {"lane_busy_s", o.lanes.ToJson()},
                                 {"bound_lane", StepLaneName(o.lanes.Largest())}});
       if (!f.json) {
-        std::printf("  %-12s %9.3f %8.2f %9.3f %9.4f %12s %7.0f %8.3f %-11s\n", o.variant.c_str(), o.step_s,
-                    o.step_s / reference, o.hit_rate, o.stall_s, FormatBytes(o.bytes_moved).c_str(), o.allocations,
-                    o.overlap, StepLaneName(o.lanes.Largest()));
+        const std::string nvme = FormatBytes(o.nvme_read) + " / " + FormatBytes(o.nvme_write);
+        std::printf("  %-13s %9.3f %8.2f %9.3f %9.4f %12s %21s %10s %7.0f %8.3f %-11s\n", o.variant.c_str(), o.step_s,
+                    o.step_s / reference, o.hit_rate, o.stall_s, FormatBytes(o.bytes_moved).c_str(), nvme.c_str(),
+                    FormatBytes(o.nvme_held).c_str(), o.allocations, o.overlap, StepLaneName(o.lanes.Largest()));
       }
     }
     out["regimes"].push_back(reg);
@@ -193,10 +222,13 @@ Benchmark AddTrainBench(CLI::App& app) {
   cmd->add_option("--data", f->data, "the text to train on")->type_name("FILE");
   cmd->add_option("--regime", f->regime,
                   "all (compute-bound and io-bound), compute-bound, io-bound, or nvme (GPT-2 124M, device 256 MiB, "
-                  "host 648 MiB: most optimizer state on NVMe)")
+                  "the least host budget the worker accepts: most optimizer state on NVMe)")
       ->type_name("NAME")->check(CliOneOf({"all", "compute-bound", "io-bound", "nvme"}));
   cmd->add_option("--dtype", f->dtype, "bf16 (mixed precision: fp32 masters and AdamW) or fp32")->type_name("T")
       ->check(CliOneOf({"bf16", "fp32"}));
+  cmd->add_option("--variants", f->variants,
+                  "the offloaded variants to run beside the in-memory reference (none), comma-separated; all by default")
+      ->type_name("LIST")->delimiter(',')->check(CliOneOf({"tencache", "no-prefetch", "zero-infinity", "lru"}));
   cmd->add_flag("--json", f->json, "one JSON object instead of the tables");
   return {cmd, [f] { return RunTrainBench(*f); }};
 }

@@ -1,29 +1,59 @@
 #include "common/shard_bytes.h"
 
+#include <algorithm>
+
 namespace tencache {
+
+namespace {
+
+std::vector<uint64_t> ShardCounts(const ModelShape& model, int ranks) {
+  std::vector<uint64_t> counts;
+  for (uint64_t n : model.BlockParamCounts()) counts.push_back((n + ranks - 1) / ranks);
+  return counts;
+}
+
+}  // namespace
+
+std::vector<int> StatePieces(const std::vector<uint64_t>& shard_counts, int layers, DType dtype) {
+  uint64_t limit = kMinStatePieceElements;
+  for (int b = 1; b <= layers && b < int(shard_counts.size()); ++b) limit = std::max(limit, shard_counts[b]);
+  std::vector<int> pieces;
+  for (uint64_t n : shard_counts) {
+    uint64_t k = std::max<uint64_t>(1, (n + limit - 1) / limit);
+    if (k == 2 && dtype != DType::kFp32) k = 3;
+    pieces.push_back(int(k));
+  }
+  return pieces;
+}
 
 ShardBytes ShardBytesPerRank(const ModelShape& model, DType dtype, int ranks) {
   const bool mixed = dtype != DType::kFp32;
+  const std::vector<uint64_t> counts = ShardCounts(model, ranks);
+  const std::vector<int> pieces = StatePieces(counts, model.layers, dtype);
   ShardBytes s;
-  for (uint64_t n : model.BlockParamCounts()) {
-    const uint64_t count = (n + ranks - 1) / ranks;
+  for (size_t b = 0; b < counts.size(); ++b) {
+    const uint64_t count = counts[b];
     s.param += count * (mixed ? 2 : 4);
     s.master += mixed ? count * 4 : 0;
     s.adam += 2 * count * 4;
     s.grad += count * 4;
-    s.tensors += 4 + (mixed ? 1 : 0);
+    s.tensors += 1 + uint64_t(pieces[b]) * (mixed ? 4 : 3);
   }
   return s;
 }
 
 ShardTensors ShardTensorBytes(const ModelShape& model, DType dtype, int ranks) {
   const bool mixed = dtype != DType::kFp32;
+  const std::vector<uint64_t> counts = ShardCounts(model, ranks);
+  const std::vector<int> pieces = StatePieces(counts, model.layers, dtype);
   ShardTensors t;
-  for (uint64_t n : model.BlockParamCounts()) {
-    const uint64_t count = (n + ranks - 1) / ranks;
-    t.params.push_back(count * (mixed ? 2 : 4));
+  for (size_t b = 0; b < counts.size(); ++b) {
+    t.params.push_back(counts[b] * (mixed ? 2 : 4));
     t.all.push_back(t.params.back());
-    for (int fp32 = 0; fp32 < (mixed ? 4 : 3); ++fp32) t.all.push_back(count * 4);  // [master,] m, v, gradient
+    const uint64_t k = uint64_t(pieces[b]), q = counts[b] / k, r = counts[b] % k;
+    for (int fp32 = 0; fp32 < (mixed ? 4 : 3); ++fp32) {  // [master,] m, v, gradient: near-equal pieces
+      for (uint64_t i = 0; i < k; ++i) t.all.push_back((q + (i < r ? 1 : 0)) * 4);
+    }
   }
   return t;
 }

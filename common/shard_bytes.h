@@ -6,7 +6,9 @@
 // fp32 AdamW moments, and an fp32 gradient shard. The cache keeps room for the
 // gradient even where a step does not accumulate (then a gradient goes from the
 // reduce-scatter straight into AdamW and its shard is never written, so it
-// never reaches NVMe). worker/shard_store.h's ShardLayout holds
+// never reaches NVMe). A block much larger than a layer (GPT-2's tied
+// embedding) has its fp32 state shards cut into pieces (StatePieces), each its
+// own cache tensor. worker/shard_store.h's ShardLayout holds
 // the same shards (tests/worker checks that they agree); the launcher sizes the
 // cache budgets of a run from it. Pure functions.
 #pragma once
@@ -30,9 +32,23 @@ struct ShardBytes {
 // REQUIRES: ranks >= 1. fp16 is accounted as bf16.
 ShardBytes ShardBytesPerRank(const ModelShape& model, DType dtype, int ranks);
 
+// Pieces each fp32 state shard of each block is cut into (the gradient, both
+// moments and, in mixed precision, the master; never the parameter shard,
+// which the model computes with whole): the fewest near-equal pieces no
+// larger than the largest layer's shard (blocks 1..layers) or
+// kMinStatePieceElements, whichever is more, so that one huge block does not
+// set the host tier's least budget (the cache keeps kWorkerHostSlotsPerClass
+// slots of every size). The update pins the parameter shard beside three
+// pieces, so a piece must never be its size class: never two pieces in mixed
+// precision (half an fp32 shard is its 16-bit parameter's size; three then),
+// and pieces of at least 64 KiB keep three or more apart from it despite the
+// 4 KiB rounding of slots. `shard_counts`: elements per rank of each block.
+constexpr uint64_t kMinStatePieceElements = 16384;
+std::vector<int> StatePieces(const std::vector<uint64_t>& shard_counts, int layers, DType dtype);
+
 // The byte size of every cache tensor one rank holds (each block's parameter,
-// master in mixed precision, moments and gradient shards), and of the
-// parameter shards alone, one per block.
+// and the pieces of its master in mixed precision, moments and gradient
+// shards), and of the parameter shards alone, one per block.
 struct ShardTensors {
   std::vector<uint64_t> all;
   std::vector<uint64_t> params;

@@ -1,5 +1,6 @@
 #include "scheduler/profiler.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tencache {
@@ -26,6 +27,14 @@ void Profiler::RecordAccess(const AccessRecord& a) {
   e.start_s = a.start_s;
   e.end_s = a.end_s;
   const bool device = e.is_device_access();
+  if (has_profile() && followed_steps_timed_) {
+    const std::vector<size_t>& at = profile_accesses_;
+    const bool same = accesses_ < at.size() && profile_.events[at[accesses_]].id == e.id &&
+                      profile_.events[at[accesses_]].phase == e.phase;
+    accesses_match_ = accesses_match_ && same;
+    if (accesses_match_) step_durations_.push_back(e.duration_s());
+  }
+  ++accesses_;
   current_.events.push_back(std::move(e));
   if (!device) return;
   if (has_profile()) {
@@ -61,17 +70,51 @@ Status Profiler::EndStep() {
       if (has_profile()) ++reprofiles_;
       profile_ = std::move(current_);
       profile_order_.clear();
-      for (const TraceEvent& e : profile_.events) {
+      profile_accesses_.clear();
+      for (size_t i = 0; i < profile_.events.size(); ++i) {
+        const TraceEvent& e = profile_.events[i];
+        if (e.kind == EventKind::kAccess) profile_accesses_.push_back(i);
         if (e.is_device_access()) profile_order_.push_back(e.id);
       }
+      durations_.assign(profile_accesses_.size(), {});
+      timed_steps_ = 0;
       ++version_;
     }
+  } else if (followed_steps_timed_ && accesses_match_ && accesses_ == profile_accesses_.size()) {
+    const size_t slot = size_t(timed_steps_ % kTimedSteps);
+    for (size_t i = 0; i < durations_.size(); ++i) {
+      std::vector<double>& d = durations_[i];
+      if (d.size() <= slot) d.push_back(step_durations_[i]);
+      else d[slot] = step_durations_[i];
+    }
+    ++timed_steps_;
   }
+  accesses_ = 0;
+  accesses_match_ = true;
+  step_durations_.clear();
   current_ = Trace();
   current_.header = header_;
   position_ = 0;
   diverged_ = false;
   return status;
+}
+
+Trace Profiler::timed_profile() const {
+  Trace t = profile_;
+  if (timed_steps_ == 0) return t;
+  double shift = 0;  // how much earlier (or later) the events from here on happen
+  size_t a = 0;      // access events so far
+  for (TraceEvent& e : t.events) {
+    e.start_s += shift;
+    e.end_s += shift;
+    if (e.kind != EventKind::kAccess) continue;
+    std::vector<double> d = durations_[a++];
+    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+    const double median = std::max(0.0, d[d.size() / 2]);
+    shift += median - e.duration_s();
+    e.end_s = e.start_s + median;
+  }
+  return t;
 }
 
 }  // namespace tencache

@@ -9,12 +9,16 @@
 // instead of waiting on fetches that will not come) and the step it is recording
 // replaces the profile at EndStep(). profile_version() counts profiles, so the
 // worker knows when to rebuild its PrefetchPlan. Times are seconds from the start
-// of the step. Not thread-safe: call from the training thread only.
+// of the step. The profiled step is the first, which pays for warming up
+// (allocations, first touches); where later steps are timed as well
+// (set_followed_steps_timed), timed_profile() gives the profile with their
+// compute times instead. Not thread-safe: call from the training thread only.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "cachemgr/types.h"
 #include "common/status.h"
@@ -63,6 +67,21 @@ class Profiler {
   AccessIndex position() const { return position_; }
   int reprofile_count() const { return reprofiles_; }
 
+  // Steps whose compute times timed_profile() keeps, the latest ones.
+  static constexpr int kTimedSteps = 9;
+  // True when an access recorded on a step that follows the profile ends when
+  // its compute has finished (a device that computes synchronously, like the
+  // CPU), so that step's access durations are compute times. Off by default:
+  // on a GPU only profiling steps wait for the kernels.
+  void set_followed_steps_timed(bool timed) { followed_steps_timed_ = timed; }
+  // Timed steps that timed_profile() takes its medians over: the latest (at
+  // most kTimedSteps) that followed the current profile to its end.
+  int timed_steps() const { return timed_steps_ < kTimedSteps ? timed_steps_ : kTimedSteps; }
+  // REQUIRES: has_profile(). The profile, with each access's duration (end_s -
+  // start_s) the median over the last kTimedSteps timed steps where there are
+  // any; every later event is moved by the change, so gaps and order stay.
+  Trace timed_profile() const;
+
  private:
   void Diverge(const std::string& why);
 
@@ -70,9 +89,20 @@ class Profiler {
   LogSink log_;
   Trace profile_;
   std::vector<TensorId> profile_order_;  // device accesses of the profile
+  std::vector<size_t> profile_accesses_;  // indices of the profile's access events
   Trace current_;
   AccessIndex position_ = 0;
   bool diverged_ = false;
+  bool followed_steps_timed_ = false;
+  // Access events of the current step that matched the profile's access at the
+  // same position (id and phase), and their durations.
+  size_t accesses_ = 0;
+  bool accesses_match_ = true;
+  std::vector<double> step_durations_;
+  // Per access event of the profile: durations of the last kTimedSteps timed
+  // steps, timed_steps_ % kTimedSteps the next to replace.
+  std::vector<std::vector<double>> durations_;
+  int timed_steps_ = 0;
   int version_ = 0;
   int reprofiles_ = 0;
 };

@@ -1,5 +1,7 @@
 #include "worker/shard_store.h"
 
+#include <algorithm>
+
 #include "cachemgr/device_tier.h"
 #include "cachemgr/host_tier.h"
 #include "cachemgr/nvme_tier.h"
@@ -18,16 +20,51 @@ std::vector<ShardKind> ShardLayout::Kinds() const {
   return k;
 }
 
+size_t ShardLayout::PieceBegin(int block, ShardKind kind, int piece) const {
+  const size_t k = size_t(Pieces(block, kind)), n = counts[size_t(block)], i = size_t(piece);
+  return i * (n / k) + std::min(i, n % k);
+}
+
+size_t ShardLayout::PieceCount(int block, ShardKind kind, int piece) const {
+  const size_t k = size_t(Pieces(block, kind)), n = counts[size_t(block)];
+  return n / k + (size_t(piece) < n % k ? 1 : 0);
+}
+
+namespace {
+
+// Index of a cut kind among the block's further pieces.
+int CutIndex(ShardKind kind) { return kind == ShardKind::kMaster ? 3 : int(kind) - 1; }
+
+}  // namespace
+
+TensorId ShardLayout::Id(int block, ShardKind kind, int piece) const {
+  const size_t firsts = num_blocks() * (kShardKinds + (mixed ? 1 : 0));
+  if (piece == 0) return kind == ShardKind::kMaster ? TensorId(kShardKinds * num_blocks() + block) : ShardTensorId(block, kind);
+  const size_t cut = mixed ? 4 : 3;  // kinds with pieces: gradient, moments[, master]
+  size_t before = 0;
+  for (int b = 0; b < block; ++b) before += size_t(Pieces(b, ShardKind::kGrad) - 1) * cut;
+  const size_t further = size_t(Pieces(block, kind) - 1);
+  return TensorId(firsts + before + size_t(CutIndex(kind)) * further + size_t(piece - 1));
+}
+
+size_t ShardLayout::num_tensors() const {
+  size_t n = num_blocks() * (kShardKinds + (mixed ? 1 : 0));
+  for (int b = 0; b < int(num_blocks()); ++b) n += size_t(Pieces(b, ShardKind::kGrad) - 1) * (mixed ? 4 : 3);
+  return n;
+}
+
 namespace {
 
 class MemoryShardStore : public ShardStore {
  public:
   explicit MemoryShardStore(const ShardLayout& layout) : layout_(layout) {
     offsets_.assign(layout.num_tensors(), 0);
-    size_t total = 0;  // bytes, each shard 64-byte aligned
+    size_t total = 0;  // bytes, each shard 64-byte aligned, its pieces one after the other
     for (int b = 0; b < int(layout.num_blocks()); ++b) {
       for (ShardKind k : layout.Kinds()) {
-        offsets_[layout.Id(b, k)] = total;
+        for (int i = 0; i < layout.Pieces(b, k); ++i) {
+          offsets_[layout.Id(b, k, i)] = total + layout.PieceBegin(b, k, i) * layout.ElementBytes(k);
+        }
         total += (layout.Bytes(b, k) + 63) / 64 * 64;
       }
     }
@@ -35,12 +72,12 @@ class MemoryShardStore : public ShardStore {
   }
   std::string Describe() const override { return "memory (cache.policy none: every shard in ordinary memory)"; }
   const ShardLayout& layout() const override { return layout_; }
-  StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier, AccessMode) override {
-    return ShardRef(reinterpret_cast<uint8_t*>(arena_.data()) + offsets_[layout_.Id(block, kind)],
-                    layout_.counts[block]);
+  StatusOr<ShardRef> Acquire(int block, ShardKind kind, int piece, Tier, AccessMode) override {
+    return ShardRef(reinterpret_cast<uint8_t*>(arena_.data()) + offsets_[layout_.Id(block, kind, piece)],
+                    layout_.PieceCount(block, kind, piece));
   }
-  PrefetchHandle Prefetch(int, ShardKind, Tier) override { return {}; }
-  void Invalidate(int, ShardKind) override {}
+  PrefetchHandle Prefetch(int, ShardKind, int, Tier) override { return {}; }
+  void Invalidate(int, ShardKind, int) override {}
   CacheMetrics EndStep() override {
     CacheMetrics m;
     m.step = step_++;
@@ -63,18 +100,18 @@ class CachedShardStore : public ShardStore {
       : cache_(std::move(cache)), layout_(layout) {}
   std::string Describe() const override { return cache_->Describe(); }
   const ShardLayout& layout() const override { return layout_; }
-  StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) override {
-    TC_ASSIGN_OR_RETURN(TensorHandle h,
-                        cache_->Acquire(layout_.Id(block, kind), tier, mode, std::chrono::milliseconds(120000)));
+  StatusOr<ShardRef> Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode) override {
+    TC_ASSIGN_OR_RETURN(TensorHandle h, cache_->Acquire(layout_.Id(block, kind, piece), tier, mode,
+                                                        std::chrono::milliseconds(120000)));
     void* data = h.data();
-    return ShardRef(data, layout_.counts[block], std::move(h));
+    return ShardRef(data, layout_.PieceCount(block, kind, piece), std::move(h));
   }
-  PrefetchHandle Prefetch(int block, ShardKind kind, Tier tier) override {
-    return cache_->Prefetch(layout_.Id(block, kind), tier);
+  PrefetchHandle Prefetch(int block, ShardKind kind, int piece, Tier tier) override {
+    return cache_->Prefetch(layout_.Id(block, kind, piece), tier);
   }
-  void Invalidate(int block, ShardKind kind) override {
+  void Invalidate(int block, ShardKind kind, int piece) override {
     // Unpinned by now (the caller released it); a failure only means a write-back may happen.
-    (void)cache_->Invalidate(layout_.Id(block, kind));
+    (void)cache_->Invalidate(layout_.Id(block, kind, piece));
   }
   CacheMetrics EndStep() override { return cache_->EndStep(); }
   TensorCache* cache() override { return cache_.get(); }
@@ -94,15 +131,19 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
   std::vector<TensorSpec> specs(layout.num_tensors());
   for (int b = 0; b < int(layout.num_blocks()); ++b) {
     for (ShardKind k : layout.Kinds()) {
-      TensorSpec& s = specs[layout.Id(b, k)];
-      s.id = layout.Id(b, k);
-      s.name = "block" + std::to_string(b) + "." + ShardKindName(k);
-      s.bytes = layout.Bytes(b, k);
-      s.dtype = layout.ElementBytes(k) != 2 ? ElementType::kFloat32
-                : layout.fp16             ? ElementType::kFloat16
-                                          : ElementType::kBFloat16;
-      s.home = Tier::kNvme;  // everything starts on NVMe; the plan pulls it up
-      s.device = k == ShardKind::kParam;  // gradients, moments and masters live on host and NVMe
+      const int pieces = layout.Pieces(b, k);
+      for (int i = 0; i < pieces; ++i) {
+        TensorSpec& s = specs[layout.Id(b, k, i)];
+        s.id = layout.Id(b, k, i);
+        s.name = "block" + std::to_string(b) + "." + ShardKindName(k) +
+                 (pieces > 1 ? "." + std::to_string(i) : std::string());
+        s.bytes = layout.PieceCount(b, k, i) * layout.ElementBytes(k);
+        s.dtype = layout.ElementBytes(k) != 2 ? ElementType::kFloat32
+                  : layout.fp16             ? ElementType::kFloat16
+                                            : ElementType::kBFloat16;
+        s.home = Tier::kNvme;  // everything starts on NVMe; the plan pulls it up
+        s.device = k == ShardKind::kParam;  // gradients, moments and masters live on host and NVMe
+      }
     }
   }
   TierSet tiers;
@@ -122,11 +163,12 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
   options.nvme_budget_key = "cache.nvme_budget";
   options.host_budget_key = "cache.host_budget";
   // The trainer pins at most one parameter shard per size class on the device
-  // (the head's two blocks differ in size) and three shards of a block on the
-  // host (an update: parameter or master, and moments; a stored gradient is
-  // released before; a mixed-precision parameter is written after, in its own
-  // smaller class). Budgets are hard: a prefetch that finds no free slot fails
-  // and the shard is fetched when it is acquired instead.
+  // (the head's two blocks differ in size) and three of one size on the host
+  // (an update: a piece of the master or the parameter, and of both moments; a
+  // stored gradient is released before; a mixed-precision parameter, pinned
+  // beside them to be written, is of another size: StatePieces). Budgets are
+  // hard: a prefetch that finds no free slot fails and the shard is fetched
+  // when it is acquired instead.
   options.min_device_slots_per_class = 1;
   options.min_host_slots_per_class = kWorkerHostSlotsPerClass;
   options.grow_when_pinned = false;

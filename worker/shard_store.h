@@ -31,11 +31,12 @@ namespace tencache {
 enum class ShardKind : int { kParam = 0, kGrad = 1, kAdamM = 2, kAdamV = 3, kMaster = 4 };
 constexpr int kShardKinds = 4;  // per block in every store; kMaster only in mixed precision
 const char* ShardKindName(ShardKind kind);
-// The cache tensor id of a block's shard of kind kParam..kAdamV: 4 per block, in
-// block order (masters, when present, follow all of them: ShardStore::Id).
+// The cache tensor id of a block's shard of kind kParam..kAdamV (its first
+// piece): 4 per block, in block order (masters, when present, follow all of
+// them, then the further pieces: ShardLayout::Id).
 inline TensorId ShardTensorId(int block, ShardKind kind) { return TensorId(block * kShardKinds + int(kind)); }
 
-// A pinned shard. Move-only; unpins when destroyed.
+// A pinned shard, or piece of one. Move-only; unpins when destroyed.
 class ShardRef {
  public:
   ShardRef() = default;
@@ -54,6 +55,12 @@ class ShardRef {
 
 struct ShardLayout {
   std::vector<size_t> counts;  // elements per shard, per block
+  // Pieces each fp32 state shard of a block (gradient, moments, master in mixed
+  // precision) is cut into, per block (common/shard_bytes.h StatePieces);
+  // empty: one each. The parameter shard is never cut: the model computes with
+  // it whole (in fp32 it is also the master, so there only the gradient and the
+  // moments are cut).
+  std::vector<int> pieces;
   bool mixed = false;          // 2-byte parameters (bf16, or fp16 when `fp16`) + fp32 masters
   bool fp16 = false;
   size_t num_blocks() const { return counts.size(); }
@@ -64,10 +71,18 @@ struct ShardLayout {
   std::vector<ShardKind> Kinds() const;
   // The fp32 copy AdamW updates: the master in mixed precision, else the parameter.
   ShardKind MasterKind() const { return mixed ? ShardKind::kMaster : ShardKind::kParam; }
-  TensorId Id(int block, ShardKind kind) const {
-    return kind == ShardKind::kMaster ? TensorId(kShardKinds * num_blocks() + block) : ShardTensorId(block, kind);
+  // Pieces of the block's shard of `kind`: 1 for kParam.
+  int Pieces(int block, ShardKind kind) const {
+    return kind == ShardKind::kParam || pieces.empty() ? 1 : pieces[size_t(block)];
   }
-  size_t num_tensors() const { return num_blocks() * (kShardKinds + (mixed ? 1 : 0)); }
+  // Piece `piece` of the shard is its elements [PieceBegin, PieceBegin +
+  // PieceCount): near-equal pieces, in order. REQUIRES: piece < Pieces(block, kind).
+  size_t PieceBegin(int block, ShardKind kind, int piece) const;
+  size_t PieceCount(int block, ShardKind kind, int piece) const;
+  // The cache tensor of a piece: the first pieces as ShardTensorId (masters
+  // after them), the further pieces after every first piece.
+  TensorId Id(int block, ShardKind kind, int piece = 0) const;
+  size_t num_tensors() const;
 };
 
 class ShardStore {
@@ -75,14 +90,16 @@ class ShardStore {
   virtual ~ShardStore() = default;
   virtual std::string Describe() const = 0;
   virtual const ShardLayout& layout() const = 0;
-  // `tier`: where the caller reads or writes it (kDevice or kHost).
-  virtual StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) = 0;
-  // Starts moving a shard toward `tier`; the handle completes when it is there
+  // Piece `piece` of a shard (layout().Pieces; 0 for an uncut one), with
+  // layout().PieceCount elements. `tier`: where the caller reads or writes it
+  // (kDevice or kHost).
+  virtual StatusOr<ShardRef> Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode) = 0;
+  // Starts moving a piece toward `tier`; the handle completes when it is there
   // (the memory store does nothing and returns an empty handle).
-  virtual PrefetchHandle Prefetch(int block, ShardKind kind, Tier tier) = 0;
-  // The shard's bytes are dead (a consumed gradient): the cache drops its copies
+  virtual PrefetchHandle Prefetch(int block, ShardKind kind, int piece, Tier tier) = 0;
+  // The piece's bytes are dead (a consumed gradient): the cache drops its copies
   // without writing them back; the memory store keeps them (nothing to save).
-  virtual void Invalidate(int block, ShardKind kind) = 0;
+  virtual void Invalidate(int block, ShardKind kind, int piece) = 0;
   // The step's cache metrics (the memory store reports its one allocation as
   // host bytes reserved and used, and no traffic).
   virtual CacheMetrics EndStep() = 0;

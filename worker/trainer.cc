@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "common/shard_bytes.h"
 #include "worker/checkpoint.h"
 
 namespace tencache {
@@ -74,6 +75,8 @@ Trainer::Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const T
       sampler_(corpus_, job.model.seq_len, job.train.global_batch, job.train.seed, TrainingWindows(job, *corpus_)),
       profiler_(HeaderFor(job, comm->size()), log_) {
   nvme_env_ = nvme_env;
+  // The CPU computes synchronously: every step's access times are compute times.
+  profiler_.set_followed_steps_timed(!device_.cuda());
 }
 
 Trainer::~Trainer() {
@@ -172,6 +175,8 @@ Status Trainer::Init() {
     largest = std::max(largest, padded(b));
     for (ShardKind k : layout_.Kinds()) state_bytes_ += layout_.Bytes(b, k);
   }
+  layout_.pieces = StatePieces(std::vector<uint64_t>(layout_.counts.begin(), layout_.counts.end()),
+                               job_.model.layers, job_.dtype);
   if (ranks_ > 1 && !comm_->device_buffers()) {  // working buffers in the compute dtype (bf16: half the floats)
     const size_t floats = (largest * layout_.ElementBytes(ShardKind::kParam) + sizeof(float) - 1) / sizeof(float);
     gathered_.assign(2, std::vector<float>(floats, 0.0f));
@@ -272,8 +277,7 @@ std::string Trainer::Describe() const {
 StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   IssuePlannedFetches();
   Gathered g;
-  g.start_s = Now();
-  TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kDevice, AccessMode::kRead));
+  TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead));
   NoteDeviceAccess(block);
   // DeepSpeed prefetches once the current parameters are there.
   if (zero_infinity_ != nullptr && !sampling_) zero_infinity_->OnAccess(profiler_.position(), block, store_.get());
@@ -285,6 +289,7 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   } else {
     TC_RETURN_IF_ERROR(GatherInto(block, slot, std::move(p), &g));
   }
+  g.start_s = Now();
   if (param_dtype_ != compute_dtype_) g.flat = g.flat.to(compute_dtype_);  // fp16 on a CPU
   return g;
 }
@@ -324,9 +329,9 @@ Status Trainer::GatherInto(int block, int slot, ShardRef p, Gathered* g) {
   return Status::Ok();  // `p` is released here: the tier fences the compute enqueued so far
 }
 
-StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, Tier tier, AccessMode mode) {
-  if (!sampling_) step_acquires_.push_back(layout_.Id(block, kind));
-  return store_->Acquire(block, kind, tier, mode);
+StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode) {
+  if (!sampling_) step_acquires_.push_back(layout_.Id(block, kind, piece));
+  return store_->Acquire(block, kind, piece, tier, mode);
 }
 
 void Trainer::EndAccess(int block, Phase phase, double start_s) {
@@ -387,9 +392,9 @@ StatusOr<double> Trainer::MicroStep(int micro) {
   torch::Tensor loss, dx, d_last, d_embed;
   {
     TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
-    EndAccess(last, Phase::kBackward, head.start_s);
     Gathered embed;
-    if (tied) {
+    if (tied) {  // the head's compute is counted in the tied embedding's access, acquired after it
+      EndAccess(last, Phase::kBackward, head.start_s);
       TC_ASSIGN_OR_RETURN(embed, Gather(0, 1, Phase::kBackward));
     }
     LaneTimer busy(this, StepLane::kCompute);
@@ -404,6 +409,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     } else {
       auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last});
       dx = grads[0], d_last = grads[1];
+      EndAccess(last, Phase::kBackward, head.start_s);
     }
     loss = loss.detach();
     head = Gathered();
@@ -491,7 +497,7 @@ void Trainer::IssuePlannedFetches() {
     for (TensorId victim : f->evict) {
       (void)store_->cache()->Discard(ShardTensorId(int(victim), ShardKind::kParam), Tier::kDevice);
     }
-    store_->Prefetch(int(f->tensor), ShardKind::kParam, Tier::kDevice);
+    store_->Prefetch(int(f->tensor), ShardKind::kParam, 0, Tier::kDevice);
     ++prefetches_;
   }
   // Then each update's states, needed later than the device fetches above.
@@ -500,13 +506,19 @@ void Trainer::IssuePlannedFetches() {
   // faster.)
   if (k < state_fetches_.size()) {
     for (int b : state_fetches_[k]) {
-      // The cache parks each until its victim's last use before the update.
-      // (In mixed precision the bf16 parameter is overwritten by the update:
-      // only the master is read.)
-      for (ShardKind kind : {layout_.MasterKind(), ShardKind::kAdamM, ShardKind::kAdamV}) {
-        store_->Prefetch(b, kind, Tier::kHost);
+      // In the order they are used: a stored gradient's pieces (added in
+      // before the update), then each piece's master and moments (in mixed
+      // precision the bf16 parameter is overwritten by the update: only the
+      // master is read). The cache parks each until its victim's last use
+      // before the update.
+      if (needed_[b] > 1 || deferred_) {
+        for (int i = 0; i < layout_.Pieces(b, ShardKind::kGrad); ++i) store_->Prefetch(b, ShardKind::kGrad, i, Tier::kHost);
       }
-      if (needed_[b] > 1 || deferred_) store_->Prefetch(b, ShardKind::kGrad, Tier::kHost);
+      for (int i = 0; i < layout_.Pieces(b, ShardKind::kAdamM); ++i) {
+        for (ShardKind kind : {layout_.MasterKind(), ShardKind::kAdamM, ShardKind::kAdamV}) {
+          if (i < layout_.Pieces(b, kind)) store_->Prefetch(b, kind, i, Tier::kHost);
+        }
+      }
       ++prefetches_;
     }
   }
@@ -585,7 +597,7 @@ Status Trainer::WriteTrace(const std::string& path) const {
   if (!profiler_.has_profile()) {
     return Status::FailedPrecondition("writing the trace to '" + path + "': no step has been profiled yet");
   }
-  return WriteTraceFile(profiler_.profile(), path);
+  return WriteTraceFile(profiler_.timed_profile(), path);
 }
 
 std::string Trainer::SimFlags() const {

@@ -97,8 +97,11 @@ class Trainer {
   // The shards' store (tests and tools inspect the cache through it).
   ShardStore* store() const { return store_.get(); }
 
-  // Writes the current profile (the profiled step's trace, docs/trace-format.md).
-  // FailedPrecondition before the first step ends.
+  // Writes the current profile (the profiled step's trace, docs/trace-format.md)
+  // with the compute times of the steps after it where the device computes
+  // synchronously (the CPU: Profiler::timed_profile, profiler().timed_steps()
+  // of them), the profiled step's own on a GPU. FailedPrecondition before the
+  // first step ends.
   Status WriteTrace(const std::string& path) const;
   // What tencache-sim must be given to replay the trace as this rank's cache
   // runs it: the device budget whose capacity (budget minus the gradient reserve
@@ -117,7 +120,7 @@ class Trainer {
   // reused while any tensor still views it.
   struct Gathered {
     torch::Tensor flat;  // the whole block, padded
-    double start_s = 0;
+    double start_s = 0;  // when it was there (acquired and gathered): its compute starts
   };
   Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
           ComputeDevice device, FileEnv* nvme_env);
@@ -126,7 +129,9 @@ class Trainer {
   StatusOr<std::string> MakeSwapFolder();
   Status InitShards();  // trainer_weights.cc: InitShards, PlanDecayRuns, UpdateBlock, SaveWeights
   void PlanDecayRuns();
-  Status WriteComputeCopy(int block, const float* master);
+  // Rounds `count` fp32 master elements into the 16-bit parameter shard
+  // `param` (mixed precision), from its element `begin` on.
+  void WriteComputeCopy(const ShardRef& param, size_t begin, size_t count, const float* master);
   StatusOr<Gathered> Gather(int block, int slot, Phase phase);
   // The whole block in working buffer `slot` from this rank's shard `p`
   // (ranks > 1, or a host shard to compute on the GPU).
@@ -135,7 +140,10 @@ class Trainer {
   // over ranks > 1), from the block gradient `d` on the compute device.
   StatusOr<float*> ScatterGrad(int block, const torch::Tensor& d);
   // Every training acquire goes through here; the profiled step records its order.
-  StatusOr<ShardRef> Acquire(int block, ShardKind kind, Tier tier, AccessMode mode);
+  StatusOr<ShardRef> Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode);
+  // Records the access that acquired `block` for `phase`: its compute ran from
+  // `start_s` (after the acquire and any gather, which the trace and the
+  // simulator count apart) until now.
   void EndAccess(int block, Phase phase, double start_s);
   // Reduces one contribution to the block's gradient to this rank; the last
   // one of the step updates the block.

@@ -72,17 +72,21 @@ Status Trainer::WriteRankFile(const std::string& path, RankFileInfo* info) {
   Status s;
   uint64_t offset = 0;
   for (int b = 0; b < model_.num_blocks() && s.ok(); ++b) {
-    for (ShardKind kind : CheckpointKinds()) {
-      StatusOr<ShardRef> p = store_->Acquire(b, kind, Tier::kHost, AccessMode::kRead);
-      if (!p.ok()) {
-        s = p.status();
-        break;
+    for (ShardKind kind : CheckpointKinds()) {  // a shard's pieces one after the other: one checksum
+      uint32_t crc = 0;
+      for (int i = 0; i < layout_.Pieces(b, kind) && s.ok(); ++i) {
+        StatusOr<ShardRef> p = store_->Acquire(b, kind, i, Tier::kHost, AccessMode::kRead);
+        if (!p.ok()) {
+          s = p.status();
+          break;
+        }
+        const size_t bytes = p->count() * layout_.ElementBytes(kind);
+        s = WriteAll(fd, p->data(), bytes, offset, path);
+        crc = Crc32c(crc, p->data(), bytes);
+        offset += bytes;
       }
-      const size_t bytes = layout_.Bytes(b, kind);
-      s = WriteAll(fd, p->data(), bytes, offset, path);
       if (!s.ok()) break;
-      info->shard_crc.push_back(Crc32c(0, p->data(), bytes));
-      offset += bytes;
+      info->shard_crc.push_back(crc);
     }
   }
   if (s.ok() && ::fsync(fd) != 0) s = Status::IoError("fsync " + path + ": " + std::strerror(errno));
@@ -171,23 +175,34 @@ Status Trainer::LoadRankFile(const std::string& path, const RankFileInfo& info) 
   for (int b = 0; b < model_.num_blocks() && s.ok(); ++b) {
     for (ShardKind kind : CheckpointKinds()) {
       const size_t bytes = layout_.Bytes(b, kind);
-      {
-        StatusOr<ShardRef> p = store_->Acquire(b, kind, Tier::kHost, AccessMode::kOverwrite);
+      // Mixed precision: the 16-bit parameter, rounded from the master again as its pieces arrive.
+      const bool rounds = layout_.mixed && kind == layout_.MasterKind();
+      StatusOr<ShardRef> param = rounds ? store_->Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kOverwrite)
+                                        : StatusOr<ShardRef>(ShardRef());
+      if (!param.ok()) {
+        s = param.status();
+        break;
+      }
+      uint32_t crc = 0;
+      uint64_t at = offset;
+      for (int j = 0; j < layout_.Pieces(b, kind) && s.ok(); ++j) {
+        StatusOr<ShardRef> p = store_->Acquire(b, kind, j, Tier::kHost, AccessMode::kOverwrite);
         if (!p.ok()) {
           s = p.status();
           break;
         }
-        s = ReadAll(fd, p->data(), bytes, offset, path);
-        if (s.ok() && (i >= info.shard_crc.size() || Crc32c(0, p->data(), bytes) != info.shard_crc[i])) {
-          s = Status::Corruption(path + ": checksum mismatch at offset " + std::to_string(offset) + " (block " +
+        const size_t piece = p->count() * layout_.ElementBytes(kind);
+        s = ReadAll(fd, p->data(), piece, at, path);
+        crc = Crc32c(crc, p->data(), piece);
+        at += piece;
+        if (s.ok() && rounds) WriteComputeCopy(*param, layout_.PieceBegin(b, kind, j), p->count(), p->f32());
+      }
+      if (s.ok() && (i >= info.shard_crc.size() || crc != info.shard_crc[i])) {
+        s = Status::Corruption(path + ": checksum mismatch at offset " + std::to_string(offset) + " (block " +
                                std::to_string(b) + ", " + ShardKindName(kind) + ", " + std::to_string(bytes) +
                                " bytes): the checkpoint is damaged; remove its folder to resume from an older one");
-        }
-        if (s.ok() && layout_.mixed && kind == layout_.MasterKind()) {
-          s = WriteComputeCopy(b, p->f32());  // the 16-bit parameter, rounded from the master again
-        }
-        if (!s.ok()) break;
       }
+      if (!s.ok()) break;
       offset += bytes;
       ++i;
     }

@@ -35,44 +35,48 @@ StatusOr<float*> Trainer::ScatterGrad(int block, const torch::Tensor& d) {
 Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
   // fp32 (from bf16 in mixed precision), ours: the final contribution adds the stored part into it.
   torch::Tensor d = dflat.to(torch::kFloat32).contiguous();
-  const size_t n = layout_.counts[block];
   TC_ASSIGN_OR_RETURN(float* src, ScatterGrad(block, d));
   const int k = contributions_[block]++;
   const bool complete = k + 1 == needed_[block];
   if (complete && deferred_) return StoreGradient(block, src, k > 0);
   if (complete && k == 0) return UpdateBlock(block, src);  // in one piece: never stored
-  if (!complete) {
-    TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost,
-                                            k == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
-    float* dst = g.f32();
-    if (k == 0) {
-      std::memcpy(dst, src, n * sizeof(float));
-    } else {
-      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+  for (int i = 0; i < layout_.Pieces(block, ShardKind::kGrad); ++i) {  // the stored gradient, piece by piece
+    float* mine = src + layout_.PieceBegin(block, ShardKind::kGrad, i);
+    if (!complete) {
+      TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, i, Tier::kHost,
+                                              k == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
+      float* dst = g.f32();
+      if (k == 0) {
+        std::memcpy(dst, mine, g.count() * sizeof(float));
+      } else {
+        for (size_t j = 0; j < g.count(); ++j) dst[j] += mine[j];
+      }
+      continue;
     }
-    return Status::Ok();
+    {
+      TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, i, Tier::kHost, AccessMode::kRead));
+      const float* stored = g.f32();
+      for (size_t j = 0; j < g.count(); ++j) mine[j] = stored[j] + mine[j];
+    }
+    store_->Invalidate(block, ShardKind::kGrad, i);  // consumed: never written back
   }
-  {
-    TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
-    const float* stored = g.f32();
-    for (size_t i = 0; i < n; ++i) src[i] = stored[i] + src[i];
-  }
-  store_->Invalidate(block, ShardKind::kGrad);  // consumed: never written back
-  return UpdateBlock(block, src);
+  return complete ? UpdateBlock(block, src) : Status::Ok();
 }
 
 // A complete gradient shard (plus the stored part when the step accumulated)
 // into the cache, to wait for the step's norm.
 Status Trainer::StoreGradient(int block, const float* grad, bool add_stored) {
-  const size_t n = layout_.counts[block];
-  TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, Tier::kHost,
-                                          add_stored ? AccessMode::kWrite : AccessMode::kOverwrite));
-  float* dst = g.f32();
   double sumsq = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const float v = add_stored ? dst[i] + grad[i] : grad[i];
-    dst[i] = v;
-    sumsq += double(v) * double(v);
+  for (int i = 0; i < layout_.Pieces(block, ShardKind::kGrad); ++i) {
+    const float* mine = grad + layout_.PieceBegin(block, ShardKind::kGrad, i);
+    TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, i, Tier::kHost,
+                                            add_stored ? AccessMode::kWrite : AccessMode::kOverwrite));
+    float* dst = g.f32();
+    for (size_t j = 0; j < g.count(); ++j) {
+      const float v = add_stored ? dst[j] + mine[j] : mine[j];
+      dst[j] = v;
+      sumsq += double(v) * double(v);
+    }
   }
   grad_sumsq_ += sumsq;
   return Status::Ok();
@@ -98,7 +102,9 @@ Status Trainer::ApplyDeferredUpdates() {
       return Status::FailedPrecondition("step " + std::to_string(step_) + ": the gradient is not finite (its norm is " +
                                         std::to_string(norm) + "): training diverged; lower train.lr");
     }
-    for (int b = 0; b < model_.num_blocks(); ++b) store_->Invalidate(b, ShardKind::kGrad);
+    for (int b = 0; b < model_.num_blocks(); ++b) {
+      for (int i = 0; i < layout_.Pieces(b, ShardKind::kGrad); ++i) store_->Invalidate(b, ShardKind::kGrad, i);
+    }
     loss_scale_ *= 0.5;
     good_steps_ = 0;
     step_skipped_ = true;
@@ -108,20 +114,22 @@ Status Trainer::ApplyDeferredUpdates() {
   const float unscale = float(1.0 / loss_scale_);
   const float clip = job_.train.grad_clip > 0 ? float(std::min(1.0, job_.train.grad_clip / (norm + 1e-6))) : 1.0f;
   for (int b = 0; b < model_.num_blocks(); ++b) {
-    const size_t n = layout_.counts[b];
-    float* dst = update_grad_.data();
-    {
-      TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(b, ShardKind::kGrad, Tier::kHost, AccessMode::kRead));
-      const float* src = g.f32();
-      LaneTimer busy(this, StepLane::kOptimizer);
-      if (unscale == 1.0f && clip == 1.0f) {
-        std::memcpy(dst, src, n * sizeof(float));
-      } else {
-        for (size_t i = 0; i < n; ++i) dst[i] = src[i] * unscale * clip;
+    for (int i = 0; i < layout_.Pieces(b, ShardKind::kGrad); ++i) {
+      float* dst = update_grad_.data() + layout_.PieceBegin(b, ShardKind::kGrad, i);
+      {
+        TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(b, ShardKind::kGrad, i, Tier::kHost, AccessMode::kRead));
+        const float* src = g.f32();
+        const size_t n = g.count();
+        LaneTimer busy(this, StepLane::kOptimizer);
+        if (unscale == 1.0f && clip == 1.0f) {
+          std::memcpy(dst, src, n * sizeof(float));
+        } else {
+          for (size_t j = 0; j < n; ++j) dst[j] = src[j] * unscale * clip;
+        }
       }
+      store_->Invalidate(b, ShardKind::kGrad, i);  // consumed: never written back
     }
-    store_->Invalidate(b, ShardKind::kGrad);  // consumed: never written back
-    TC_RETURN_IF_ERROR(UpdateBlock(b, dst));
+    TC_RETURN_IF_ERROR(UpdateBlock(b, update_grad_.data()));
   }
   if (fp16_ && ++good_steps_ == job_.train.loss_scale_window) {
     loss_scale_ *= 2.0;

@@ -63,11 +63,15 @@ Status Trainer::InitShards() {
     for (const Status& st : read) TC_RETURN_IF_ERROR(st);
     for (int b = first; b < last; ++b) {
       const float* mine = blocks[b - first].data() + comm_->rank() * layout_.counts[b];
-      {
-        TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kOverwrite));
-        std::memcpy(p.data(), mine, layout_.counts[b] * sizeof(float));
+      const ShardKind master = layout_.MasterKind();
+      for (int i = 0; i < layout_.Pieces(b, master); ++i) {
+        TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, master, i, Tier::kHost, AccessMode::kOverwrite));
+        std::memcpy(p.data(), mine + layout_.PieceBegin(b, master, i), p.count() * sizeof(float));
       }
-      if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, mine));
+      if (layout_.mixed) {
+        TC_ASSIGN_OR_RETURN(ShardRef param, store_->Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kOverwrite));
+        WriteComputeCopy(param, 0, layout_.counts[b], mine);
+      }
       blocks[b - first] = std::vector<float>();
     }
   }
@@ -75,13 +79,11 @@ Status Trainer::InitShards() {
 }
 
 // The bf16 or fp16 parameter shard rounded from the fp32 master (mixed precision).
-Status Trainer::WriteComputeCopy(int block, const float* master) {
-  TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, Tier::kHost, AccessMode::kOverwrite));
+void Trainer::WriteComputeCopy(const ShardRef& param, size_t begin, size_t count, const float* master) {
   LaneTimer busy(this, StepLane::kOptimizer);
-  const int64_t n = int64_t(layout_.counts[block]);
-  torch::from_blob(p.data(), {n}, param_dtype_)
-      .copy_(torch::from_blob(const_cast<float*>(master), {n}, torch::kFloat32));
-  return Status::Ok();
+  void* at = static_cast<uint8_t*>(param.data()) + begin * layout_.ElementBytes(ShardKind::kParam);
+  torch::from_blob(at, {int64_t(count)}, param_dtype_)
+      .copy_(torch::from_blob(const_cast<float*>(master), {int64_t(count)}, torch::kFloat32));
 }
 
 Status Trainer::SaveWeights(const std::string& dir) {
@@ -94,9 +96,10 @@ Status Trainer::SaveWeights(const std::string& dir) {
   for (int b = 0; b < model_.num_blocks(); ++b) {
     const size_t count = layout_.counts[b];
     std::vector<float> mine(count), all(count * ranks_);
-    {
-      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kRead));
-      std::memcpy(mine.data(), p.f32(), count * sizeof(float));
+    const ShardKind master = layout_.MasterKind();
+    for (int i = 0; i < layout_.Pieces(b, master); ++i) {
+      TC_ASSIGN_OR_RETURN(ShardRef p, store_->Acquire(b, master, i, Tier::kHost, AccessMode::kRead));
+      std::memcpy(mine.data() + layout_.PieceBegin(b, master, i), p.f32(), p.count() * sizeof(float));
     }
     TC_RETURN_IF_ERROR(comm_->AllGather(mine.data(), all.data(), count * sizeof(float)));
     if (out) TC_RETURN_IF_ERROR(out->WriteBlock(b, all.data()));
@@ -105,42 +108,71 @@ Status Trainer::SaveWeights(const std::string& dir) {
   return out ? out->Finish() : Status::Ok();
 }
 
-// AdamW on the block's shards. A shard the plan keeps on the device until its
-// next use is copied back there right after its host update (the update
-// invalidated the device copy); otherwise the plan fetches it before its use.
+// AdamW on the block's shards, piece by piece (ShardLayout::pieces): the
+// master (in fp32 the whole parameter shard, held throughout) and both moments
+// of one piece at a time, so that the host holds three pieces, not three whole
+// shards, of a huge block. In mixed precision the 16-bit parameter, held
+// throughout and overwritten, is rounded from each piece of the master once it
+// is updated. A shard the plan keeps on the device until its next use is
+// copied back there right after its host update (the update invalidated the
+// device copy); otherwise the plan fetches it before its use.
 Status Trainer::UpdateBlock(int b, const float* grad) {
-  const double start = Now();
   const TensorId param = ShardTensorId(b, ShardKind::kParam);
   TensorCache* cache = store_->cache();
   const bool planned = plan_ != nullptr && job_.cache.prefetch && !sampling_ && profiler_.following();
   const bool on_device = cache != nullptr && cache->IsResident(param, Tier::kDevice);
+  double compute_s = 0;  // the update's own time, waits for its shards left out (the trace's access time)
   {
-    // The fp32 master: the parameter shard itself, or its own shard in mixed
-    // precision, where the bf16 copy is then rounded from it.
-    TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(b, layout_.MasterKind(), Tier::kHost, AccessMode::kWrite));
-    {
-      TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, Tier::kHost, AccessMode::kWrite));
-      TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, Tier::kHost, AccessMode::kWrite));
-      LaneTimer busy(this, StepLane::kOptimizer);
-      AdamWConfig config = adamw_;
-      config.lr = LearningRateAt(job_.train, step_);
-      for (const DecayRun& r : decay_runs_[b]) {
-        config.weight_decay = r.decay ? adamw_.weight_decay : 0.0;
-        AdamWStep(config, optimizer_steps_ + 1, r.end - r.begin, p.f32() + r.begin, grad + r.begin, m.f32() + r.begin,
-                  v.f32() + r.begin, threads_);
-      }
+    // fp32: the parameter shard, its own master, held throughout. Mixed
+    // precision: the 16-bit copy, rewritten whole, held from the first piece's
+    // rounding on (acquired once that piece's moments are released: at most
+    // three pins of one size, as StatePieces keeps a piece and it apart).
+    ShardRef whole;
+    if (!layout_.mixed) {
+      TC_ASSIGN_OR_RETURN(whole, Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kWrite));
     }
-    // The moments are released first: at most three host pins at once (the
-    // cache keeps kWorkerHostSlotsPerClass slots of a class that may hold all four).
-    if (layout_.mixed) TC_RETURN_IF_ERROR(WriteComputeCopy(b, p.f32()));
+    AdamWConfig config = adamw_;
+    config.lr = LearningRateAt(job_.train, step_);
+    for (int i = 0; i < layout_.Pieces(b, ShardKind::kAdamM); ++i) {
+      const size_t begin = layout_.PieceBegin(b, ShardKind::kAdamM, i);
+      const size_t end = begin + layout_.PieceCount(b, ShardKind::kAdamM, i);
+      ShardRef master;  // the piece's fp32 master (mixed precision)
+      if (layout_.mixed) {
+        TC_ASSIGN_OR_RETURN(master, Acquire(b, ShardKind::kMaster, i, Tier::kHost, AccessMode::kWrite));
+      }
+      float* p = layout_.mixed ? master.f32() : whole.f32() + begin;  // element `begin` of the shard
+      double t0 = 0;
+      {
+        TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, i, Tier::kHost, AccessMode::kWrite));
+        TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kWrite));
+        t0 = Now();
+        LaneTimer busy(this, StepLane::kOptimizer);
+        for (const DecayRun& r : decay_runs_[b]) {  // the runs' parts within the piece
+          const size_t lo = std::max(r.begin, begin), hi = std::min(r.end, end);
+          if (lo >= hi) continue;
+          config.weight_decay = r.decay ? adamw_.weight_decay : 0.0;
+          AdamWStep(config, optimizer_steps_ + 1, hi - lo, p + (lo - begin), grad + lo, m.f32() + (lo - begin),
+                    v.f32() + (lo - begin), threads_);
+        }
+      }
+      if (layout_.mixed) {
+        if (i == 0) {
+          compute_s += Now() - t0;  // the wait for the parameter's slot is not the update's
+          TC_ASSIGN_OR_RETURN(whole, Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kOverwrite));
+          t0 = Now();
+        }
+        WriteComputeCopy(whole, begin, end - begin, p);
+      }
+      compute_s += Now() - t0;
+    }
   }
   const AccessIndex k = profiler_.position();  // device accesses so far this step
   if (planned && on_device && k > 0 && plan_->KeptUntilNextUse(TensorId(b), k - 1) &&
       !cache->IsResident(param, Tier::kDevice)) {
-    refresh_[b] = store_->Prefetch(b, ShardKind::kParam, Tier::kDevice);
+    refresh_[b] = store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice);
     refreshed_[b] = true;
   }
-  EndAccess(b, Phase::kOptimizer, start);
+  EndAccess(b, Phase::kOptimizer, Now() - compute_s);
   return Status::Ok();
 }
 

@@ -242,7 +242,11 @@ Status Run(const Args& args, int rank) {
   if (rank == 0 && !args.trace.empty()) {
     Status wrote = trainer->WriteTrace(args.trace);
     if (!wrote.ok()) return wrote.WithContext("--trace");
-    log("trace: wrote " + args.trace + "; replay: tencache-sim --trace " + args.trace + " " + trainer->SimFlags() +
+    const int timed = trainer->profiler().timed_steps();
+    log("trace: wrote " + args.trace + " (compute times: " +
+        (timed > 0 ? "each access's median over the " + std::to_string(timed) + " steps after the profiled one"
+                   : std::string("the profiled step's")) +
+        "); replay: tencache-sim --trace " + args.trace + " " + trainer->SimFlags() +
         " --policy tencache (device_hit_rate compares with steps >= 2)");
   }
   if (!args.save_weights.empty()) {

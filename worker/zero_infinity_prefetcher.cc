@@ -24,7 +24,7 @@ class ZeroInfinityPrefetcher::StoreView : public ZeroInfinityCacheView {
   }
   bool OnlyOnNvme(uint32_t b) const override { return !Resident(b, Tier::kHost) && !OnDevice(b); }
   bool StartFetch(uint32_t b) override {
-    p_.fetches_[b] = store_->Prefetch(int(b), ShardKind::kParam, Tier::kDevice);
+    p_.fetches_[b] = store_->Prefetch(int(b), ShardKind::kParam, 0, Tier::kDevice);
     return true;
   }
   uint64_t LiveElements() const override {

@@ -34,6 +34,11 @@ TEST(BenchCliTest, HelpListsSubcommandsAndEachSubcommandHasItsOwn) {
     const testing::CommandResult train = Bench("train --help");
     EXPECT_EQ(train.code, 0);
     EXPECT_NE(train.out.find("--regime"), std::string::npos) << train.out;
+    EXPECT_NE(train.out.find("--variants"), std::string::npos) << train.out;
+    const testing::CommandResult bad = Bench("train --variants tencache,fifo");
+    EXPECT_EQ(bad.code, 2) << bad.out;
+    EXPECT_NE(bad.out.find("--variants"), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find("fifo"), std::string::npos) << bad.out;
   }
   r = Bench("cache -h");
   EXPECT_EQ(r.code, 0);

@@ -7,19 +7,23 @@
 namespace tencache {
 namespace {
 
-void Step(Profiler& p, const std::vector<TensorId>& order) {
+// One step: the accesses in `order`, each computing `compute[i]` seconds (0.5
+// when not given) after a gap of 0.25, then a collective at the end.
+void Step(Profiler& p, const std::vector<TensorId>& order, const std::vector<double>& compute = {}) {
   double t = 0;
-  for (TensorId id : order) {
+  for (size_t i = 0; i < order.size(); ++i) {
     AccessRecord a;
-    a.id = id;
-    a.name = "w" + std::to_string(id);
+    a.id = order[i];
+    a.name = "w" + std::to_string(order[i]);
     a.bytes = 100;
-    a.start_s = t;
-    a.end_s = t += 0.5;
+    a.start_s = t += 0.25;
+    a.end_s = t += i < compute.size() ? compute[i] : 0.5;
     p.RecordAccess(a);
   }
   CollectiveRecord c;
   c.bytes = 10;
+  c.start_s = t;
+  c.end_s = t + 1;
   p.RecordCollective(c);
 }
 
@@ -79,6 +83,65 @@ TEST(ProfilerTest, InvalidStepIsRejectedAndOldProfileKept) {
   Status s = p.EndStep();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(p.has_profile());
+}
+
+// The worker's first step warms up; on a device that computes synchronously the
+// steps after it give the compute times the trace carries: each access's median
+// over the timed steps, later events moved by the difference.
+TEST(ProfilerTest, TimedProfileTakesEachAccesssMedianComputeOverTheFollowedSteps) {
+  Profiler p(TraceHeader{}, nullptr);
+  p.set_followed_steps_timed(true);
+  Step(p, {0, 1, 2}, {0.9, 0.9, 0.9});  // the profiled step, slow
+  ASSERT_TRUE(p.EndStep().ok());
+  EXPECT_EQ(p.timed_steps(), 0);
+  EXPECT_NEAR(p.timed_profile().events[0].duration_s(), 0.9, 1e-12);  // nothing timed yet: the profile's
+  Step(p, {0, 1, 2}, {0.1, 0.4, 0.2});
+  ASSERT_TRUE(p.EndStep().ok());
+  Step(p, {0, 1, 2}, {0.3, 0.5, 0.2});
+  ASSERT_TRUE(p.EndStep().ok());
+  Step(p, {0, 1, 2}, {0.2, 0.6, 0.2});
+  ASSERT_TRUE(p.EndStep().ok());
+  EXPECT_EQ(p.timed_steps(), 3);
+  const Trace t = p.timed_profile();
+  ASSERT_EQ(t.events.size(), 4u);
+  EXPECT_NEAR(t.events[0].duration_s(), 0.2, 1e-12);
+  EXPECT_NEAR(t.events[1].duration_s(), 0.5, 1e-12);
+  EXPECT_NEAR(t.events[2].duration_s(), 0.2, 1e-12);
+  // Gaps stay 0.25: starts at 0.25, 0.25 + 0.2 + 0.25, ...; the collective follows.
+  EXPECT_NEAR(t.events[1].start_s, 0.7, 1e-12);
+  EXPECT_NEAR(t.events[2].start_s, 1.45, 1e-12);
+  EXPECT_NEAR(t.events[3].start_s, 1.65, 1e-12);
+  EXPECT_NEAR(t.events[3].duration_s(), 1.0, 1e-12);
+  EXPECT_TRUE(ValidateTrace(t, "timed").ok());
+  EXPECT_NEAR(p.profile().events[0].duration_s(), 0.9, 1e-12);  // the profile itself is unchanged
+
+  // Only the latest kTimedSteps count.
+  for (int s = 0; s < Profiler::kTimedSteps; ++s) {
+    Step(p, {0, 1, 2}, {0.05, 0.05, 0.05});
+    ASSERT_TRUE(p.EndStep().ok());
+  }
+  EXPECT_NEAR(p.timed_profile().events[1].duration_s(), 0.05, 1e-12);
+  EXPECT_EQ(p.timed_steps(), Profiler::kTimedSteps);
+
+  // A step that takes another path becomes the profile, and its times start over.
+  Step(p, {0, 2, 1}, {0.7, 0.7, 0.7});
+  ASSERT_TRUE(p.EndStep().ok());
+  EXPECT_EQ(p.profile_version(), 2);
+  EXPECT_EQ(p.timed_steps(), 0);
+  EXPECT_NEAR(p.timed_profile().events[1].duration_s(), 0.7, 1e-12);
+}
+
+// On a GPU followed steps do not wait for their kernels, so their times are not
+// compute times: by default the profile's own stay.
+TEST(ProfilerTest, UntimedFollowedStepsLeaveTheProfilesComputeTimes) {
+  Profiler p(TraceHeader{}, nullptr);
+  Step(p, {0, 1}, {0.9, 0.8});
+  ASSERT_TRUE(p.EndStep().ok());
+  Step(p, {0, 1}, {0.01, 0.01});
+  ASSERT_TRUE(p.EndStep().ok());
+  EXPECT_EQ(p.timed_steps(), 0);
+  EXPECT_NEAR(p.timed_profile().events[0].duration_s(), 0.9, 1e-12);
+  EXPECT_NEAR(p.timed_profile().events[1].duration_s(), 0.8, 1e-12);
 }
 
 }  // namespace

@@ -91,6 +91,13 @@ TEST(Checkpoint, ResumedRunsEqualTheUninterruptedRunBitwise) {
     fs::remove_all(job.train.checkpoint_dir);
     fs::remove_all(NvmeDir(std::string("one-") + dtype));
   }
+  // An embedding cut into pieces (vocab 4096: six pieces of its fp32 states),
+  // through NVMe: each shard's pieces are one record of the checkpoint.
+  const JobSpec pieces = CkptJob("tencache", "pieces", {"model.vocab=4096", "model.dtype=bf16",
+                                                        "cache.device_budget=2MiB", "cache.host_budget=3MiB"});
+  ExpectResumedBitwise(pieces, 1, "1 rank, bf16, an embedding in pieces");
+  fs::remove_all(pieces.train.checkpoint_dir);
+  fs::remove_all(NvmeDir("pieces"));
   const JobSpec two = CkptJob("none", "two");
   ExpectResumedBitwise(two, 2, "2 ranks, fp32");
   fs::remove_all(two.train.checkpoint_dir);

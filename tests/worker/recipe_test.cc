@@ -115,10 +115,14 @@ TEST(Recipe, Fp16LossScalingIsExactAndGrows) {
 }
 
 std::vector<float> Master(Trainer& t, int block) {
-  StatusOr<ShardRef> p = t.store()->Acquire(block, ShardKind::kMaster, Tier::kHost, AccessMode::kRead);
-  EXPECT_TRUE(p.ok()) << p.status().ToString();
-  if (!p.ok()) return {};
-  return std::vector<float>(p->f32(), p->f32() + p->count());
+  std::vector<float> all;
+  for (int i = 0; i < t.store()->layout().Pieces(block, ShardKind::kMaster); ++i) {
+    StatusOr<ShardRef> p = t.store()->Acquire(block, ShardKind::kMaster, i, Tier::kHost, AccessMode::kRead);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return {};
+    all.insert(all.end(), p->f32(), p->f32() + p->count());
+  }
+  return all;
 }
 
 // A scale whose scaled loss overflows: the step is skipped (weights and

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -36,12 +37,12 @@ class ShardStoreBudgetTest : public ::testing::Test {
     return MakeCachedShardStore(layout_, o);
   }
   static Status Write(ShardStore* s, int block, ShardKind kind, float value) {
-    TC_ASSIGN_OR_RETURN(ShardRef r, s->Acquire(block, kind, Tier::kHost, AccessMode::kWrite));
+    TC_ASSIGN_OR_RETURN(ShardRef r, s->Acquire(block, kind, 0, Tier::kHost, AccessMode::kWrite));
     for (size_t i = 0; i < r.count(); ++i) r.f32()[i] = value;
     return Status::Ok();
   }
   static bool Holds(ShardStore* s, int block, ShardKind kind, float value) {
-    StatusOr<ShardRef> r = s->Acquire(block, kind, Tier::kHost, AccessMode::kRead);
+    StatusOr<ShardRef> r = s->Acquire(block, kind, 0, Tier::kHost, AccessMode::kRead);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (!r.ok()) return false;
     for (size_t i = 0; i < r->count(); ++i)
@@ -95,28 +96,121 @@ TEST_F(ShardStoreBudgetTest, WriteBackBeyondTheNvmeBudgetFailsTheAcquireNamingTh
 }
 
 // The launcher sizes a run's budgets with common/shard_bytes.h; the worker
-// holds ShardLayout's shards. They must be the same bytes.
+// holds ShardLayout's shards. They must be the same bytes, cut into the same
+// cache tensors.
 TEST(ShardBytes, AgreeWithTheWorkersLayout) {
   for (const char* preset : {"tiny", "gpt2"}) {
     ModelShape m = FindPreset(preset).value();
     DecoderModel model(m);
     for (DType dtype : {DType::kBf16, DType::kFp32}) {
       for (int ranks : {1, 2, 3, 8}) {
+        SCOPED_TRACE(std::string(preset) + " " + DTypeName(dtype) + " ranks " + std::to_string(ranks));
         ShardLayout layout;
         layout.mixed = dtype == DType::kBf16;
-        for (int b = 0; b < model.num_blocks(); ++b) layout.counts.push_back((size_t(model.layout(b).numel) + ranks - 1) / ranks);
+        std::vector<uint64_t> counts;
+        for (int b = 0; b < model.num_blocks(); ++b) counts.push_back((uint64_t(model.layout(b).numel) + ranks - 1) / ranks);
+        layout.counts.assign(counts.begin(), counts.end());
+        layout.pieces = StatePieces(counts, m.layers, dtype);
         uint64_t bytes = 0, params = 0;
+        std::vector<uint64_t> tensors;
         for (int b = 0; b < int(layout.num_blocks()); ++b) {
-          for (ShardKind k : layout.Kinds()) bytes += layout.Bytes(b, k);
+          for (ShardKind k : layout.Kinds()) {
+            bytes += layout.Bytes(b, k);
+            for (int i = 0; i < layout.Pieces(b, k); ++i) tensors.push_back(layout.PieceCount(b, k, i) * layout.ElementBytes(k));
+          }
           params += layout.Bytes(b, ShardKind::kParam);
         }
         const ShardBytes s = ShardBytesPerRank(m, dtype, ranks);
-        EXPECT_EQ(s.total(), bytes) << preset << " " << DTypeName(dtype) << " ranks " << ranks;
+        EXPECT_EQ(s.total(), bytes);
         EXPECT_EQ(s.param, params);
         EXPECT_EQ(s.tensors, layout.num_tensors());
+        std::vector<uint64_t> all = ShardTensorBytes(m, dtype, ranks).all;
+        std::sort(all.begin(), all.end());
+        std::sort(tensors.begin(), tensors.end());
+        EXPECT_EQ(all, tensors);
       }
     }
   }
+}
+
+// GPT-2's tied embedding (38.6M of its 124M parameters, one block) is five and
+// a half layers: its fp32 states are cut into six pieces no larger than a
+// layer's, so the host's mandatory slots no longer hold three whole embedding
+// states. Two pieces would match the 16-bit parameter's size in mixed
+// precision: three then.
+TEST(ShardBytes, StatePiecesCutABlockLargerThanALayerIntoLayerSizedPieces) {
+  const ModelShape gpt2 = FindPreset("gpt2").value();
+  std::vector<uint64_t> counts = gpt2.BlockParamCounts();
+  const std::vector<int> pieces = StatePieces(counts, gpt2.layers, DType::kBf16);
+  ASSERT_EQ(pieces.size(), counts.size());
+  EXPECT_EQ(pieces[0], 6);
+  for (size_t b = 1; b < pieces.size(); ++b) EXPECT_EQ(pieces[b], 1) << "block " << b;
+  const uint64_t layer = 100000;
+  EXPECT_EQ(StatePieces({150000, layer, layer, 10}, 2, DType::kFp32), (std::vector<int>{2, 1, 1, 1}));
+  EXPECT_EQ(StatePieces({150000, layer, layer, 10}, 2, DType::kBf16), (std::vector<int>{3, 1, 1, 1}));
+  EXPECT_EQ(StatePieces({300001, layer, layer, 10}, 2, DType::kBf16), (std::vector<int>{4, 1, 1, 1}));
+  // Small layers: pieces no smaller than kMinStatePieceElements (64 KiB of fp32).
+  EXPECT_EQ(StatePieces({5000, 1000, 1000}, 1, DType::kBf16), (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(StatePieces({4 * kMinStatePieceElements, 1000, 1000}, 1, DType::kBf16), (std::vector<int>{4, 1, 1}));
+}
+
+// Pieces are near-equal slices of the shard, in order, each its own tensor id;
+// the memory store's pieces are the slices of one shard, the cached store's
+// each their own cache tensor, and both hand back what was written.
+TEST(ShardLayout, PiecesSliceTheShardAndEachIsItsOwnTensor) {
+  ShardLayout layout;
+  layout.mixed = true;
+  layout.counts = {1000, 400, 401};
+  layout.pieces = {3, 1, 1};
+  EXPECT_EQ(layout.Pieces(0, ShardKind::kParam), 1);  // computed with whole
+  EXPECT_EQ(layout.Pieces(0, ShardKind::kMaster), 3);
+  EXPECT_EQ(layout.PieceBegin(0, ShardKind::kAdamM, 1), 334u);
+  EXPECT_EQ(layout.PieceCount(0, ShardKind::kAdamM, 0), 334u);
+  EXPECT_EQ(layout.PieceCount(0, ShardKind::kAdamM, 2), 333u);
+  EXPECT_EQ(layout.PieceBegin(0, ShardKind::kAdamM, 2) + layout.PieceCount(0, ShardKind::kAdamM, 2), 1000u);
+  std::vector<bool> seen(layout.num_tensors(), false);
+  for (int b = 0; b < 3; ++b) {
+    for (ShardKind k : layout.Kinds()) {
+      for (int i = 0; i < layout.Pieces(b, k); ++i) {
+        const TensorId id = layout.Id(b, k, i);
+        ASSERT_LT(id, seen.size());
+        EXPECT_FALSE(seen[id]) << "block " << b << " " << ShardKindName(k) << " piece " << i;
+        seen[id] = true;
+      }
+    }
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), int64_t(seen.size()));
+  EXPECT_EQ(layout.Id(0, ShardKind::kGrad, 0), ShardTensorId(0, ShardKind::kGrad));
+
+  const std::string dir = (fs::temp_directory_path() / ("tencache_pieces_test_" + std::to_string(::getpid()))).string();
+  CachedStoreOptions o;
+  o.device_budget = 4096;
+  o.host_budget = 64 * 4096;
+  o.nvme_dir = dir;
+  std::unique_ptr<ShardStore> memory = MakeMemoryShardStore(layout);
+  StatusOr<std::unique_ptr<ShardStore>> cached = MakeCachedShardStore(layout, o);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  for (ShardStore* s : {memory.get(), cached->get()}) {
+    for (int i = 0; i < 3; ++i) {
+      StatusOr<ShardRef> r = s->Acquire(0, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kOverwrite);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_EQ(r->count(), layout.PieceCount(0, ShardKind::kAdamV, i));
+      for (size_t j = 0; j < r->count(); ++j) r->f32()[j] = float(layout.PieceBegin(0, ShardKind::kAdamV, i) + j);
+    }
+    for (int i = 0; i < 3; ++i) {
+      StatusOr<ShardRef> r = s->Acquire(0, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kRead);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      for (size_t j = 0; j < r->count(); ++j) {
+        ASSERT_EQ(r->f32()[j], float(layout.PieceBegin(0, ShardKind::kAdamV, i) + j)) << "piece " << i << " at " << j;
+      }
+    }
+  }
+  // The memory store's pieces are one shard: piece 1 starts where piece 0 ends.
+  StatusOr<ShardRef> first = memory->Acquire(0, ShardKind::kAdamV, 0, Tier::kHost, AccessMode::kRead);
+  StatusOr<ShardRef> second = memory->Acquire(0, ShardKind::kAdamV, 1, Tier::kHost, AccessMode::kRead);
+  EXPECT_EQ(first->f32() + first->count(), second->f32());
+  cached->reset();
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -327,15 +327,18 @@ TEST(Trainer, BadBatchAndPolicyAreErrorsNamingTheKey) {
 
 // The launcher's least host budget (launcher/resource_model.h) is the worker's: at
 // it the tencache policy builds its plan and trains; a byte less is refused.
+// Also with an embedding five times a layer, whose states are cut into pieces.
 TEST(Trainer, TheLeastHostBudgetThePlannerAllowsIsTheWorkers) {
+  for (const char* vocab : {"model.vocab=256", "model.vocab=4096"})
   for (const char* dtype : {"fp32", "bf16"}) {
-    const JobSpec probe = SmallJob("tencache", "least", {std::string("model.dtype=") + dtype});
+    SCOPED_TRACE(vocab);
+    const JobSpec probe = SmallJob("tencache", "least", {std::string("model.dtype=") + dtype, vocab});
     const uint64_t least = LeastHostBudget(probe.model, probe.dtype, 1);
     for (uint64_t host : {least, least - 1}) {
       const std::string tag = std::string("least_") + dtype + std::to_string(host);
-      const JobSpec job = SmallJob("tencache", tag, {std::string("model.dtype=") + dtype,
+      const JobSpec job = SmallJob("tencache", tag, {std::string("model.dtype=") + dtype, vocab,
                                                     "cache.host_budget=" + std::to_string(host),
-                                                    "cache.device_budget=1MiB"});
+                                                    "cache.device_budget=2MiB"});
       auto solo = MakeSoloCommunicator();
       StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, solo.get(), Corpus(), [](const std::string&) {});
       Status st = t.status();  // the cache's slots are checked here, the tier layout at the first plan
@@ -348,6 +351,43 @@ TEST(Trainer, TheLeastHostBudgetThePlannerAllowsIsTheWorkers) {
       }
       fs::remove_all(NvmeDir(tag));
     }
+  }
+}
+
+// An embedding five times a layer (vocab 4096) has its fp32 states cut into
+// pieces (common/shard_bytes.h StatePieces), each its own cache tensor: at the
+// least host budget they move through NVMe piece by piece, and the run equals
+// the in-memory one bit for bit, accumulating gradients over micro-batches and
+// with the deferred updates of gradient clipping.
+TEST(Trainer, AnEmbeddingLargerThanALayerTrainsInPiecesBitwiseAsInMemory) {
+  for (const char* dtype : {"fp32", "bf16"})
+  for (const char* clip : {"train.grad_clip=0", "train.grad_clip=0.5"}) {
+    const std::string what = std::string(dtype) + ", " + clip;
+    SCOPED_TRACE(what);
+    const std::vector<std::string> sets = {"model.vocab=4096", std::string("model.dtype=") + dtype, clip};
+    auto solo = MakeSoloCommunicator();
+    const std::vector<StepMetrics> reference = Train(SmallJob("none", "pieces-ref", sets), solo.get(), 4);
+    std::vector<std::string> cached_sets = sets;
+    const JobSpec probe = SmallJob("tencache", "pieces", sets);
+    cached_sets.push_back("cache.host_budget=" + std::to_string(LeastHostBudget(probe.model, probe.dtype, 1)));
+    cached_sets.push_back("cache.device_budget=2MiB");
+    StatusOr<std::unique_ptr<Trainer>> t =
+        Trainer::Create(SmallJob("tencache", "pieces", cached_sets), solo.get(), Corpus(), [](const std::string&) {});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_EQ((*t)->accum_steps(), 4);
+    const ShardLayout& layout = (*t)->store()->layout();
+    EXPECT_EQ(layout.Pieces(0, ShardKind::kAdamM), 6);
+    EXPECT_EQ(layout.Pieces(1, ShardKind::kAdamM), 1);
+    double nvme_read = 0;
+    for (int s = 0; s < 4; ++s) {
+      StatusOr<StepMetrics> m = (*t)->Step();
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      EXPECT_EQ(m->loss, reference[s].loss) << "step " << s;  // bitwise
+      nvme_read += m->bytes_nvme_read;
+    }
+    EXPECT_GT(nvme_read, 0);  // the states did not all fit on the host
+    t->reset();
+    fs::remove_all(NvmeDir("pieces"));
   }
 }
 

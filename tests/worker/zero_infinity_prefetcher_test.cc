@@ -74,7 +74,7 @@ class ZeroInfinityPrefetcherTest : public ::testing::Test {
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     if (!store.ok()) return nullptr;
     for (int b = 0; b < int(layout_.num_blocks()); ++b) {
-      EXPECT_TRUE((*store)->Acquire(b, ShardKind::kParam, Tier::kHost, AccessMode::kOverwrite).ok());
+      EXPECT_TRUE((*store)->Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kOverwrite).ok());
     }
     return std::move(*store);
   }
@@ -100,12 +100,12 @@ TEST_F(ZeroInfinityPrefetcherTest, SameTraceSameDecisionsAsTheSimulator) {
     for (size_t k = 0; k < seq->size(); ++k) {
       const int block = int(seq->tensor(k));
       {
-        StatusOr<ShardRef> p = store->Acquire(block, ShardKind::kParam, Tier::kDevice, AccessMode::kRead);
+        StatusOr<ShardRef> p = store->Acquire(block, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead);
         ASSERT_TRUE(p.ok()) << p.status().ToString();
         const size_t before = log.size();
         prefetcher.OnAccess(k, block, store.get());
         for (size_t i = before; i < log.size(); ++i) {  // the compute outlasts this access's prefetches
-          ASSERT_TRUE(store->Prefetch(int(log[i].key), ShardKind::kParam, Tier::kDevice).Wait(kWait).ok());
+          ASSERT_TRUE(store->Prefetch(int(log[i].key), ShardKind::kParam, 0, Tier::kDevice).Wait(kWait).ok());
         }
       }
       prefetcher.AfterAccess(k, block, store.get());
