@@ -63,7 +63,7 @@ bool TensorCache::HasBusyHolder(Tier tier, int cls, TensorId for_id) const {
   const int t = Index(tier);
   for (TensorId id : members_[t][cls]) {
     const Entry& c = entries_[id];
-    if (id != for_id && c.slot[t] >= 0 && c.busy && c.pins[t] == 0) return true;
+    if (id != for_id && c.slot[t] >= 0 && (c.busy || c.waiters > 0) && c.pins[t] == 0) return true;
   }
   return false;
 }
@@ -77,7 +77,9 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id,
   for (TensorId id : members_[t][cls]) {
     Entry& c = entries_[id];
     SettleLate(&c);  // a late copy that ended frees its tensor for eviction
-    if (id == for_id || c.slot[t] < 0 || !c.valid[t] || c.pins[t] > 0 || c.busy) continue;
+    // An Acquire waiting for it is about to pin it: the oracle already counts
+    // that use as past, so evicting it would read it again at once.
+    if (id == for_id || c.slot[t] < 0 || !c.valid[t] || c.pins[t] > 0 || c.busy || c.waiters > 0) continue;
     if (tier == Tier::kDevice && NeedsWriteBack(c, tier) && CopyBlocked(c, Tier::kDevice, Tier::kHost)) continue;
     const AccessIndex next = oracle_ != nullptr ? oracle_->NextUse(id, now) : 0;
     if (after != nullptr && next <= *after) {
@@ -123,7 +125,7 @@ int64_t TensorCache::VictimToAwait(const Entry& e, Tier tier) {
       if (after <= use) continue;  // the oracle cannot place it after `use`: TakeSlot's rule decides
     }
     if (tier == Tier::kHost && !WriteBackFits(c, tier)) continue;  // waiting would not make it fit
-    const bool ready = next > use && c.valid[t] && c.pins[t] == 0 && !c.busy &&
+    const bool ready = next > use && c.valid[t] && c.pins[t] == 0 && !c.busy && c.waiters == 0 &&
                        !(tier == Tier::kDevice && NeedsWriteBack(c, tier) && CopyBlocked(c, Tier::kDevice, Tier::kHost));
     const bool better = best == nullptr || after > best_after ||
                         (after == best_after && (ready > best_ready || (ready == best_ready && c.last_use < best->last_use)));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cache_fixture.h"
+#include "cachemgr/fault_injection_file_env.h"
 
 namespace tencache {
 namespace {
@@ -156,6 +157,52 @@ TEST(PrefetchVictimHeldTest, ATensorUsedRightBeforeTheUseCountsAsPinnedThen) {
   EXPECT_EQ(c->Snapshot().prefetches_deferred, 0u);
   EXPECT_TRUE(c->IsResident(kA, Tier::kHost));
   EXPECT_FALSE(c->IsResident(kB, Tier::kHost));
+}
+
+// A prefetch must not evict a tensor an Acquire is waiting for. The oracle
+// counts that acquire's use as past (the tensor's next use is a step away), so
+// once its read lands the tensor looks like the best victim until the waiting
+// thread wakes and pins it. With one mover the next job runs in exactly that
+// window: before the fix, X was evicted for Y there and read again at once.
+TEST(PrefetchVictim, ATensorAnAcquireWaitsForIsNotEvictedWhenItArrives) {
+  testing::TempDir dir;
+  FaultInjectionFileEnv faulty(PosixFileEnv());
+  TensorCacheOptions o;
+  o.device_budget = kBytes;
+  o.host_budget = 2 * kBytes;
+  o.mover_threads = 1;
+  constexpr TensorId kY = 1;  // on NVMe, prefetched while X's acquire waits
+  CyclicOracle oracle({kX, kY, kB});  // outlives the cache
+  std::unique_ptr<TensorCache> c = MakeCache(dir, o, UniformSpecs(3, kBytes), &faulty);
+  ASSERT_NE(c, nullptr);
+  Write(c.get(), kX, 10);
+  Write(c.get(), kY, 11);
+  Write(c.get(), kB, 12);  // X to NVMe
+  ASSERT_TRUE(c->Discard(kY, Tier::kHost).ok());  // Y to NVMe: host holds B, one slot free
+  c->EndStep();
+  c->SetNextUseOracle(&oracle);
+
+  faulty.AddFault({FaultKind::kHeld, IoOp::kRead, 0, ~0ull, 1});
+  PrefetchHandle px = c->Prefetch(kX, Tier::kHost);  // into the free slot; its read is held
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (faulty.held_requests() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  ASSERT_EQ(faulty.held_requests(), 1u);
+  bool x_ok = false;
+  std::thread reader([&] { x_ok = Read(c.get(), kX, 10); });  // access 0: waits for the read
+  while (c->Snapshot().tier(Tier::kHost).misses == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  PrefetchHandle py = c->Prefetch(kY, Tier::kHost);  // queued behind X's read on the one mover
+  faulty.ReleaseHeld();
+  reader.join();
+  EXPECT_TRUE(x_ok);
+  ASSERT_TRUE(py.Wait(kWait).ok());
+  EXPECT_TRUE(Read(c.get(), kY, 11));  // access 1
+  EXPECT_TRUE(Read(c.get(), kB, 12));  // access 2
+  CacheMetrics m = c->EndStep();
+  EXPECT_EQ(m.bytes_nvme_to_host, 2 * kBytes);  // X and Y once each (X twice before the fix)
+  EXPECT_EQ(m.tier(Tier::kHost).misses, 1u);    // X's acquire only: Y took X's slot after its use, B stayed
+  c->SetNextUseOracle(nullptr);
 }
 
 }  // namespace
