@@ -111,9 +111,9 @@ Status Trainer::SaveWeights(const std::string& dir) {
 // AdamW on the block's shards, piece by piece (ShardLayout::pieces): the
 // master (in fp32 the whole parameter shard, held throughout) and both moments
 // of one piece at a time, so that the host holds three pieces, not three whole
-// shards, of a huge block. In mixed precision the 16-bit parameter, held
-// throughout and overwritten, is rounded from each piece of the master once it
-// is updated. A shard the plan keeps on the device until its next use is
+// shards, of a huge block. In mixed precision the 16-bit parameter (held from
+// the first piece's rounding on, and overwritten) is rounded from each piece
+// of the master once that piece is updated. A shard the plan keeps on the device until its next use is
 // copied back there right after its host update (the update invalidated the
 // device copy); otherwise the plan fetches it before its use.
 Status Trainer::UpdateBlock(int b, const float* grad) {
