@@ -79,29 +79,32 @@ struct Outcome {
   LaneBusy lanes;      // mean busy seconds per steady-state step
 };
 
-// The regime's job, with `host_budget` (kLeast: the least the worker accepts for it).
-StatusOr<JobSpec> RegimeJob(const Variant& v, const Regime& r, const TrainFlags& f, const TokenCorpus& corpus,
-                            const std::string& host_budget) {
+// The regime's job for variant `v`, with the regime's (or the flag's) host
+// budget; kLeast: the least the worker accepts for the job's model.
+StatusOr<JobSpec> RegimeJob(const Variant& v, const Regime& r, const TrainFlags& f, const TokenCorpus& corpus) {
   const std::string nvme = f.nvme_dir + "/" + v.name;
-  const std::string device_budget = r.DeviceBudget(f.device_budget);
-  std::vector<std::string> sets = {
+  const std::vector<std::string> sets = {
       "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
-      "cache.device_budget=" + device_budget, "cache.host_budget=" + host_budget,
-      "cache.nvme_path=" + nvme,                      "train.micro_batch=" + std::to_string(r.micro_batch),
-      "train.global_batch=" + std::to_string(r.micro_batch), "model.seq_len=" + std::to_string(r.seq_len),
-      "model.dtype=" + f.dtype};
+      "cache.device_budget=" + r.DeviceBudget(f.device_budget), "cache.nvme_path=" + nvme,
+      "train.micro_batch=" + std::to_string(r.micro_batch), "train.global_batch=" + std::to_string(r.micro_batch),
+      "model.seq_len=" + std::to_string(r.seq_len),   "model.dtype=" + f.dtype};
   const std::string job_text =
       "name: bench\nmodel: " + std::string(r.model) + "\ntrain: {data: " + corpus.path() + ", lr: 1.0e-3, seed: 1}\n";
-  if (host_budget != kLeast) return ParseJobText(job_text, "train-bench", sets);
-  sets[3] = "cache.host_budget=1GiB";  // a placeholder, to learn the model
-  TC_ASSIGN_OR_RETURN(JobSpec probe, ParseJobText(job_text, "train-bench", sets));
-  return RegimeJob(v, r, f, corpus, std::to_string(LeastHostBudget(probe.model, probe.dtype, 1)));
+  auto with_host = [&](const std::string& host_budget) {
+    std::vector<std::string> all = sets;
+    all.push_back("cache.host_budget=" + host_budget);
+    return ParseJobText(job_text, "train-bench", all);
+  };
+  const std::string host_budget = r.HostBudget(f.host_budget);
+  if (host_budget != kLeast) return with_host(host_budget);
+  TC_ASSIGN_OR_RETURN(JobSpec probe, with_host("1GiB"));  // a placeholder, to learn the model
+  return with_host(std::to_string(LeastHostBudget(probe.model, probe.dtype, 1)));
 }
 
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const Variant& v, const Regime& r, const TrainFlags& f,
                                                std::shared_ptr<const TokenCorpus> corpus, Communicator* comm) {
   std::filesystem::create_directories(f.nvme_dir + "/" + v.name);
-  TC_ASSIGN_OR_RETURN(JobSpec job, RegimeJob(v, r, f, *corpus, r.HostBudget(f.host_budget)));
+  TC_ASSIGN_OR_RETURN(JobSpec job, RegimeJob(v, r, f, *corpus));
   return Trainer::Create(job, comm, corpus, [](const std::string&) {});
 }
 
@@ -166,7 +169,7 @@ Status RunTrainBench(const TrainFlags& f) {
   for (const Regime& r : kRegimes) {
     if (regime == "all" ? !r.in_all : regime != r.name) continue;
     const std::string device_budget = r.DeviceBudget(f.device_budget);
-    TC_ASSIGN_OR_RETURN(JobSpec job, RegimeJob(kVariants[1], r, f, *corpus, r.HostBudget(f.host_budget)));
+    TC_ASSIGN_OR_RETURN(JobSpec job, RegimeJob(kVariants[1], r, f, *corpus));
     const std::string host_budget = FormatBytes(double(job.cache.host_budget.value_or(0)));
     TC_ASSIGN_OR_RETURN(std::vector<Outcome> results, RunRegime(r, f, f.steps, corpus));
     const double reference = results[0].step_s;

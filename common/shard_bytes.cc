@@ -50,9 +50,10 @@ ShardTensors ShardTensorBytes(const ModelShape& model, DType dtype, int ranks) {
   for (size_t b = 0; b < counts.size(); ++b) {
     t.params.push_back(counts[b] * (mixed ? 2 : 4));
     t.all.push_back(t.params.back());
-    const uint64_t k = uint64_t(pieces[b]), q = counts[b] / k, r = counts[b] % k;
-    for (int fp32 = 0; fp32 < (mixed ? 4 : 3); ++fp32) {  // [master,] m, v, gradient: near-equal pieces
-      for (uint64_t i = 0; i < k; ++i) t.all.push_back((q + (i < r ? 1 : 0)) * 4);
+    for (int fp32 = 0; fp32 < (mixed ? 4 : 3); ++fp32) {  // [master,] m, v, gradient, in pieces
+      for (int i = 0; i < pieces[b]; ++i) {
+        t.all.push_back((StatePieceBegin(counts[b], pieces[b], i + 1) - StatePieceBegin(counts[b], pieces[b], i)) * 4);
+      }
     }
   }
   return t;

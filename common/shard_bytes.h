@@ -45,6 +45,13 @@ ShardBytes ShardBytesPerRank(const ModelShape& model, DType dtype, int ranks);
 // 4 KiB rounding of slots. `shard_counts`: elements per rank of each block.
 constexpr uint64_t kMinStatePieceElements = 16384;
 std::vector<int> StatePieces(const std::vector<uint64_t>& shard_counts, int layers, DType dtype);
+// Where piece `piece` of a shard of `count` elements cut into `pieces`
+// near-equal pieces begins (the first count % pieces pieces hold one element
+// more); piece `pieces` begins at `count`. REQUIRES: 0 <= piece <= pieces, pieces >= 1.
+inline uint64_t StatePieceBegin(uint64_t count, int pieces, int piece) {
+  const uint64_t k = uint64_t(pieces), i = uint64_t(piece);
+  return i * (count / k) + (i < count % k ? i : count % k);
+}
 
 // The byte size of every cache tensor one rank holds (each block's parameter,
 // and the pieces of its master in mixed precision, moments and gradient

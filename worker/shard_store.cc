@@ -1,7 +1,5 @@
 #include "worker/shard_store.h"
 
-#include <algorithm>
-
 #include "cachemgr/device_tier.h"
 #include "cachemgr/host_tier.h"
 #include "cachemgr/nvme_tier.h"
@@ -21,13 +19,11 @@ std::vector<ShardKind> ShardLayout::Kinds() const {
 }
 
 size_t ShardLayout::PieceBegin(int block, ShardKind kind, int piece) const {
-  const size_t k = size_t(Pieces(block, kind)), n = counts[size_t(block)], i = size_t(piece);
-  return i * (n / k) + std::min(i, n % k);
+  return size_t(StatePieceBegin(counts[size_t(block)], Pieces(block, kind), piece));
 }
 
 size_t ShardLayout::PieceCount(int block, ShardKind kind, int piece) const {
-  const size_t k = size_t(Pieces(block, kind)), n = counts[size_t(block)];
-  return n / k + (size_t(piece) < n % k ? 1 : 0);
+  return PieceBegin(block, kind, piece + 1) - PieceBegin(block, kind, piece);
 }
 
 namespace {
@@ -37,21 +33,22 @@ int CutIndex(ShardKind kind) { return kind == ShardKind::kMaster ? 3 : int(kind)
 
 }  // namespace
 
-TensorId ShardLayout::Id(int block, ShardKind kind, int piece) const {
-  const size_t firsts = num_blocks() * (kShardKinds + (mixed ? 1 : 0));
-  if (piece == 0) return kind == ShardKind::kMaster ? TensorId(kShardKinds * num_blocks() + block) : ShardTensorId(block, kind);
+// Tensor ids of the further pieces (piece >= 1) of blocks before `block`: the
+// first pieces' ids (masters included) come before them all.
+size_t ShardLayout::FurtherPiecesBefore(int block) const {
   const size_t cut = mixed ? 4 : 3;  // kinds with pieces: gradient, moments[, master]
-  size_t before = 0;
-  for (int b = 0; b < block; ++b) before += size_t(Pieces(b, ShardKind::kGrad) - 1) * cut;
-  const size_t further = size_t(Pieces(block, kind) - 1);
-  return TensorId(firsts + before + size_t(CutIndex(kind)) * further + size_t(piece - 1));
-}
-
-size_t ShardLayout::num_tensors() const {
   size_t n = num_blocks() * (kShardKinds + (mixed ? 1 : 0));
-  for (int b = 0; b < int(num_blocks()); ++b) n += size_t(Pieces(b, ShardKind::kGrad) - 1) * (mixed ? 4 : 3);
+  for (int b = 0; b < block; ++b) n += size_t(Pieces(b, ShardKind::kGrad) - 1) * cut;
   return n;
 }
+
+TensorId ShardLayout::Id(int block, ShardKind kind, int piece) const {
+  if (piece == 0) return kind == ShardKind::kMaster ? TensorId(kShardKinds * num_blocks() + block) : ShardTensorId(block, kind);
+  const size_t further = size_t(Pieces(block, kind) - 1);
+  return TensorId(FurtherPiecesBefore(block) + size_t(CutIndex(kind)) * further + size_t(piece - 1));
+}
+
+size_t ShardLayout::num_tensors() const { return FurtherPiecesBefore(int(num_blocks())); }
 
 namespace {
 

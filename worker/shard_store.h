@@ -76,13 +76,18 @@ struct ShardLayout {
     return kind == ShardKind::kParam || pieces.empty() ? 1 : pieces[size_t(block)];
   }
   // Piece `piece` of the shard is its elements [PieceBegin, PieceBegin +
-  // PieceCount): near-equal pieces, in order. REQUIRES: piece < Pieces(block, kind).
+  // PieceCount): near-equal pieces, in order (common/shard_bytes.h
+  // StatePieceBegin). REQUIRES: piece < Pieces(block, kind), or == for PieceBegin
+  // (the shard's end).
   size_t PieceBegin(int block, ShardKind kind, int piece) const;
   size_t PieceCount(int block, ShardKind kind, int piece) const;
   // The cache tensor of a piece: the first pieces as ShardTensorId (masters
   // after them), the further pieces after every first piece.
   TensorId Id(int block, ShardKind kind, int piece = 0) const;
   size_t num_tensors() const;
+
+ private:
+  size_t FurtherPiecesBefore(int block) const;
 };
 
 class ShardStore {
