@@ -15,10 +15,15 @@ std::vector<uint64_t> ShardCounts(const ModelShape& model, int ranks) {
 }  // namespace
 
 std::vector<int> StatePieces(const std::vector<uint64_t>& shard_counts, int layers, DType dtype) {
-  uint64_t limit = kMinStatePieceElements;
+  uint64_t limit = 0;
   for (int b = 1; b <= layers && b < int(shard_counts.size()); ++b) limit = std::max(limit, shard_counts[b]);
+  return StatePiecesWithin(shard_counts, limit, dtype);
+}
+
+std::vector<int> StatePiecesWithin(const std::vector<uint64_t>& counts, uint64_t limit, DType dtype) {
+  limit = std::max(limit, kMinStatePieceElements);
   std::vector<int> pieces;
-  for (uint64_t n : shard_counts) {
+  for (uint64_t n : counts) {
     uint64_t k = std::max<uint64_t>(1, (n + limit - 1) / limit);
     if (k == 2 && dtype != DType::kFp32) k = 3;
     pieces.push_back(int(k));

@@ -45,6 +45,10 @@ ShardBytes ShardBytesPerRank(const ModelShape& model, DType dtype, int ranks);
 // 4 KiB rounding of slots. `shard_counts`: elements per rank of each block.
 constexpr uint64_t kMinStatePieceElements = 16384;
 std::vector<int> StatePieces(const std::vector<uint64_t>& shard_counts, int layers, DType dtype);
+// The same rule for any list of shards (`counts` elements each) with the
+// largest layer's shard given as `limit` elements: what the simulator applies
+// to a trace's tensors.
+std::vector<int> StatePiecesWithin(const std::vector<uint64_t>& counts, uint64_t limit, DType dtype);
 // Where piece `piece` of a shard of `count` elements cut into `pieces`
 // near-equal pieces begins (the first count % pieces pieces hold one element
 // more); piece `pieces` begins at `count`. REQUIRES: 0 <= piece <= pieces, pieces >= 1.

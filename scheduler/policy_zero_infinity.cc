@@ -16,7 +16,7 @@ class SimCacheView : public ZeroInfinityCacheView {
   SimCacheView(SimContext& s, KeyedResidents& lru, AccessIndex g) : s_(s), lru_(lru), g_(g) {}
   bool OnDevice(uint32_t key) const override { return s_.resident(key); }
   bool InFlight(uint32_t key) const override { return s_.in_flight(key); }
-  bool OnlyOnNvme(uint32_t key) const override { return s_.layout().home[key] == Tier::kNvme; }
+  bool OnlyOnNvme(uint32_t key) const override { return !s_.host_resident(key); }
   bool StartFetch(uint32_t key) override {
     if (!s_.Fetch(key)) return false;
     lru_.Set(key, g_);

@@ -215,7 +215,8 @@ StatusOr<std::string> RunSim(const SimCliOptions& o) {
     }
     results.push_back(sim->Run(*policy));
   }
-  return o.json ? FormatResultsJson(results) : FormatResultsTable(results);
+  if (o.json) return FormatResultsJson(results);
+  return FormatResultsTable(results) + "NVMe traffic: the " + sim->host().Describe() + "\n";
 }
 
 int SimMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -13,8 +13,15 @@ SimContext::SimContext(const CacheSimulator& sim) : sim_(sim) {
   const size_t n = sim.seq_.num_tensors();
   resident_.assign(n, false);
   fresh_.assign(n, false);
+  device_only_.assign(n, false);
   arrival_.assign(n, 0);
   grad_ready_.assign(n, 0);
+  const size_t h = sim.host_.num_tensors();
+  host_.resident.assign(h, false);
+  host_.dirty.assign(h, false);
+  host_.ready_at.assign(h, 0);
+  host_.free_at.assign(h, 0);
+  host_.used.assign(sim.host_.num_classes(), 0);
   const LinkSpeeds& l = sim.config_.links;
   nvme_read_.bps = l.nvme_read_bps;
   nvme_write_.bps = l.nvme_write_bps;
@@ -30,31 +37,91 @@ int SimContext::total_steps() const {
   return sim_.config_.warmup_steps + sim_.config_.steps;
 }
 uint64_t SimContext::elem_bytes() const { return sim_.elem_bytes_; }
+bool SimContext::host_resident(TensorId id) const { return host_.resident[sim_.host_.param(id)]; }
 
 void SimContext::Evict(TensorId id) {
   if (!resident_[id]) return;
   resident_[id] = false;
-  used_ -= sim_.seq_.bytes(id);  // parameters are clean: the host home is current
+  used_ -= sim_.seq_.bytes(id);
+  if (!device_only_[id]) return;  // the host (or NVMe) copy is current
+  // Its host copy was dropped after an update while the device held the only
+  // current one: the cache writes it back to a host slot.
+  device_only_[id] = false;
+  const uint32_t t = sim_.host_.param(id);
+  const double copied = d2h_.Reserve(now_, sim_.CopySeconds(sim_.seq_.bytes(id), d2h_));
+  if (counting_) totals_.bytes_d2h += sim_.seq_.bytes(id);
+  host_.free_at[t] = std::max(HostAcquire(t, HostUse::kOverwrite, now_, held_), copied);
+  host_.dirty[t] = true;
 }
 
 double SimContext::PredictArrival(TensorId id) const {
   const double b = double(sim_.seq_.bytes(id));
-  double ready = now_;
-  if (sim_.layout_.home[id] == Tier::kNvme) {
-    ready = std::max(nvme_read_.free_at, ready) + b / nvme_read_.bps;
-  }
+  const uint32_t t = sim_.host_.param(id);
+  const double ready = host_.resident[t] ? std::max(now_, host_.ready_at[t])
+                                         : std::max(nvme_read_.free_at, now_) + b / nvme_read_.bps;
   return std::max(h2d_.free_at, ready) + sim_.CopySeconds(sim_.seq_.bytes(id), h2d_);
+}
+
+double SimContext::HostAcquire(uint32_t t, HostUse use, double request, const std::vector<uint32_t>& held) {
+  const HostTierModel& m = sim_.host_;
+  if (host_.resident[t]) return std::max(request, host_.ready_at[t]);
+  const int c = m.size_class(t);
+  double slot = request;
+  if (host_.used[c] >= m.slots(c)) {
+    int64_t victim = -1;
+    uint64_t furthest = 0;
+    for (uint32_t v : m.members(c)) {
+      if (!host_.resident[v] || std::find(held.begin(), held.end(), v) != held.end()) continue;
+      const uint64_t next = m.NextUse(v, host_.pos);
+      if (victim < 0 || next > furthest) victim = v, furthest = next;
+    }
+    // With at least kWorkerHostSlotsPerClass slots a class always has one
+    // unheld; were none, the tensor would take a slot beyond the plan.
+    if (victim >= 0) {
+      const uint32_t v = uint32_t(victim);
+      host_.resident[v] = false;
+      --host_.used[c];
+      slot = std::max(request, host_.free_at[v]);  // parked until its last use has ended
+      if (host_.dirty[v] && v < resident_.size() && resident_[v]) {
+        device_only_[v] = true;  // the device's copy is current: nothing to write
+      } else if (host_.dirty[v]) {
+        slot = nvme_write_.Reserve(slot, double(m.bytes(v)) / nvme_write_.bps);
+        if (counting_) totals_.bytes_nvme_write += m.bytes(v);
+      }
+      host_.dirty[v] = false;
+    }
+  }
+  ++host_.used[c];
+  host_.resident[t] = true;
+  double ready = slot;
+  const bool from_device = t < device_only_.size() && device_only_[t];
+  if (from_device) device_only_[t] = false;
+  if (use != HostUse::kOverwrite && from_device) {  // the device holds the current copy
+    ready = d2h_.Reserve(slot, sim_.CopySeconds(m.bytes(t), d2h_));
+    if (counting_) totals_.bytes_d2h += m.bytes(t);
+  } else if (use != HostUse::kOverwrite) {
+    ready = nvme_read_.Reserve(slot, double(m.bytes(t)) / nvme_read_.bps);
+    if (counting_) totals_.bytes_nvme_read += m.bytes(t);
+  }
+  host_.ready_at[t] = host_.free_at[t] = ready;
+  return ready;
+}
+
+void SimContext::DropHost(uint32_t t, double at) {
+  if (!host_.resident[t]) return;
+  host_.resident[t] = false;
+  host_.dirty[t] = false;
+  host_.free_at[t] = std::max(host_.free_at[t], at);
+  --host_.used[sim_.host_.size_class(t)];
 }
 
 bool SimContext::Fetch(TensorId id) {
   const uint64_t b = sim_.seq_.bytes(id);
   if (resident_[id] || b > free_bytes()) return false;
-  double ready = now_;
-  if (sim_.layout_.home[id] == Tier::kNvme) {
-    ready = nvme_read_.Reserve(ready, double(b) / nvme_read_.bps);
-    if (counting_) totals_.bytes_nvme_read += b;
-  }
+  const uint32_t t = sim_.host_.param(id);
+  const double ready = HostAcquire(t, HostUse::kRead, now_, held_);
   arrival_[id] = h2d_.Reserve(ready, sim_.CopySeconds(b, h2d_));
+  host_.free_at[t] = std::max(host_.free_at[t], arrival_[id]);
   if (counting_) totals_.bytes_h2d += b;
   resident_[id] = true;
   fresh_[id] = true;
@@ -91,6 +158,7 @@ StatusOr<CacheSimulator> CacheSimulator::Create(const Trace& trace, const SimCon
   sim.config_ = config;
   TC_ASSIGN_OR_RETURN(sim.seq_, AccessSequence::FromTrace(trace));
   TC_ASSIGN_OR_RETURN(sim.layout_, LayoutTiers(trace, sim.seq_, config.budgets));
+  TC_ASSIGN_OR_RETURN(sim.host_, HostTierModel::Create(trace, config.budgets.host));
   sim.elem_bytes_ = trace.header.dtype == "fp32" ? 4 : 2;
   const size_t m = trace.events.size();
   sim.compute_before_.assign(m + 1, 0);
@@ -109,13 +177,12 @@ StatusOr<CacheSimulator> CacheSimulator::Create(const Trace& trace, const SimCon
 
 double CacheSimulator::Stream(TensorId id, SimContext& s) const {
   const uint64_t b = seq_.bytes(id);
-  double ready = s.now_;
-  if (layout_.home[id] == Tier::kNvme) {
-    ready = s.nvme_read_.Reserve(ready, double(b) / s.nvme_read_.bps);
-    if (s.counting_) s.totals_.bytes_nvme_read += b;
-  }
+  const uint32_t t = host_.param(id);
+  const double ready = s.HostAcquire(t, HostUse::kRead, s.now_, s.held_);
   if (s.counting_) s.totals_.bytes_h2d += b;
-  return s.h2d_.Reserve(ready, CopySeconds(b, s.h2d_));
+  const double end = s.h2d_.Reserve(ready, CopySeconds(b, s.h2d_));
+  s.host_.free_at[t] = std::max(s.host_.free_at[t], end);
+  return end;
 }
 
 double CacheSimulator::CopySeconds(uint64_t bytes, const Lane& lane) const {
@@ -137,6 +204,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
   policy.BeforeAccess(g, s);
   const TensorId x = e.id;
   const bool hit = s.resident_[x] && !s.fresh_[x];
+  const bool host_served = !hit && s.host_.resident[host_.param(x)];
   double ready = s.now_;
   if (s.resident_[x]) {
     ready = s.arrival_[x];
@@ -146,7 +214,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
   }
   if (s.counting_) {
     s.hits_ += hit;
-    s.host_served_ += !hit && layout_.home[x] == Tier::kHost;
+    s.host_served_ += host_served;
   }
   wait_until(ready);
   s.fresh_[x] = false;
@@ -157,6 +225,17 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
   if (e.phase == Phase::kBackward) {  // the gradient shard goes to the host
     s.grad_ready_[x] = s.d2h_.Reserve(s.now_, CopySeconds(e.bytes, s.d2h_));
     if (s.counting_) s.totals_.bytes_d2h += e.bytes;
+  }
+  ++s.host_.pos;  // the access acquired its parameter (HostTierModel's order)
+  // A gradient stored for a later contribution (micro-batch, or the tied
+  // head's): the training thread waits for its host pieces' slots (and reads,
+  // when it adds into pieces that were evicted); the add lands once the
+  // gradient has arrived.
+  for (const HostAcquire& a : host_.after_access(s.pos_)) {
+    wait_until(s.HostAcquire(a.tensor, a.use, s.now_, s.held_));
+    s.host_.dirty[a.tensor] = true;
+    s.host_.free_at[a.tensor] = std::max({s.host_.free_at[a.tensor], s.now_, s.grad_ready_[x]});
+    ++s.host_.pos;
   }
   ++s.pos_;
   policy.AfterAccess(g, s);
@@ -182,30 +261,61 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
   if (e.collective == CollectiveKind::kAllGather) s.gather_end_[e.block] = end;
 }
 
+// The update of one tensor's shard, piece by piece, as the worker runs it
+// (HostTierModel::update): each piece's states are acquired in host memory —
+// read ahead from the start of the access the update follows when the policy
+// prefetches them — then the CPU updates that piece and releases them, dirty.
+// The parameter is held from its acquire to the end: in fp32 it is the master,
+// read first; in mixed precision it is overwritten once the first piece is
+// updated, the CPU waiting for its slot. The CPU time is shared evenly by the pieces.
 void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const {
   const TensorId x = e.id;
   const uint64_t b = e.bytes;
-  const uint64_t states = b / elem_bytes_ * 12;
-  double ready = std::max(s.now_, s.grad_ready_[x]);
-  if (layout_.states_on_nvme[x]) {
-    double issue = policy.PrefetchesStates() ? std::min(s.now_, s.access_start_) : s.now_;
-    // The host-tier rule (TensorCache): the read evicts the victim a demand
-    // miss would, the states of the previous update that spilled (its next use
-    // is the furthest), so it starts once they are written back.
-    issue = std::max(issue, s.state_victim_free_);
-    ready = std::max(ready, s.nvme_read_.Reserve(issue, double(states) / s.nvme_read_.bps));
-    if (s.counting_) s.totals_.bytes_nvme_read += states;
+  const uint32_t param = host_.param(x);
+  const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.access_start_) : s.now_;
+  const double start = std::max(s.now_, s.grad_ready_[x]);
+  const double piece_s = e.duration_s() / host_.pieces(x);
+  const std::vector<HostAcquire>& update = host_.update(x);
+  s.held_.clear();
+  size_t a = 0;
+  // A stored gradient: read, added into the reduced one, dropped.
+  double grads_read = start;
+  for (; a < update.size() && update[a].consume; ++a) {
+    grads_read = std::max(grads_read, s.HostAcquire(update[a].tensor, update[a].use, issue, s.held_));
+    ++s.host_.pos;
   }
-  s.cpu_free_ = std::max(s.cpu_free_, ready) + e.duration_s();
+  for (size_t i = 0; i < a; ++i) s.DropHost(update[i].tensor, grads_read);
+  for (int piece = 0; piece < host_.pieces(x); ++piece) {
+    double ready = grads_read;
+    bool overwrite = false;
+    for (; a < update.size() && update[a].piece == piece; ++a) {
+      const HostAcquire& h = update[a];
+      if (h.use == HostUse::kOverwrite) {  // comes after the piece's states: acquired once they are updated
+        overwrite = true;
+        break;
+      }
+      ready = std::max(ready, s.HostAcquire(h.tensor, h.use, issue, s.held_));
+      s.held_.push_back(h.tensor);
+      ++s.host_.pos;
+    }
+    s.cpu_free_ = std::max(s.cpu_free_, ready) + piece_s;
+    if (overwrite) {
+      s.cpu_free_ = std::max(s.cpu_free_, s.HostAcquire(param, HostUse::kOverwrite, s.cpu_free_, s.held_));
+      s.host_.dirty[param] = true;
+      s.held_.push_back(param);
+      ++s.host_.pos;
+      ++a;
+    }
+    // The piece's states are released, dirty; the parameter stays held.
+    for (uint32_t t : s.held_) {
+      s.host_.dirty[t] = true;
+      s.host_.free_at[t] = std::max(s.host_.free_at[t], s.cpu_free_);
+    }
+    s.held_.erase(std::remove_if(s.held_.begin(), s.held_.end(), [param](uint32_t t) { return t != param; }),
+                  s.held_.end());
+  }
+  s.held_.clear();
   s.cpu_busy_ += e.duration_s();
-  if (layout_.states_on_nvme[x]) {
-    s.state_victim_free_ = s.nvme_write_.Reserve(s.cpu_free_, double(states) / s.nvme_write_.bps);
-    if (s.counting_) s.totals_.bytes_nvme_write += states;
-  }
-  if (layout_.home[x] == Tier::kNvme) {
-    s.nvme_write_.Reserve(s.cpu_free_, double(b) / s.nvme_write_.bps);
-    if (s.counting_) s.totals_.bytes_nvme_write += b;
-  }
   if (s.resident_[x]) {  // the device copy is updated in place
     s.arrival_[x] = std::max(s.arrival_[x], s.h2d_.Reserve(s.cpu_free_, CopySeconds(b, s.h2d_)));
     if (s.counting_) s.totals_.bytes_h2d += b;

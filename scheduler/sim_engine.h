@@ -4,7 +4,10 @@
 // The device caches 16-bit parameter shards; links are FIFO lanes on one
 // timeline (NVMe read, NVMe write, host->device, device->host, collectives, the
 // host CPU that runs Adam). A policy decides what to evict and what to fetch
-// ahead; the engine does the accounting, identically for every policy. An access
+// ahead on the device; the host tier below it is the worker's cache as
+// HostTierModel describes it (its tensors, slots and next-use victims), which
+// decides every NVMe read and write; the engine does the accounting,
+// identically for every policy. An access
 // is a device hit when its tensor has stayed on the device since the tensor's
 // previous access (any fetch since then, demand or prefetch, makes it a miss).
 // The first `warmup_steps` steps (profiling) are simulated but not counted.
@@ -22,6 +25,7 @@
 #include "common/status.h"
 #include "common/step_lanes.h"
 #include "scheduler/access_sequence.h"
+#include "scheduler/host_tier_model.h"
 #include "scheduler/plan.h"
 #include "scheduler/trace.h"
 
@@ -41,7 +45,7 @@ struct SimConfig {
 struct PolicyResult {
   std::string policy;
   double device_hit_rate = 0;  // hits / device accesses
-  double host_hit_rate = 0;    // misses served from a host home / device accesses
+  double host_hit_rate = 0;    // device misses whose parameter was in host memory / device accesses
   uint64_t bytes_h2d = 0;
   uint64_t bytes_d2h = 0;
   uint64_t bytes_nvme_read = 0;
@@ -83,12 +87,15 @@ class SimContext {
   uint64_t elem_bytes() const;  // bytes per element of the 16-bit (or fp32) parameters
   uint64_t free_bytes() const { return capacity() - used_; }
   bool resident(TensorId id) const { return resident_[id]; }
+  // Whether `id`'s parameter is in (or arriving to) host memory; otherwise it is only on NVMe.
+  bool host_resident(TensorId id) const;
   bool in_flight(TensorId id) const { return resident_[id] && arrival_[id] > now_; }
   void Evict(TensorId id);
   // Starts a fetch now from the tensor's home. False (and nothing happens) when
   // the tensor is resident or does not fit in the free bytes.
   bool Fetch(TensorId id);
-  // When a fetch issued now would finish on the host->device lane.
+  // When a fetch issued now would finish on the host->device lane (an NVMe
+  // read first when the parameter is not in host memory).
   double PredictArrival(TensorId id) const;
   // The host thread blocks until `id`'s fetch has arrived (a synchronous copy):
   // the current access's compute starts no earlier, and the wait counts as
@@ -102,6 +109,15 @@ class SimContext {
  private:
   friend class CacheSimulator;
   explicit SimContext(const CacheSimulator& sim);
+  // Brings host tensor `t` into host memory for `use`, requested at `request`:
+  // when it is not resident, the victim HostTierModel names (never `t` or one
+  // of `held`) leaves once its last use has ended, written back to NVMe first
+  // when dirty, and `t` is read into its slot (not for kOverwrite). Returns
+  // when `t`'s bytes are there. The caller sets free_at (and dirty) once its
+  // use is known to end.
+  double HostAcquire(uint32_t t, HostUse use, double request, const std::vector<uint32_t>& held);
+  // Frees host tensor `t`'s slot without a write-back (a consumed gradient), at time `at`.
+  void DropHost(uint32_t t, double at);
 
   const CacheSimulator& sim_;
   int step_ = 0;
@@ -110,13 +126,13 @@ class SimContext {
   uint64_t used_ = 0;
   std::vector<bool> resident_;
   std::vector<bool> fresh_;  // fetched since its last access
+  std::vector<bool> device_only_;  // the device holds its only current copy (host copy dropped clean)
   std::vector<double> arrival_;
   std::vector<double> grad_ready_;
   Lane nvme_read_, nvme_write_, h2d_, d2h_, net_;
   double cpu_free_ = 0;
-  // When the latest update whose states spill to NVMe has written them back:
-  // the next such update's read evicts them (the host-tier rule).
-  double state_victim_free_ = 0;
+  HostTierState host_;
+  std::vector<uint32_t> held_;  // host tensors the update in progress holds
   double compute_busy_ = 0, cpu_busy_ = 0;  // seconds the device computed and the CPU ran Adam
   double access_start_ = 0;  // when the latest access's compute started
   std::map<int, double> gather_end_;  // block -> pending all-gather's end
@@ -141,8 +157,8 @@ class SimPolicy {
   // Whether it reads each update's NVMe-resident optimizer states ahead (as
   // tencache's worker does): the read may then start when the access the update
   // follows starts computing, instead of at the update. Either way it starts
-  // no earlier than the previous spilled update's states are written back: they
-  // are the victim a demand miss would evict (TensorCache's host-tier rule).
+  // no earlier than its victim's slot is free and written back (TensorCache's
+  // host-tier rule, SimContext::HostAcquire).
   virtual bool PrefetchesStates() const { return false; }
 };
 
@@ -153,6 +169,7 @@ class CacheSimulator {
 
   const AccessSequence& sequence() const { return seq_; }
   const TierLayout& layout() const { return layout_; }
+  const HostTierModel& host() const { return host_; }
   const SimConfig& config() const { return config_; }
   const Trace& trace() const { return trace_; }
 
@@ -168,6 +185,7 @@ class CacheSimulator {
   SimConfig config_;
   AccessSequence seq_;
   TierLayout layout_;
+  HostTierModel host_;
   uint64_t elem_bytes_ = 2;
   std::vector<double> compute_before_;  // per event: device compute before it in the step
   std::vector<size_t> next_gather_;     // per event: index of the next all-gather, or size

@@ -600,12 +600,27 @@ Status Trainer::WriteTrace(const std::string& path) const {
   return WriteTraceFile(profiler_.timed_profile(), path);
 }
 
+void Trainer::LinkWindow::Add(uint64_t bytes, double seconds) {
+  if (bytes == 0 || !(seconds > 0)) return;
+  bps[size_t(added % Profiler::kTimedSteps)] = double(bytes) / seconds;
+  ++added;
+}
+
+double Trainer::LinkWindow::Median(double otherwise) const {
+  const size_t n = size_t(std::min(added, Profiler::kTimedSteps));
+  if (n == 0) return otherwise;
+  std::array<double, Profiler::kTimedSteps> v = bps;
+  std::sort(v.begin(), v.begin() + n);
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 std::string Trainer::SimFlags() const {
   std::ostringstream out;
-  out << std::setprecision(9) << "--device-budget " << sim_budgets_.device << "B --host-budget " << sim_budgets_.host << "B --h2d-gbps "
-      << links_.h2d_bps / 1e9 << " --d2h-gbps " << links_.d2h_bps / 1e9 << " --nvme-read-gbps "
-      << links_.nvme_read_bps / 1e9 << " --nvme-write-gbps " << links_.nvme_write_bps / 1e9 << " --net-gbps "
-      << links_.collective_bps / 1e9;
+  out << std::setprecision(9) << "--device-budget " << sim_budgets_.device << "B --host-budget " << sim_budgets_.host
+      << "B --h2d-gbps " << steady_links_[0].Median(links_.h2d_bps) / 1e9 << " --d2h-gbps "
+      << steady_links_[1].Median(links_.d2h_bps) / 1e9 << " --nvme-read-gbps "
+      << steady_links_[2].Median(links_.nvme_read_bps) / 1e9 << " --nvme-write-gbps "
+      << steady_links_[3].Median(links_.nvme_write_bps) / 1e9 << " --net-gbps " << links_.collective_bps / 1e9;
   return out.str();
 }
 
@@ -649,10 +664,18 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   const double seconds = Now() - step_start_;
   const CacheMetrics cache = store_->EndStep();
   const int version = profiler_.profile_version();
+  const bool followed = profiler_.following();  // the whole step matched the profile
   TC_RETURN_IF_ERROR(profiler_.EndStep());
   // The step that became the profile (the first, or one that diverged) gives
   // the eviction oracle its order.
-  if (profiler_.profile_version() != version) acquire_order_ = step_acquires_;
+  if (profiler_.profile_version() != version) {
+    acquire_order_ = step_acquires_;
+  } else if (followed) {  // a steady step: its link speeds, for SimFlags
+    steady_links_[0].Add(cache.bytes_host_to_device, cache.seconds_host_to_device);
+    steady_links_[1].Add(cache.bytes_device_to_host, cache.seconds_device_to_host);
+    steady_links_[2].Add(cache.bytes_nvme_to_host, cache.seconds_nvme_to_host);
+    steady_links_[3].Add(cache.bytes_host_to_nvme, cache.seconds_host_to_nvme);
+  }
   const bool cached_plan = job_.cache.policy == CachePolicy::kTencache && store_->cache() != nullptr;
   if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan(cache));
   if (steps_run_ == 0 && store_->cache() != nullptr) {

@@ -21,6 +21,7 @@
 // Single-threaded: the training thread owns the Trainer.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -111,7 +112,11 @@ class Trainer {
   // Link speeds the plan was built with: each one measured from the cache's
   // copies in the profiled step, the scheduler's default where a link was idle.
   const LinkSpeeds& link_speeds() const { return links_; }
-  // The tencache-sim flags that replay this rank's trace: budgets and link speeds.
+  // The tencache-sim flags that replay this rank's trace: budgets, and link
+  // speeds — each the median over the latest steps that followed the profile
+  // (at most Profiler::kTimedSteps, a step that did not use the link left
+  // out), the profiled step's where none has run yet, as the trace carries
+  // steady compute times.
   std::string SimFlags() const;
 
  private:
@@ -263,6 +268,15 @@ class Trainer {
   uint64_t sim_hits_ = 0, sim_accesses_ = 0;  // this step
   LinkSpeeds links_;
   std::vector<std::string> measured_links_;   // names of the links measured (the rest are defaults)
+  // Per cache link (h2d, d2h, NVMe read, NVMe write): bytes over copy seconds
+  // of the latest steps that followed the profile; ring of kTimedSteps.
+  struct LinkWindow {
+    std::array<double, Profiler::kTimedSteps> bps{};
+    int added = 0;
+    void Add(uint64_t bytes, double seconds);
+    double Median(double otherwise) const;  // `otherwise` when empty
+  };
+  std::array<LinkWindow, 4> steady_links_;
   TierBudgets sim_budgets_;
 };
 

@@ -149,7 +149,6 @@ class StatePrefetchingPolicy : public PrefetchNextPolicy {
 struct SpilledStates {
   Trace trace;
   SimConfig config;
-  TierLayout layout;
   PolicyResult on_demand, ahead;
 };
 void RunSpilledStates(SpilledStates* job, const LinkSpeeds& links = LinkSpeeds()) {
@@ -165,7 +164,6 @@ void RunSpilledStates(SpilledStates* job, const LinkSpeeds& links = LinkSpeeds()
   job->config.links = links;
   StatusOr<CacheSimulator> sim = CacheSimulator::Create(job->trace, job->config);
   ASSERT_TRUE(sim.ok()) << sim.status().ToString();
-  job->layout = sim->layout();
   PrefetchNextPolicy on_demand;
   StatePrefetchingPolicy ahead;
   job->on_demand = sim->Run(on_demand);
@@ -211,29 +209,6 @@ TEST(SimEngineTest, LanesAreBytesOverSpeedAndTheBusiestBoundsTheStep) {
   // The states spill to NVMe, read and written once a step each; writes are the slower link.
   EXPECT_EQ(a.lanes.Largest(), StepLane::kNvmeWrite);
   EXPECT_GT(b.overlap_efficiency, a.overlap_efficiency);
-}
-
-// The host-tier rule: a spilled update's read starts once the previous spilled
-// update's states are written back (they are its victim). With NVMe far slower
-// than compute, the spilled updates' reads and writes take turns instead of
-// overlapping on their two lanes: the step lasts at least both lanes' busy time
-// less one update's read and write (without the rule it lasted about the
-// larger lane alone).
-TEST(SimEngineTest, ASpilledUpdatesReadWaitsForThePreviousWriteBack) {
-  LinkSpeeds slow;
-  slow.nvme_read_bps = slow.nvme_write_bps = 0.1e9;
-  SpilledStates job;
-  ASSERT_NO_FATAL_FAILURE(RunSpilledStates(&job, slow));
-  uint64_t largest_states = 0;  // one spilled update's states, read or written
-  for (const TraceEvent& e : job.trace.events)
-    if (e.kind == EventKind::kAccess && e.phase == Phase::kOptimizer && job.layout.states_on_nvme[e.id])
-      largest_states = std::max<uint64_t>(largest_states, e.bytes / 2 * 12);
-  const double one_update = 2 * double(largest_states) / 0.1e9;
-  for (const PolicyResult* r : {&job.on_demand, &job.ahead}) {
-    const double reads = r->lanes[StepLane::kNvmeRead], writes = r->lanes[StepLane::kNvmeWrite];
-    ASSERT_GT(reads, one_update) << r->policy;  // more than one update spills
-    EXPECT_GE(r->step_time_s, reads + writes - one_update) << r->policy << ": reads " << reads << " s, writes " << writes << " s";
-  }
 }
 
 }  // namespace

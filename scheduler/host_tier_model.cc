@@ -1,0 +1,121 @@
+#include "scheduler/host_tier_model.h"
+
+#include <algorithm>
+
+#include "cachemgr/size_class_pool.h"
+#include "common/byte_size.h"
+#include "common/shard_bytes.h"
+
+namespace tencache {
+
+HostTierModel HostTierModel::Tensors(const Trace& trace) {
+  HostTierModel m;
+  const bool fp32 = trace.header.dtype == "fp32";
+  const uint64_t elem = fp32 ? 4 : 2;
+  const std::vector<uint64_t> params = trace.TensorBytes();
+  const size_t n = params.size();
+  // Elements per shard, and the limit StatePieces takes from the layer blocks.
+  std::vector<int> block(n, 0);
+  int last_block = 0;
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind != EventKind::kAccess) continue;
+    block[e.id] = e.block;
+    last_block = std::max(last_block, e.block);
+  }
+  std::vector<uint64_t> counts(n);
+  uint64_t limit = 0;
+  for (size_t id = 0; id < n; ++id) {
+    counts[id] = (params[id] + elem - 1) / elem;
+    if (block[id] >= 1 && block[id] < last_block) limit = std::max(limit, counts[id]);
+  }
+  m.pieces_ = StatePiecesWithin(counts, limit, fp32 ? DType::kFp32 : DType::kBf16);
+  // Backward accesses per tensor: more than one, and the gradient is stored
+  // between them (accumulation over micro-batches).
+  std::vector<int> backwards(n, 0);
+  for (const TraceEvent& e : trace.events) backwards[e.id] += e.kind == EventKind::kAccess && e.phase == Phase::kBackward;
+  m.bytes_ = params;
+  m.update_.assign(n, {});
+  std::vector<std::vector<uint32_t>> grads(n);
+  for (size_t id = 0; id < n; ++id) {
+    std::vector<HostAcquire>& u = m.update_[id];
+    const int k = m.pieces_[id];
+    auto piece_bytes = [&](int i) {
+      return (StatePieceBegin(counts[id], k, i + 1) - StatePieceBegin(counts[id], k, i)) * 4;
+    };
+    for (int i = 0; i < k; ++i) {  // the gradient pieces: read and consumed first when stored
+      grads[id].push_back(uint32_t(m.bytes_.size()));
+      m.bytes_.push_back(piece_bytes(i));
+      if (backwards[id] > 1) u.push_back({grads[id].back(), HostUse::kRead, -1, /*consume=*/true});
+    }
+    if (fp32) u.push_back({uint32_t(id), HostUse::kWrite, 0});
+    for (int i = 0; i < k; ++i) {
+      for (int kind = fp32 ? 1 : 0; kind < 3; ++kind) {  // [master,] m, v
+        u.push_back({uint32_t(m.bytes_.size()), HostUse::kWrite, i});
+        m.bytes_.push_back(piece_bytes(i));
+      }
+      if (!fp32 && i == 0) u.push_back({uint32_t(id), HostUse::kOverwrite, 0});
+    }
+  }
+  // A backward access that is not its tensor's last of the step stores its
+  // gradient: the first overwrites the pieces, the next ones add into them.
+  m.after_.assign(trace.events.size(), {});
+  std::vector<int> seen(n, 0);
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    if (e.kind != EventKind::kAccess || e.phase != Phase::kBackward) continue;
+    const int k = seen[e.id]++;
+    if (k + 1 == backwards[e.id]) continue;  // the last: its gradient goes to the update
+    for (uint32_t g : grads[e.id]) m.after_[i].push_back({g, k == 0 ? HostUse::kOverwrite : HostUse::kWrite, 0});
+  }
+  return m;
+}
+
+uint64_t HostTierModel::LeastBudget(const Trace& trace) {
+  return MinimumSlotBytes(Tensors(trace).bytes_, kWorkerHostSlotsPerClass);
+}
+
+StatusOr<HostTierModel> HostTierModel::Create(const Trace& trace, uint64_t host_budget) {
+  HostTierModel m = Tensors(trace);
+  const std::vector<SizeClass> classes = BuildHistogram(m.bytes_);
+  StatusOr<SlotPlan> plan = PlanSlots(SlotPlanner::kMaxResident, classes, host_budget, kWorkerHostSlotsPerClass);
+  if (!plan.ok()) return plan.status().WithContext("the host tier as the worker's cache plans it");
+  m.slots_ = plan->slots;
+  m.slot_bytes_ = plan->total_bytes();
+  m.members_.assign(classes.size(), {});
+  m.class_.assign(m.bytes_.size(), 0);
+  for (size_t t = 0; t < m.bytes_.size(); ++t) {
+    const uint64_t slot = SlotBytesFor(m.bytes_[t]);
+    const auto it = std::lower_bound(classes.begin(), classes.end(), slot,
+                                     [](const SizeClass& c, uint64_t b) { return c.slot_bytes < b; });
+    m.class_[t] = int(it - classes.begin());
+    m.members_[m.class_[t]].push_back(uint32_t(t));
+  }
+  // The step's acquire order.
+  m.uses_.assign(m.bytes_.size(), {});
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    if (e.kind != EventKind::kAccess) continue;
+    if (e.is_device_access()) m.uses_[m.param(e.id)].push_back(m.length_++);
+    for (const HostAcquire& a : e.is_device_access() ? m.after_[i] : m.update_[e.id])
+      m.uses_[a.tensor].push_back(m.length_++);
+  }
+  return m;
+}
+
+uint64_t HostTierModel::NextUse(uint32_t t, uint64_t pos) const {
+  const std::vector<uint64_t>& p = uses_[t];
+  if (p.empty() || length_ == 0) return kNeverUsed;
+  const uint64_t step = pos / length_, within = pos % length_;
+  const auto next = std::upper_bound(p.begin(), p.end(), within);
+  return next != p.end() ? step * length_ + *next : (step + 1) * length_ + p.front();
+}
+
+std::string HostTierModel::Describe() const {
+  uint64_t slots = 0;
+  for (uint64_t s : slots_) slots += s;
+  return "host tier as the worker's cache plans it: " + std::to_string(bytes_.size()) + " tensors in " +
+         std::to_string(slots_.size()) + " size classes, " + std::to_string(slots) + " slots (" +
+         FormatBytes(slot_bytes_) + ")";
+}
+
+}  // namespace tencache

@@ -1,0 +1,204 @@
+#include "scheduler/host_tier_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cachemgr/size_class_pool.h"
+#include "common/byte_size.h"
+#include "common/model_shape.h"
+#include "common/shard_bytes.h"
+#include "scheduler/sim_engine.h"
+
+namespace tencache {
+namespace {
+
+// A trace as the worker writes it: one tensor per block (id = block), forward
+// 0..n-1, then backward n-1..0 with each block's update right after it.
+Trace BlockTrace(const std::vector<uint64_t>& params, const std::string& dtype, double compute_s = 1e-3,
+                 double update_s = 1e-3) {
+  Trace t;
+  t.header.dtype = dtype;
+  double now = 0;
+  auto access = [&](size_t id, Phase phase, double seconds) {
+    TraceEvent e;
+    e.id = TensorId(id);
+    e.name = "block" + std::to_string(id) + ".param";
+    e.phase = phase;
+    e.block = int(id);
+    e.bytes = params[id];
+    e.start_s = now;
+    e.end_s = now += seconds;
+    t.events.push_back(e);
+  };
+  for (size_t b = 0; b < params.size(); ++b) access(b, Phase::kForward, compute_s);
+  for (size_t b = params.size(); b-- > 0;) {
+    access(b, Phase::kBackward, 2 * compute_s);
+    access(b, Phase::kOptimizer, update_s);
+  }
+  return t;
+}
+
+Trace WorkerTrace(const ModelShape& model, DType dtype, int ranks) {
+  return BlockTrace(ShardTensorBytes(model, dtype, ranks).params, DTypeName(dtype));
+}
+
+std::vector<uint64_t> Sorted(std::vector<uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// One accounting: the simulator's host tier holds the tensors the worker's
+// cache registers (common/shard_bytes.h, GPT-2's tied embedding in pieces), and
+// plans their slots as TensorCache::Setup does.
+TEST(HostTierModel, HoldsTheWorkersCacheTensorsInTheCachesSlotPlan) {
+  ModelShape gpt2 = *FindPreset("gpt2");
+  gpt2.seq_len = 128;
+  for (DType dtype : {DType::kBf16, DType::kFp32}) {
+    for (int ranks : {1, 2}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + ", ranks " + std::to_string(ranks));
+      const ShardTensors worker = ShardTensorBytes(gpt2, dtype, ranks);
+      const Trace trace = WorkerTrace(gpt2, dtype, ranks);
+      const uint64_t budget = 400 * kMiB;
+      StatusOr<HostTierModel> m = HostTierModel::Create(trace, budget);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      EXPECT_EQ(Sorted(m->all_bytes()), Sorted(worker.all));
+      EXPECT_GT(m->pieces(0), 1);  // the embedding is cut
+      const std::vector<SizeClass> classes = BuildHistogram(worker.all);
+      StatusOr<SlotPlan> plan = PlanSlots(SlotPlanner::kMaxResident, classes, budget, kWorkerHostSlotsPerClass);
+      ASSERT_TRUE(plan.ok());
+      ASSERT_EQ(m->num_classes(), classes.size());
+      for (size_t c = 0; c < classes.size(); ++c) EXPECT_EQ(m->slots(int(c)), plan->slots[c]) << "class " << c;
+      for (uint32_t t = 0; t < m->num_tensors(); ++t)
+        EXPECT_EQ(classes[m->size_class(t)].slot_bytes, SlotBytesFor(m->bytes(t)));
+    }
+  }
+}
+
+// An update acquires as Trainer::UpdateBlock does: mixed precision, per piece
+// the master and both moments, the 16-bit parameter overwritten after the first
+// piece; fp32, the parameter (its own master) first, read and written.
+TEST(HostTierModel, AnUpdateAcquiresAsTheWorkerDoes) {
+  const std::vector<uint64_t> params = {3 * 16384 * 2 * 4, 16384 * 2, 16384 * 2, 16384 * 2};
+  StatusOr<HostTierModel> mixed = HostTierModel::Create(BlockTrace(params, "bf16"), kGiB);
+  ASSERT_TRUE(mixed.ok());
+  ASSERT_EQ(mixed->pieces(0), 12);  // 12 x 16384 elements against a 16384-element layer
+  const std::vector<HostAcquire>& u = mixed->update(0);
+  ASSERT_EQ(u.size(), 12u * 3 + 1);
+  EXPECT_EQ(u[3].tensor, mixed->param(0));
+  EXPECT_EQ(u[3].use, HostUse::kOverwrite);
+  EXPECT_EQ(u[3].piece, 0);
+  for (size_t i : {0, 1, 2, 4, 5, 6}) {
+    EXPECT_EQ(u[i].use, HostUse::kWrite);
+    EXPECT_NE(u[i].tensor, mixed->param(0));
+    EXPECT_EQ(mixed->bytes(u[i].tensor), 16384u * 4);
+  }
+  EXPECT_EQ(u[4].piece, 1);
+
+  StatusOr<HostTierModel> fp32 = HostTierModel::Create(BlockTrace({16384 * 4, 16384 * 4}, "fp32"), kGiB);
+  ASSERT_TRUE(fp32.ok());
+  const std::vector<HostAcquire>& f = fp32->update(1);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].tensor, fp32->param(1));
+  EXPECT_EQ(f[0].use, HostUse::kWrite);
+  EXPECT_EQ(fp32->bytes(f[1].tensor), 16384u * 4);
+}
+
+// The next use follows the step's acquire order and wraps into the next step.
+TEST(HostTierModel, NextUseFollowsTheAcquireOrderAcrossSteps) {
+  StatusOr<HostTierModel> m = HostTierModel::Create(BlockTrace({32768, 32768}, "bf16"), kGiB);
+  ASSERT_TRUE(m.ok());
+  // fwd 0, fwd 1, bwd 1, update 1 (m, v, master: 3 + the parameter), bwd 0, update 0.
+  const uint64_t n = m->step_acquires();
+  ASSERT_EQ(n, 2u + 2 * (1 + 4));
+  EXPECT_EQ(m->NextUse(m->param(1), 0), 1u);
+  EXPECT_EQ(m->NextUse(m->param(1), 1), 2u);
+  EXPECT_EQ(m->NextUse(m->param(0), 7), 11u);  // its overwrite in update 0
+  EXPECT_EQ(m->NextUse(m->param(0), 11), n);  // fwd 0 of the next step
+  const uint32_t master1 = m->update(1)[0].tensor;
+  EXPECT_EQ(m->NextUse(master1, 3), n + 3);
+}
+
+TEST(HostTierModel, RefusesLessThanTheLeastBudgetAndNamesIt) {
+  const Trace trace = BlockTrace({65536, 65536, 65536}, "bf16");
+  const uint64_t least = HostTierModel::LeastBudget(trace);
+  EXPECT_TRUE(HostTierModel::Create(trace, least).ok());
+  const Status st = HostTierModel::Create(trace, least - 4096).status();
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("host tier"), std::string::npos) << st.message();
+}
+
+// Runs `trace` with every parameter on the device (only the host tier moves
+// NVMe bytes) and the states fetched on demand or ahead.
+class DemandPolicy : public SimPolicy {
+ public:
+  explicit DemandPolicy(bool ahead) : ahead_(ahead) {}
+  const char* name() const override { return ahead_ ? "ahead" : "on-demand"; }
+  void MakeRoom(TensorId, AccessIndex, SimContext&) override {}
+  bool PrefetchesStates() const override { return ahead_; }
+
+ private:
+  bool ahead_;
+};
+
+PolicyResult Simulate(const Trace& trace, uint64_t host, bool ahead, double nvme_bps = 1e9) {
+  SimConfig c;
+  c.budgets.device = 4 * trace.TotalTensorBytes();
+  c.budgets.host = host;
+  c.links.nvme_read_bps = c.links.nvme_write_bps = nvme_bps;
+  c.steps = 2;
+  StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
+  EXPECT_TRUE(sim.ok()) << sim.status().ToString();
+  DemandPolicy p(ahead);
+  return sim->Run(p);
+}
+
+// With room for everything nothing moves. At the least budget the three
+// state slots are the update's own, so every state piece is read and written
+// once a step; with six more slots, the next-use victims keep some across the
+// step — never a piece read or written twice (at most one miss per piece).
+TEST(HostTierModel, EachSpilledStateByteIsReadAndWrittenOnceAStep) {
+  const std::vector<uint64_t> params(6, 64 * kKiB);  // 32Ki bf16 elements: 128 KiB fp32 states
+  const Trace trace = BlockTrace(params, "bf16");
+  const uint64_t piece = 128 * kKiB, states = 6 * 3 * piece;
+  StatusOr<HostTierModel> m = HostTierModel::Create(trace, kGiB);
+  ASSERT_TRUE(m.ok());
+  uint64_t all = 0;
+  for (uint32_t t = 0; t < m->num_tensors(); ++t) all += m->bytes(t);
+  const PolicyResult roomy = Simulate(trace, all + 64 * kMiB, false);
+  EXPECT_EQ(roomy.bytes_nvme_read, 0u);
+  EXPECT_EQ(roomy.bytes_nvme_write, 0u);
+  const uint64_t least = HostTierModel::LeastBudget(trace);
+  for (bool ahead : {false, true}) {
+    const PolicyResult tight = Simulate(trace, least, ahead);
+    SCOPED_TRACE(tight.policy);
+    EXPECT_EQ(tight.bytes_nvme_read, states);
+    EXPECT_EQ(tight.bytes_nvme_write, states);
+    const PolicyResult more = Simulate(trace, least + 6 * piece, ahead);
+    EXPECT_EQ(more.bytes_nvme_read, more.bytes_nvme_write);
+    EXPECT_LT(more.bytes_nvme_read, states);
+    EXPECT_GE(more.bytes_nvme_read, states - 6 * piece);  // at most the six extra slots' pieces stay
+    EXPECT_EQ(more.bytes_nvme_read % piece, 0u);
+  }
+}
+
+// The host-tier rule: a read into a dirty victim's slot waits for its
+// write-back. At the least budget an update's three state pieces take the
+// class's three slots, whose previous pieces are dirty: each read follows its
+// victim's write-back, so the step lasts at least the reads plus one piece's
+// write-back per update (without the rule the reads start at once and it
+// lasts about the reads alone).
+TEST(HostTierModel, AReadIntoADirtyVictimsSlotWaitsForItsWriteBack) {
+  const std::vector<uint64_t> params(6, 64 * kKiB);
+  const Trace trace = BlockTrace(params, "bf16", 1e-6, 1e-6);
+  const double bps = 0.1e9;
+  for (bool ahead : {false, true}) {
+    const PolicyResult r = Simulate(trace, HostTierModel::LeastBudget(trace), ahead, bps);
+    const double reads = r.lanes[StepLane::kNvmeRead], writes = r.lanes[StepLane::kNvmeWrite];
+    ASSERT_GT(writes, 0) << r.policy;
+    EXPECT_GE(r.step_time_s, (reads + writes / 3) * (1 - 1e-9)) << r.policy << ": reads " << reads << " s, writes " << writes;
+  }
+}
+
+}  // namespace
+}  // namespace tencache
