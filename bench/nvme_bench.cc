@@ -1,15 +1,21 @@
 // tencache-bench nvme: sequential write then read through the NvmeTier API, with
 // checksums on (the default) and off, interleaved with fio (io_uring, O_DIRECT)
-// on the same preallocated, pre-filled file with the same block size, depth and
-// size, in an order that rotates each round; every round's figures and the
-// medians are reported, with the ratios ours / fio, and the single-thread
-// CRC32C throughput that bounds checksummed I/O.
+// and, given --deepspeed-aio, DeepSpeed's libaio engine, on the same
+// preallocated, pre-filled file with the same block size, depth and size, in an
+// order that rotates each round; every round's figures and the medians are
+// reported, with the ratios ours / fio and ours / DeepSpeed, and the
+// single-thread CRC32C throughput that bounds checksummed I/O.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <string>
+#include <utility>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -23,49 +29,52 @@ namespace tencache::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint64_t kSegment = 64 << 20;  // bytes per NvmeTier request
-constexpr int kOutstanding = 4;          // requests kept in flight so the ring never drains
 
 struct NvmeConfig {  // the flags, with their defaults
   std::string dir;
   uint64_t size = kGiB, block = kMiB;
   uint32_t depth = 16;
+  uint64_t request = 64 * kMiB;  // bytes per NvmeTier request
+  uint32_t outstanding = 4;      // NvmeTier requests kept in flight so the ring never drains
   int rounds = 3;
   bool json = false;
+  std::string deepspeed_aio;  // deepspeed-aio-pass executable (bench/deepspeed_aio.sh); "" = not compared
 };
 
 struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
 };
 
-// Writes or reads the whole file through `tier`, kOutstanding segments at a time; returns GB/s.
-StatusOr<double> Pass(NvmeTier* tier, uint8_t* buf, uint64_t size, bool write) {
+// Writes or reads the whole file through `tier`, c.outstanding requests of
+// c.request bytes in flight; returns GB/s.
+StatusOr<double> Pass(const NvmeConfig& c, NvmeTier* tier, uint8_t* buf, bool write) {
   const auto start = Clock::now();
-  std::vector<IoTicket> inflight(kOutstanding);
-  uint64_t off = 0;
-  int i = 0;
-  for (; off < size; off += kSegment, i = (i + 1) % kOutstanding) {
-    if (off >= kOutstanding * kSegment) TC_RETURN_IF_ERROR(inflight[i].Wait(std::chrono::minutes(2)));
-    const uint64_t len = std::min(kSegment, size - off);
-    uint8_t* b = buf + static_cast<uint64_t>(i) * kSegment;
+  std::vector<IoTicket> inflight(c.outstanding);
+  uint32_t i = 0;
+  for (uint64_t off = 0; off < c.size; off += c.request, i = (i + 1) % c.outstanding) {
+    if (off >= c.outstanding * c.request) TC_RETURN_IF_ERROR(inflight[i].Wait(std::chrono::minutes(2)));
+    const uint64_t len = std::min(c.request, c.size - off);
+    uint8_t* b = buf + static_cast<uint64_t>(i) * c.request;
     inflight[i] = write ? tier->SubmitWrite(off, b, len, "bench") : tier->SubmitRead(off, b, len, "bench");
   }
-  const uint64_t segments = (size + kSegment - 1) / kSegment;
-  for (uint64_t k = 0; k < std::min<uint64_t>(segments, kOutstanding); ++k)
+  const uint64_t requests = (c.size + c.request - 1) / c.request;
+  for (uint64_t k = 0; k < std::min<uint64_t>(requests, c.outstanding); ++k)
     TC_RETURN_IF_ERROR(inflight[k].Wait(std::chrono::minutes(2)));
-  return size / std::chrono::duration<double>(Clock::now() - start).count() / 1e9;
+  return c.size / std::chrono::duration<double>(Clock::now() - start).count() / 1e9;
 }
 
-StatusOr<std::unique_ptr<NvmeTier>> OpenTier(const NvmeConfig& c, bool checksums, uint8_t* buf) {
+// A tier on its own file, <dir>/rank-<rank>.tcnvme (removed when the tier is destroyed).
+StatusOr<std::unique_ptr<NvmeTier>> OpenTier(const NvmeConfig& c, bool checksums, uint8_t* buf, int rank) {
   NvmeTierOptions o;
   o.dir = c.dir;
+  o.rank = rank;
   o.queue_depth = c.depth;
   o.block_size = c.block;
   o.checksums = checksums;
   TC_ASSIGN_OR_RETURN(std::unique_ptr<NvmeTier> tier, NvmeTier::Open(o));
   TC_RETURN_IF_ERROR(tier->Reserve(c.size).status());
   // As the cache registers its host arena: fixed buffers where the kernel allows them.
-  Status fixed = tier->RegisterBuffers({{buf, kOutstanding * kSegment}}, std::chrono::seconds(10));
+  Status fixed = tier->RegisterBuffers({{buf, c.outstanding * c.request}}, std::chrono::seconds(10));
   if (!fixed.ok()) std::fprintf(stderr, "note: fixed buffers off: %s\n", fixed.message().c_str());
   return tier;
 }
@@ -85,6 +94,19 @@ double CrcGbps(const uint8_t* buf, uint64_t bytes, uint64_t block) {
 
 bool HaveFio() { return std::system("command -v fio >/dev/null 2>&1") == 0; }
 
+// Runs `cmd` and returns what it printed on stdout; IoError naming the command if it failed.
+StatusOr<std::string> Capture(const std::string& cmd) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return Status::Unavailable("popen failed: " + cmd);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int rc = ::pclose(p);
+  if (rc != 0) return Status::IoError("exited with status " + std::to_string(rc) + ": " + cmd);
+  return out;
+}
+
 // Runs fio on `file`; returns GB/s from its JSON bw_bytes.
 StatusOr<double> Fio(const NvmeConfig& c, const std::string& file, bool write) {
   const std::string rw = write ? "write" : "read";
@@ -92,14 +114,7 @@ StatusOr<double> Fio(const NvmeConfig& c, const std::string& file, bool write) {
                           " --bs=" + std::to_string(c.block) + " --iodepth=" + std::to_string(c.depth) +
                           " --size=" + std::to_string(c.size) + " --filename=" + file +
                           " --output-format=json 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return Status::Unavailable("fio: popen failed");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int rc = ::pclose(p);
-  if (rc != 0) return Status::IoError("fio exited with status " + std::to_string(rc) + ": " + cmd);
+  TC_ASSIGN_OR_RETURN(std::string out, Capture(cmd));
   const auto brace = out.find('{');
   if (brace == std::string::npos) return Status::IoError("fio printed no JSON: " + cmd);
   nlohmann::json j = nlohmann::json::parse(out.substr(brace), nullptr, false);
@@ -115,92 +130,149 @@ CLI::Validator BlockSize() {  // after CliByteSize: the byte count
   });
 }
 
+// One pass of DeepSpeed's libaio engine (bench/deepspeed_aio.sh builds `exe`); GB/s as it reports.
+StatusOr<double> DeepSpeedAio(const NvmeConfig& c, const std::string& file, bool write) {
+  const std::string cmd = c.deepspeed_aio + " " + file + " " + std::to_string(c.size) + " " +
+                          std::to_string(c.block) + " " + std::to_string(c.depth) + (write ? " write" : " read");
+  TC_ASSIGN_OR_RETURN(std::string out, Capture(cmd));
+  double gbps = 0;
+  if (std::sscanf(out.c_str(), "gbps %lf", &gbps) != 1 || gbps <= 0)
+    return Status::IoError("deepspeed-aio-pass printed no `gbps` line: " + cmd);
+  return gbps;
+}
+
+struct Contender {  // one engine, its per-round GB/s
+  std::string name;
+  std::function<StatusOr<std::pair<double, double>>()> pass;  // write GB/s, then read GB/s
+  std::vector<double> w, r;
+};
+
 Status RunNvmeBench(NvmeConfig c) {
   c.size = (c.size + c.block - 1) / c.block * c.block;
-  std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, kOutstanding * kSegment)));
+  const uint64_t buffer_bytes = c.outstanding * c.request;
+  std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, buffer_bytes)));
   if (!buf) return Status::ResourceExhausted("nvme bench: cannot allocate the I/O buffer");
-  for (uint64_t i = 0; i < kOutstanding * kSegment; i += 8) std::memcpy(buf.get() + i, &i, 8);
-  std::string engine, file;
-  {  // fill the file once so no timed pass pays for converting unwritten extents
-    TC_ASSIGN_OR_RETURN(auto tier, OpenTier(c, false, buf.get()));
-    TC_RETURN_IF_ERROR(Pass(tier.get(), buf.get(), c.size, true).status());
-    engine = tier->Describe();
-    file = tier->file_path();
+  for (uint64_t i = 0; i < buffer_bytes; i += 8) std::memcpy(buf.get() + i, &i, 8);
+  // Every contender works on a file of its own that was written whole once
+  // before any timing (so no timed pass converts unwritten extents or extends
+  // a file) and stays for the whole run: one tier per checksum setting, and a
+  // third tier, never timed, that holds the file fio and DeepSpeed use.
+  std::unique_ptr<NvmeTier> tiers[3];
+  for (int rank = 0; rank < 3; ++rank) {
+    TC_ASSIGN_OR_RETURN(tiers[rank], OpenTier(c, rank == 0, buf.get(), rank));
+    TC_RETURN_IF_ERROR(Pass(c, tiers[rank].get(), buf.get(), true).status());
   }
+  const std::string engine = tiers[1]->Describe();
+  const std::string file = tiers[2]->file_path();
   const bool fio = HaveFio();
+  std::vector<Contender> who;
+  for (const bool checksums : {true, false}) {
+    NvmeTier* tier = tiers[checksums ? 0 : 1].get();
+    who.push_back({checksums ? "NvmeTier (checksums on)" : "NvmeTier (checksums off)",
+                   [&c, &buf, tier]() -> StatusOr<std::pair<double, double>> {
+                     TC_ASSIGN_OR_RETURN(double wg, Pass(c, tier, buf.get(), true));
+                     TC_ASSIGN_OR_RETURN(double rg, Pass(c, tier, buf.get(), false));
+                     return std::make_pair(wg, rg);
+                   },
+                   {},
+                   {}});
+  }
+  if (fio) {
+    who.push_back({"fio io_uring O_DIRECT", [&c, &file]() -> StatusOr<std::pair<double, double>> {
+                     TC_ASSIGN_OR_RETURN(double wg, Fio(c, file, true));
+                     TC_ASSIGN_OR_RETURN(double rg, Fio(c, file, false));
+                     return std::make_pair(wg, rg);
+                   },
+                   {},
+                   {}});
+  }
+  if (!c.deepspeed_aio.empty()) {
+    who.push_back({"DeepSpeed libaio", [&c, &file]() -> StatusOr<std::pair<double, double>> {
+                     TC_ASSIGN_OR_RETURN(double wg, DeepSpeedAio(c, file, true));
+                     TC_ASSIGN_OR_RETURN(double rg, DeepSpeedAio(c, file, false));
+                     return std::make_pair(wg, rg);
+                   },
+                   {},
+                   {}});
+  }
   // Rounds interleave the contenders, and the order rotates each round so that
-  // no contender always runs first (or right after fio) on this noisy disk.
-  enum Contender { kOn, kOff, kFio };
-  std::vector<double> w, r, w_off, r_off, fw, fr;
+  // no contender always runs first (or right after another's writes) on this noisy disk.
   for (int round = 0; round < c.rounds; ++round) {
-    for (int k = 0; k < 3; ++k) {
-      const Contender who = static_cast<Contender>((round + k) % 3);
-      if (who == kFio) {
-        if (!fio) continue;
-        TC_ASSIGN_OR_RETURN(double fwg, Fio(c, file, true));
-        TC_ASSIGN_OR_RETURN(double frg, Fio(c, file, false));
-        fw.push_back(fwg);
-        fr.push_back(frg);
-        continue;
-      }
-      const bool checksums = who == kOn;
-      TC_ASSIGN_OR_RETURN(auto tier, OpenTier(c, checksums, buf.get()));
-      TC_ASSIGN_OR_RETURN(double wg, Pass(tier.get(), buf.get(), c.size, true));
-      TC_ASSIGN_OR_RETURN(double rg, Pass(tier.get(), buf.get(), c.size, false));
-      (checksums ? w : w_off).push_back(wg);
-      (checksums ? r : r_off).push_back(rg);
+    for (size_t k = 0; k < who.size(); ++k) {
+      Contender& x = who[(round + k) % who.size()];
+      TC_ASSIGN_OR_RETURN(auto wr, x.pass());
+      x.w.push_back(wr.first);
+      x.r.push_back(wr.second);
     }
   }
-  const double crc_gbps = CrcGbps(buf.get(), kOutstanding * kSegment, c.block);
+  const double crc_gbps = CrcGbps(buf.get(), buffer_bytes, c.block);
+  const Contender& on = who[0];
+  const Contender& off = who[1];
+  const Contender* fio_c = fio ? &who[2] : nullptr;
+  const Contender* ds = c.deepspeed_aio.empty() ? nullptr : &who.back();
+  auto over = [](double a, const Contender* b, bool write) {
+    return b ? nlohmann::json(a / Median(write ? b->w : b->r)) : nlohmann::json(nullptr);
+  };
   nlohmann::ordered_json j;
-  j["rounds_write_gbps"] = w;
-  j["rounds_read_gbps"] = r;
-  j["rounds_write_gbps_no_checksum"] = w_off;
-  j["rounds_read_gbps_no_checksum"] = r_off;
-  j["rounds_fio_write_gbps"] = fw;
-  j["rounds_fio_read_gbps"] = fr;
+  j["rounds_write_gbps"] = on.w;
+  j["rounds_read_gbps"] = on.r;
+  j["rounds_write_gbps_no_checksum"] = off.w;
+  j["rounds_read_gbps_no_checksum"] = off.r;
+  j["rounds_fio_write_gbps"] = fio_c ? fio_c->w : std::vector<double>{};
+  j["rounds_fio_read_gbps"] = fio_c ? fio_c->r : std::vector<double>{};
+  j["rounds_deepspeed_write_gbps"] = ds ? ds->w : std::vector<double>{};
+  j["rounds_deepspeed_read_gbps"] = ds ? ds->r : std::vector<double>{};
   j["crc32c_gbps_one_thread"] = crc_gbps;
-  j["write_gbps"] = Median(w);
-  j["read_gbps"] = Median(r);
-  j["write_gbps_no_checksum"] = Median(w_off);
-  j["read_gbps_no_checksum"] = Median(r_off);
-  j["fio_write_gbps"] = fio ? nlohmann::json(Median(fw)) : nlohmann::json(nullptr);
-  j["fio_read_gbps"] = fio ? nlohmann::json(Median(fr)) : nlohmann::json(nullptr);
-  j["write_ratio"] = fio ? nlohmann::json(Median(w) / Median(fw)) : nlohmann::json(nullptr);
-  j["read_ratio"] = fio ? nlohmann::json(Median(r) / Median(fr)) : nlohmann::json(nullptr);
-  j["write_ratio_no_checksum"] = fio ? nlohmann::json(Median(w_off) / Median(fw)) : nlohmann::json(nullptr);
-  j["read_ratio_no_checksum"] = fio ? nlohmann::json(Median(r_off) / Median(fr)) : nlohmann::json(nullptr);
+  j["write_gbps"] = Median(on.w);
+  j["read_gbps"] = Median(on.r);
+  j["write_gbps_no_checksum"] = Median(off.w);
+  j["read_gbps_no_checksum"] = Median(off.r);
+  j["fio_write_gbps"] = fio_c ? nlohmann::json(Median(fio_c->w)) : nlohmann::json(nullptr);
+  j["fio_read_gbps"] = fio_c ? nlohmann::json(Median(fio_c->r)) : nlohmann::json(nullptr);
+  j["deepspeed_write_gbps"] = ds ? nlohmann::json(Median(ds->w)) : nlohmann::json(nullptr);
+  j["deepspeed_read_gbps"] = ds ? nlohmann::json(Median(ds->r)) : nlohmann::json(nullptr);
+  j["write_ratio"] = over(Median(on.w), fio_c, true);
+  j["read_ratio"] = over(Median(on.r), fio_c, false);
+  j["write_ratio_no_checksum"] = over(Median(off.w), fio_c, true);
+  j["read_ratio_no_checksum"] = over(Median(off.r), fio_c, false);
+  j["write_ratio_deepspeed"] = over(Median(on.w), ds, true);
+  j["read_ratio_deepspeed"] = over(Median(on.r), ds, false);
   j["size_bytes"] = c.size;
   j["block_bytes"] = c.block;
   j["depth"] = c.depth;
+  j["request_bytes"] = c.request;
+  j["outstanding"] = c.outstanding;
   j["rounds"] = c.rounds;
   j["engine"] = engine;
   j["checksum"] = std::string("crc32c-") + Crc32cImplementation();
   j["fio"] = fio ? "fio --ioengine=io_uring --direct=1" : "not found (install fio to compare)";
+  j["deepspeed"] = ds ? c.deepspeed_aio : "not given (--deepspeed-aio)";
   if (c.json) {
     std::printf("%s\n", j.dump().c_str());
     return Status::Ok();
   }
-  std::printf("tencache-bench nvme: %s, %s blocks, depth %u, %d round(s), median GB/s\n  tier: %s\n",
-              FormatBytes(c.size).c_str(), FormatBytes(c.block).c_str(), c.depth, c.rounds, engine.c_str());
+  std::printf("tencache-bench nvme: %s, %s blocks, depth %u, NvmeTier requests %s x %u in flight, %d round(s), "
+              "median GB/s\n  tier: %s\n",
+              FormatBytes(c.size).c_str(), FormatBytes(c.block).c_str(), c.depth, FormatBytes(c.request).c_str(),
+              c.outstanding, c.rounds, engine.c_str());
   std::printf("  %-26s %8s %8s   per round (write / read)\n", "", "write", "read");
-  auto row = [](const char* name, const std::vector<double>& wv, const std::vector<double>& rv) {
-    std::printf("  %-26s %8.3f %8.3f  ", name, Median(wv), Median(rv));
-    for (size_t i = 0; i < wv.size(); ++i) std::printf(" %.3f/%.3f", wv[i], rv[i]);
+  for (const Contender& x : who) {
+    std::printf("  %-26s %8.3f %8.3f  ", x.name.c_str(), Median(x.w), Median(x.r));
+    for (size_t i = 0; i < x.w.size(); ++i) std::printf(" %.3f/%.3f", x.w[i], x.r[i]);
     std::printf("\n");
-  };
-  row("NvmeTier (checksums on)", w, r);
-  row("NvmeTier (checksums off)", w_off, r_off);
-  if (fio) {
-    row("fio io_uring O_DIRECT", fw, fr);
-    std::printf("  %-26s %8.2f %8.2f\n", "ratio (checksums on)/fio", Median(w) / Median(fw), Median(r) / Median(fr));
-    std::printf("  %-26s %8.2f %8.2f\n", "ratio (checksums off)/fio", Median(w_off) / Median(fw),
-                Median(r_off) / Median(fr));
-  } else {
-    std::printf("  fio not found: install fio to compare against it\n");
   }
+  for (const Contender* b : {fio_c, ds}) {
+    if (b == nullptr) continue;
+    for (const Contender* a : {&on, &off}) {
+      const std::string label = std::string(a == &on ? "ratio (checksums on)/" : "ratio (checksums off)/") +
+                                (b == fio_c ? "fio" : "DeepSpeed");
+      std::printf("  %-26s %8.2f %8.2f\n", label.c_str(), Median(a->w) / Median(b->w), Median(a->r) / Median(b->r));
+    }
+  }
+  if (!fio) std::printf("  fio not found: install fio to compare against it\n");
+  if (!ds) std::printf("  DeepSpeed not compared: build its engine with bench/deepspeed_aio.sh and pass --deepspeed-aio\n");
   std::printf("  crc32c-%s, one thread, %s chunks of a %s buffer: %.2f GB/s\n", Crc32cImplementation(),
-              FormatBytes(c.block).c_str(), FormatBytes(kOutstanding * kSegment).c_str(), crc_gbps);
+              FormatBytes(c.block).c_str(), FormatBytes(buffer_bytes).c_str(), crc_gbps);
   return Status::Ok();
 }
 
@@ -213,7 +285,19 @@ Benchmark AddNvmeBench(CLI::App& app) {
   AddSizeOption(*cmd, "--size", &c->size, "bytes written and read per pass (rounded up to whole blocks)");
   AddSizeOption(*cmd, "--block", &c->block, "bytes per I/O, a multiple of 4KiB up to 1GiB")->check(BlockSize());
   cmd->add_option("--depth", c->depth, "I/Os in flight")->type_name("N")->check(CliWholeNumber(1, 4096));
+  AddSizeOption(*cmd, "--request", &c->request, "bytes per NvmeTier request, a multiple of 4KiB")
+      ->check(CliCheck("a positive multiple of 4KiB", [](const std::string& v) {
+        const uint64_t bytes = std::stoull(v);
+        return bytes > 0 && bytes % 4096 == 0;
+      }));
+  cmd->add_option("--outstanding", c->outstanding, "NvmeTier requests in flight")
+      ->type_name("N")->check(CliWholeNumber(1, 64));
   cmd->add_option("--rounds", c->rounds, "rounds of every contender")->type_name("N")->check(CliWholeNumber(1, 20));
+  cmd->add_option("--deepspeed-aio", c->deepspeed_aio,
+                  "also run DeepSpeed's libaio engine: the deepspeed-aio-pass that bench/deepspeed_aio.sh builds")
+      ->type_name("PATH")
+      ->check(CliCheck("an executable: build it with bench/deepspeed_aio.sh DEEPSPEED_DIR",
+                       [](const std::string& v) { return ::access(v.c_str(), X_OK) == 0; }));
   cmd->add_flag("--json", c->json, "one JSON object instead of the report");
   return {cmd, [c] { return RunNvmeBench(*c); }};
 }
