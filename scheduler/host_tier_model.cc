@@ -34,6 +34,7 @@ HostTierModel HostTierModel::Tensors(const Trace& trace) {
   std::vector<int> backwards(n, 0);
   for (const TraceEvent& e : trace.events) backwards[e.id] += e.kind == EventKind::kAccess && e.phase == Phase::kBackward;
   m.bytes_ = params;
+  m.params_ = n;
   m.update_.assign(n, {});
   std::vector<std::vector<uint32_t>> grads(n);
   for (size_t id = 0; id < n; ++id) {

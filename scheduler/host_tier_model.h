@@ -61,8 +61,10 @@ class HostTierModel {
 
   size_t num_tensors() const { return bytes_.size(); }
   uint64_t bytes(uint32_t t) const { return bytes_[t]; }
-  // The host tensor holding trace tensor `id`'s parameter.
+  // The host tensor holding trace tensor `id`'s parameter: the first
+  // num_params() host tensors are the parameters, in trace id order.
   uint32_t param(TensorId id) const { return uint32_t(id); }
+  size_t num_params() const { return params_; }
   // The acquires of `id`'s update, in the worker's order.
   const std::vector<HostAcquire>& update(TensorId id) const { return update_[id]; }
   // The acquires after trace event `event`'s compute (a backward access storing
@@ -89,6 +91,7 @@ class HostTierModel {
   static HostTierModel Tensors(const Trace& trace);  // everything but the plan
 
   std::vector<uint64_t> bytes_;
+  size_t params_ = 0;
   std::vector<int> class_;
   std::vector<uint64_t> slots_;
   std::vector<std::vector<uint32_t>> members_;

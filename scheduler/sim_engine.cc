@@ -82,8 +82,8 @@ double SimContext::HostAcquire(uint32_t t, HostUse use, double request, const st
       host_.resident[v] = false;
       --host_.used[c];
       slot = std::max(request, host_.free_at[v]);  // parked until its last use has ended
-      if (host_.dirty[v] && v < resident_.size() && resident_[v]) {
-        device_only_[v] = true;  // the device's copy is current: nothing to write
+      if (host_.dirty[v] && v < m.num_params() && resident_[v]) {
+        device_only_[v] = true;  // the device's copy is current (refreshed by the update): nothing to write
       } else if (host_.dirty[v]) {
         slot = nvme_write_.Reserve(slot, double(m.bytes(v)) / nvme_write_.bps);
         if (counting_) totals_.bytes_nvme_write += m.bytes(v);
@@ -94,7 +94,7 @@ double SimContext::HostAcquire(uint32_t t, HostUse use, double request, const st
   ++host_.used[c];
   host_.resident[t] = true;
   double ready = slot;
-  const bool from_device = t < device_only_.size() && device_only_[t];
+  const bool from_device = t < m.num_params() && device_only_[t];
   if (from_device) device_only_[t] = false;
   if (use != HostUse::kOverwrite && from_device) {  // the device holds the current copy
     ready = d2h_.Reserve(slot, sim_.CopySeconds(m.bytes(t), d2h_));
@@ -107,6 +107,7 @@ double SimContext::HostAcquire(uint32_t t, HostUse use, double request, const st
   return ready;
 }
 
+// The slot is free at once for the count of its class: a later acquire may take it before `at`.
 void SimContext::DropHost(uint32_t t, double at) {
   if (!host_.resident[t]) return;
   host_.resident[t] = false;
