@@ -155,15 +155,17 @@ Status RunNvmeBench(NvmeConfig c) {
   for (uint64_t i = 0; i < buffer_bytes; i += 8) std::memcpy(buf.get() + i, &i, 8);
   // Every contender works on a file of its own that was written whole once
   // before any timing (so no timed pass converts unwritten extents or extends
-  // a file) and stays for the whole run: one tier per checksum setting, and a
-  // third tier, never timed, that holds the file fio and DeepSpeed use.
-  std::unique_ptr<NvmeTier> tiers[3];
-  for (int rank = 0; rank < 3; ++rank) {
+  // a file) and stays for the whole run: one tier per checksum setting, and
+  // two more, never timed, that hold fio's file and DeepSpeed's. (Sharing one
+  // would let a write follow the other's read of the same blocks.)
+  std::unique_ptr<NvmeTier> tiers[4];
+  const int files = c.deepspeed_aio.empty() ? 3 : 4;
+  for (int rank = 0; rank < files; ++rank) {
     TC_ASSIGN_OR_RETURN(tiers[rank], OpenTier(c, rank == 0, buf.get(), rank));
     TC_RETURN_IF_ERROR(Pass(c, tiers[rank].get(), buf.get(), true).status());
   }
   const std::string engine = tiers[1]->Describe();
-  const std::string file = tiers[2]->file_path();
+  const std::string file = tiers[2]->file_path(), ds_file = tiers[files - 1]->file_path();
   const bool fio = HaveFio();
   std::vector<Contender> who;
   for (const bool checksums : {true, false}) {
@@ -187,9 +189,9 @@ Status RunNvmeBench(NvmeConfig c) {
                    {}});
   }
   if (!c.deepspeed_aio.empty()) {
-    who.push_back({"DeepSpeed libaio", [&c, &file]() -> StatusOr<std::pair<double, double>> {
-                     TC_ASSIGN_OR_RETURN(double wg, DeepSpeedAio(c, file, true));
-                     TC_ASSIGN_OR_RETURN(double rg, DeepSpeedAio(c, file, false));
+    who.push_back({"DeepSpeed libaio", [&c, &ds_file]() -> StatusOr<std::pair<double, double>> {
+                     TC_ASSIGN_OR_RETURN(double wg, DeepSpeedAio(c, ds_file, true));
+                     TC_ASSIGN_OR_RETURN(double rg, DeepSpeedAio(c, ds_file, false));
                      return std::make_pair(wg, rg);
                    },
                    {},
