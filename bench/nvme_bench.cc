@@ -1,8 +1,8 @@
 // tencache-bench nvme: sequential write then read through the NvmeTier API, with
 // checksums on (the default) and off, interleaved with fio (io_uring, O_DIRECT)
-// and, given --deepspeed-aio, DeepSpeed's libaio engine, on the same
-// preallocated, pre-filled file with the same block size, depth and size, in an
-// order that rotates each round; every round's figures and the medians are
+// and, given --deepspeed-aio, DeepSpeed's libaio engine, each on a file of its
+// own of the same size (preallocated and written once before any timing), with
+// the same block size and depth, in an order that rotates each round; every round's figures and the medians are
 // reported, with the ratios ours / fio and ours / DeepSpeed, and the
 // single-thread CRC32C throughput that bounds checksummed I/O.
 #include <algorithm>
@@ -130,7 +130,7 @@ CLI::Validator BlockSize() {  // after CliByteSize: the byte count
   });
 }
 
-// One pass of DeepSpeed's libaio engine (bench/deepspeed_aio.sh builds `exe`); GB/s as it reports.
+// One pass of DeepSpeed's libaio engine (c.deepspeed_aio, which bench/deepspeed_aio.sh builds); GB/s as it reports.
 StatusOr<double> DeepSpeedAio(const NvmeConfig& c, const std::string& file, bool write) {
   const std::string cmd = c.deepspeed_aio + " " + file + " " + std::to_string(c.size) + " " +
                           std::to_string(c.block) + " " + std::to_string(c.depth) + (write ? " write" : " read");
