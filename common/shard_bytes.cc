@@ -57,7 +57,7 @@ ShardTensors ShardTensorBytes(const ModelShape& model, DType dtype, int ranks) {
     t.all.push_back(t.params.back());
     for (int fp32 = 0; fp32 < (mixed ? 4 : 3); ++fp32) {  // [master,] m, v, gradient, in pieces
       for (int i = 0; i < pieces[b]; ++i) {
-        t.all.push_back((StatePieceBegin(counts[b], pieces[b], i + 1) - StatePieceBegin(counts[b], pieces[b], i)) * 4);
+        t.all.push_back(StatePieceElements(counts[b], pieces[b], i) * 4);
       }
     }
   }

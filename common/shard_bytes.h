@@ -56,6 +56,10 @@ inline uint64_t StatePieceBegin(uint64_t count, int pieces, int piece) {
   const uint64_t k = uint64_t(pieces), i = uint64_t(piece);
   return i * (count / k) + (i < count % k ? i : count % k);
 }
+// Elements of piece `piece` of that cut. REQUIRES: 0 <= piece < pieces.
+inline uint64_t StatePieceElements(uint64_t count, int pieces, int piece) {
+  return StatePieceBegin(count, pieces, piece + 1) - StatePieceBegin(count, pieces, piece);
+}
 
 // The byte size of every cache tensor one rank holds (each block's parameter,
 // and the pieces of its master in mixed precision, moments and gradient

@@ -40,9 +40,7 @@ HostTierModel HostTierModel::Tensors(const Trace& trace) {
   for (size_t id = 0; id < n; ++id) {
     std::vector<HostAcquire>& u = m.update_[id];
     const int k = m.pieces_[id];
-    auto piece_bytes = [&](int i) {
-      return (StatePieceBegin(counts[id], k, i + 1) - StatePieceBegin(counts[id], k, i)) * 4;
-    };
+    auto piece_bytes = [&](int i) { return StatePieceElements(counts[id], k, i) * 4; };  // fp32
     for (int i = 0; i < k; ++i) {  // the gradient pieces: read and consumed first when stored
       grads[id].push_back(uint32_t(m.bytes_.size()));
       m.bytes_.push_back(piece_bytes(i));

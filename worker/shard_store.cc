@@ -23,7 +23,7 @@ size_t ShardLayout::PieceBegin(int block, ShardKind kind, int piece) const {
 }
 
 size_t ShardLayout::PieceCount(int block, ShardKind kind, int piece) const {
-  return PieceBegin(block, kind, piece + 1) - PieceBegin(block, kind, piece);
+  return size_t(StatePieceElements(counts[size_t(block)], Pieces(block, kind), piece));
 }
 
 namespace {
