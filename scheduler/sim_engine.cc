@@ -116,14 +116,20 @@ void SimContext::DropHost(uint32_t t, double at) {
   --host_.used[sim_.host_.size_class(t)];
 }
 
+double SimContext::CopyToDevice(TensorId id) {
+  const uint64_t b = sim_.seq_.bytes(id);
+  const uint32_t t = sim_.host_.param(id);
+  const double ready = HostAcquire(t, HostUse::kRead, now_, held_);
+  const double end = h2d_.Reserve(ready, sim_.CopySeconds(b, h2d_));
+  host_.free_at[t] = std::max(host_.free_at[t], end);  // the host copy is in use until then
+  if (counting_) totals_.bytes_h2d += b;
+  return end;
+}
+
 bool SimContext::Fetch(TensorId id) {
   const uint64_t b = sim_.seq_.bytes(id);
   if (resident_[id] || b > free_bytes()) return false;
-  const uint32_t t = sim_.host_.param(id);
-  const double ready = HostAcquire(t, HostUse::kRead, now_, held_);
-  arrival_[id] = h2d_.Reserve(ready, sim_.CopySeconds(b, h2d_));
-  host_.free_at[t] = std::max(host_.free_at[t], arrival_[id]);
-  if (counting_) totals_.bytes_h2d += b;
+  arrival_[id] = CopyToDevice(id);
   resident_[id] = true;
   fresh_[id] = true;
   used_ += b;
@@ -176,16 +182,6 @@ StatusOr<CacheSimulator> CacheSimulator::Create(const Trace& trace, const SimCon
   return sim;
 }
 
-double CacheSimulator::Stream(TensorId id, SimContext& s) const {
-  const uint64_t b = seq_.bytes(id);
-  const uint32_t t = host_.param(id);
-  const double ready = s.HostAcquire(t, HostUse::kRead, s.now_, s.held_);
-  if (s.counting_) s.totals_.bytes_h2d += b;
-  const double end = s.h2d_.Reserve(ready, CopySeconds(b, s.h2d_));
-  s.host_.free_at[t] = std::max(s.host_.free_at[t], end);
-  return end;
-}
-
 double CacheSimulator::CopySeconds(uint64_t bytes, const Lane& lane) const {
   return config_.copy_latency_s + double(bytes) / lane.bps;
 }
@@ -211,7 +207,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
     ready = s.arrival_[x];
   } else {
     if (seq_.bytes(x) <= layout_.device_capacity) policy.MakeRoom(x, g, s);
-    ready = s.Fetch(x) ? s.arrival_[x] : Stream(x, s);
+    ready = s.Fetch(x) ? s.arrival_[x] : s.CopyToDevice(x);  // streamed when it does not fit
   }
   if (s.counting_) {
     s.hits_ += hit;

@@ -118,6 +118,9 @@ class SimContext {
   double HostAcquire(uint32_t t, HostUse use, double request, const std::vector<uint32_t>& held);
   // Frees host tensor `t`'s slot without a write-back (a consumed gradient), at time `at`.
   void DropHost(uint32_t t, double at);
+  // Copies `id`'s parameter from host memory (HostAcquire'd first) to the
+  // device, requested now; returns when it has arrived. Counts bytes_h2d.
+  double CopyToDevice(TensorId id);
 
   const CacheSimulator& sim_;
   int step_ = 0;
@@ -178,7 +181,6 @@ class CacheSimulator {
   void RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy, SimContext& s) const;
   void RunCollective(const TraceEvent& e, SimContext& s) const;
   void RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const;
-  double Stream(TensorId id, SimContext& s) const;
   double CopySeconds(uint64_t bytes, const Lane& lane) const;
 
   Trace trace_;
