@@ -50,7 +50,7 @@ void SimContext::Evict(TensorId id) {
   const uint32_t t = sim_.host_.param(id);
   const double copied = d2h_.Reserve(now_, sim_.CopySeconds(sim_.seq_.bytes(id), d2h_));
   if (counting_) totals_.bytes_d2h += sim_.seq_.bytes(id);
-  host_.free_at[t] = std::max(HostAcquire(t, HostUse::kOverwrite, now_, held_), copied);
+  host_.free_at[t] = std::max(HostAcquire(t, HostUse::kOverwrite, now_), copied);
   host_.dirty[t] = true;
 }
 
@@ -62,7 +62,7 @@ double SimContext::PredictArrival(TensorId id) const {
   return std::max(h2d_.free_at, ready) + sim_.CopySeconds(sim_.seq_.bytes(id), h2d_);
 }
 
-double SimContext::HostAcquire(uint32_t t, HostUse use, double request, const std::vector<uint32_t>& held) {
+double SimContext::HostAcquire(uint32_t t, HostUse use, double request) {
   const HostTierModel& m = sim_.host_;
   if (host_.resident[t]) return std::max(request, host_.ready_at[t]);
   const int c = m.size_class(t);
@@ -71,7 +71,7 @@ double SimContext::HostAcquire(uint32_t t, HostUse use, double request, const st
     int64_t victim = -1;
     uint64_t furthest = 0;
     for (uint32_t v : m.members(c)) {
-      if (!host_.resident[v] || std::find(held.begin(), held.end(), v) != held.end()) continue;
+      if (!host_.resident[v] || std::find(held_.begin(), held_.end(), v) != held_.end()) continue;
       const uint64_t next = m.NextUse(v, host_.pos);
       if (victim < 0 || next > furthest) victim = v, furthest = next;
     }
@@ -119,7 +119,7 @@ void SimContext::DropHost(uint32_t t, double at) {
 double SimContext::CopyToDevice(TensorId id) {
   const uint64_t b = sim_.seq_.bytes(id);
   const uint32_t t = sim_.host_.param(id);
-  const double ready = HostAcquire(t, HostUse::kRead, now_, held_);
+  const double ready = HostAcquire(t, HostUse::kRead, now_);
   const double end = h2d_.Reserve(ready, sim_.CopySeconds(b, h2d_));
   host_.free_at[t] = std::max(host_.free_at[t], end);  // the host copy is in use until then
   if (counting_) totals_.bytes_h2d += b;
@@ -229,7 +229,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
   // when it adds into pieces that were evicted); the add lands once the
   // gradient has arrived.
   for (const HostAcquire& a : host_.after_access(s.pos_)) {
-    wait_until(s.HostAcquire(a.tensor, a.use, s.now_, s.held_));
+    wait_until(s.HostAcquire(a.tensor, a.use, s.now_));
     s.host_.dirty[a.tensor] = true;
     s.host_.free_at[a.tensor] = std::max({s.host_.free_at[a.tensor], s.now_, s.grad_ready_[x]});
     ++s.host_.pos;
@@ -278,7 +278,7 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   // A stored gradient: read, added into the reduced one, dropped.
   double grads_read = start;
   for (; a < update.size() && update[a].consume; ++a) {
-    grads_read = std::max(grads_read, s.HostAcquire(update[a].tensor, update[a].use, issue, s.held_));
+    grads_read = std::max(grads_read, s.HostAcquire(update[a].tensor, update[a].use, issue));
     ++s.host_.pos;
   }
   for (size_t i = 0; i < a; ++i) s.DropHost(update[i].tensor, grads_read);
@@ -291,13 +291,13 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
         overwrite = true;
         break;
       }
-      ready = std::max(ready, s.HostAcquire(h.tensor, h.use, issue, s.held_));
+      ready = std::max(ready, s.HostAcquire(h.tensor, h.use, issue));
       s.held_.push_back(h.tensor);
       ++s.host_.pos;
     }
     s.cpu_free_ = std::max(s.cpu_free_, ready) + piece_s;
     if (overwrite) {
-      s.cpu_free_ = std::max(s.cpu_free_, s.HostAcquire(param, HostUse::kOverwrite, s.cpu_free_, s.held_));
+      s.cpu_free_ = std::max(s.cpu_free_, s.HostAcquire(param, HostUse::kOverwrite, s.cpu_free_));
       s.host_.dirty[param] = true;
       s.held_.push_back(param);
       ++s.host_.pos;

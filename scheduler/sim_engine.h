@@ -111,11 +111,11 @@ class SimContext {
   explicit SimContext(const CacheSimulator& sim);
   // Brings host tensor `t` into host memory for `use`, requested at `request`:
   // when it is not resident, the victim HostTierModel names (never `t` or one
-  // of `held`) leaves once its last use has ended, written back to NVMe first
+  // of held_) leaves once its last use has ended, written back to NVMe first
   // when dirty, and `t` is read into its slot (not for kOverwrite). Returns
   // when `t`'s bytes are there. The caller sets free_at (and dirty) once its
   // use is known to end.
-  double HostAcquire(uint32_t t, HostUse use, double request, const std::vector<uint32_t>& held);
+  double HostAcquire(uint32_t t, HostUse use, double request);
   // Frees host tensor `t`'s slot without a write-back (a consumed gradient), at time `at`.
   void DropHost(uint32_t t, double at);
   // Copies `id`'s parameter from host memory (HostAcquire'd first) to the
