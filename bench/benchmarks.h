@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/stats.h"
 #include "common/status.h"
 
 namespace tencache::bench {
@@ -30,7 +31,6 @@ Benchmark AddTrainBench(CLI::App& app);
 // AdamW's GB/s against a copy of the same bytes on the same threads (built with the worker).
 Benchmark AddAdamWBench(CLI::App& app);
 
-// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
-double Median(std::vector<double> v);
+using tencache::Median;  // common/stats.h
 
 }  // namespace tencache::bench

@@ -21,13 +21,6 @@ double Column(const nlohmann::json& m, const char* key, int rank) {
 
 }  // namespace
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double NumberField(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : 0.0;

@@ -11,12 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/job_spec.h"
+#include "common/stats.h"
 
 namespace tencache {
 
-// The median of `v` (0 when empty), and a number field of a metrics object
-// (0 where absent or not a number): shared with the run report's summary.
-double Median(std::vector<double> v);
+// A number field of a metrics object (0 where absent or not a number): shared
+// with the run report's summary (which takes medians with common/stats.h).
 double NumberField(const nlohmann::json& j, const char* key);
 
 // The host of each rank: `reported` (the ranks' own PID lines) where given;

@@ -18,6 +18,7 @@
 
 #include "common/human_format.h"
 #include "common/report_lines.h"
+#include "common/stats.h"
 
 namespace tencache {
 namespace {
@@ -295,9 +296,8 @@ void RunFollower::Progress(bool final_line) {
   const double now = MonotonicSeconds();
   if (!o_.progress_in_place && !final_line && now - last_progress_ < o_.progress_every_s) return;
   last_progress_ = now;
-  std::vector<double> recent(step_times_.end() - std::min<size_t>(step_times_.size(), 20), step_times_.end());
-  std::sort(recent.begin(), recent.end());
-  const double step_s = recent.empty() ? 0 : recent[recent.size() / 2];
+  const double step_s =
+      Median(std::vector<double>(step_times_.end() - std::min<size_t>(step_times_.size(), 20), step_times_.end()));
   const int left = std::max(0, o_.total_steps - steps_done_);
   char line[256];
   std::snprintf(line, sizeof line, "step %d/%d  loss %.4f  %s  stall %s  ETA %s", steps_done_, o_.total_steps,

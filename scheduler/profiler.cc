@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/stats.h"
 namespace tencache {
 
 Profiler::Profiler(TraceHeader header, LogSink log)
@@ -108,9 +109,7 @@ Trace Profiler::timed_profile() const {
     e.start_s += shift;
     e.end_s += shift;
     if (e.kind != EventKind::kAccess) continue;
-    std::vector<double> d = durations_[a++];
-    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
-    const double median = std::max(0.0, d[d.size() / 2]);
+    const double median = std::max(0.0, Median(durations_[a++]));
     shift += median - e.duration_s();
     e.end_s = e.start_s + median;
   }

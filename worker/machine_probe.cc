@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "common/stats.h"
 #include "worker/adamw.h"
 #include "worker/decoder_model.h"
 #include "worker/trainer.h"
@@ -28,8 +29,7 @@ double MedianSeconds(int repeats, const std::function<void()>& fn) {
     fn();
     t.push_back(Now() - t0);
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return Median(std::move(t));
 }
 
 // Median over `repeats` of the slowest rank's seconds for `fn`, every rank
@@ -46,8 +46,7 @@ StatusOr<double> SlowestRankSeconds(Communicator* comm, int repeats, const std::
     TC_RETURN_IF_ERROR(comm->AllGather(&mine, all.data(), sizeof(double)));
     t.push_back(*std::max_element(all.begin(), all.end()));
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return Median(std::move(t));
 }
 
 // A block's flat parameters in the compute dtype, initialised as training does.
@@ -177,8 +176,7 @@ StatusOr<double> ReferenceStepSeconds(const JobSpec& job, Communicator* comm,
     TC_ASSIGN_OR_RETURN(StepMetrics m, t->Step());
     if (s >= 2) times.push_back(m.step_time_s);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return Median(std::move(times));
 }
 
 }  // namespace

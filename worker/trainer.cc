@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/shard_bytes.h"
+#include "common/stats.h"
 #include "worker/checkpoint.h"
 
 namespace tencache {
@@ -608,10 +609,7 @@ void Trainer::LinkWindow::Add(uint64_t bytes, double seconds) {
 
 double Trainer::LinkWindow::Median(double otherwise) const {
   const size_t n = size_t(std::min(added, Profiler::kTimedSteps));
-  if (n == 0) return otherwise;
-  std::array<double, Profiler::kTimedSteps> v = bps;
-  std::sort(v.begin(), v.begin() + n);
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return n == 0 ? otherwise : tencache::Median(std::vector<double>(bps.begin(), bps.begin() + n));
 }
 
 std::string Trainer::SimFlags() const {
