@@ -8,12 +8,16 @@
 // DeepSpeed's sources in a scratch folder outside the repository. Nothing of
 // DeepSpeed is copied here; this file only calls its API.
 //
-// Usage: deepspeed-aio-pass FILE BYTES BLOCK DEPTH read|write
+// Usage: deepspeed-aio-pass FILE BYTES BLOCK DEPTH read|write [huge]
+// `huge` gives the buffer the memory tencache's host arena uses (2 MiB-aligned,
+// advised MADV_HUGEPAGE), to tell the engine's share from the memory's; without
+// it the buffer is plain 4 KiB pages, as DeepSpeed allocates on its own.
 // Prints one line: `gbps <GB/s>`, timed as DeepSpeed times it (first submit to
 // last completion of one BYTES-long transfer; the file's open and the buffer's
 // allocation and first touch are outside the timing). Exit 2 on bad arguments,
 // 1 on an I/O failure.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,10 +29,12 @@
 #include "deepspeed_aio_common.h"
 
 int main(int argc, char** argv) {
-  if (argc != 6 || (std::strcmp(argv[5], "read") != 0 && std::strcmp(argv[5], "write") != 0)) {
-    std::fprintf(stderr, "usage: %s FILE BYTES BLOCK DEPTH read|write\n", argv[0]);
+  if ((argc != 6 && argc != 7) || (std::strcmp(argv[5], "read") != 0 && std::strcmp(argv[5], "write") != 0) ||
+      (argc == 7 && std::strcmp(argv[6], "huge") != 0)) {
+    std::fprintf(stderr, "usage: %s FILE BYTES BLOCK DEPTH read|write [huge]\n", argv[0]);
     return 2;
   }
+  const bool huge = argc == 7;
   const char* file = argv[1];
   const long long bytes = std::atoll(argv[2]);
   const int block = std::atoi(argv[3]);
@@ -39,8 +45,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   void* buf = nullptr;
-  if (posix_memalign(&buf, 4096, static_cast<size_t>(bytes)) != 0) {
+  if (posix_memalign(&buf, huge ? (2 << 20) : 4096, static_cast<size_t>(bytes)) != 0) {
     std::fprintf(stderr, "%s: cannot allocate %lld bytes\n", argv[0], bytes);
+    return 1;
+  }
+  if (huge && madvise(buf, static_cast<size_t>(bytes), MADV_HUGEPAGE) != 0) {
+    std::fprintf(stderr, "%s: madvise(MADV_HUGEPAGE) refused\n", argv[0]);
     return 1;
   }
   std::memset(buf, 0x5a, static_cast<size_t>(bytes));  // first touch outside the timing, as a pinned tensor

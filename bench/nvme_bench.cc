@@ -1,5 +1,7 @@
-// tencache-bench nvme: sequential write then read through the NvmeTier API, with
-// checksums on (the default) and off, interleaved with fio (io_uring, O_DIRECT)
+// tencache-bench nvme: sequential write then read through the NvmeTier API from
+// host-arena memory as the cache holds it (huge pages advised), with checksums on
+// (the default) and off, and once from 4 KiB pages (the arena without the
+// advice), interleaved with fio (io_uring, O_DIRECT)
 // and, given --deepspeed-aio, DeepSpeed's libaio engine, each on a file of its
 // own of the same size (preallocated and written once before any timing), with
 // the same block size and depth, in an order that rotates each round; every round's figures and the medians are
@@ -21,6 +23,7 @@
 
 #include "bench/benchmarks.h"
 #include "cachemgr/crc32c.h"
+#include "cachemgr/host_arena.h"
 #include "cachemgr/nvme_tier.h"
 #include "common/byte_size.h"
 #include "common/cli.h"
@@ -39,10 +42,6 @@ struct NvmeConfig {  // the flags, with their defaults
   int rounds = 3;
   bool json = false;
   std::string deepspeed_aio;  // deepspeed-aio-pass executable (bench/deepspeed_aio.sh); "" = not compared
-};
-
-struct FreeDeleter {
-  void operator()(uint8_t* p) const { std::free(p); }
 };
 
 // Writes or reads the whole file through `tier`, c.outstanding requests of
@@ -131,9 +130,11 @@ CLI::Validator BlockSize() {  // after CliByteSize: the byte count
 }
 
 // One pass of DeepSpeed's libaio engine (c.deepspeed_aio, which bench/deepspeed_aio.sh builds); GB/s as it reports.
-StatusOr<double> DeepSpeedAio(const NvmeConfig& c, const std::string& file, bool write) {
+// `huge`: its buffer in huge pages as our host arena's (the driver's `huge` argument).
+StatusOr<double> DeepSpeedAio(const NvmeConfig& c, const std::string& file, bool write, bool huge) {
   const std::string cmd = c.deepspeed_aio + " " + file + " " + std::to_string(c.size) + " " +
-                          std::to_string(c.block) + " " + std::to_string(c.depth) + (write ? " write" : " read");
+                          std::to_string(c.block) + " " + std::to_string(c.depth) + (write ? " write" : " read") +
+                          (huge ? " huge" : "");
   TC_ASSIGN_OR_RETURN(std::string out, Capture(cmd));
   double gbps = 0;
   if (std::sscanf(out.c_str(), "gbps %lf", &gbps) != 1 || gbps <= 0)
@@ -147,33 +148,55 @@ struct Contender {  // one engine, its per-round GB/s
   std::vector<double> w, r;
 };
 
+// The I/O buffer of `bytes` from `arena` (the cache's host memory), filled with a pattern.
+StatusOr<uint8_t*> ArenaBuffer(HostArena* arena, uint64_t bytes) {
+  void* base = nullptr;
+  TC_RETURN_IF_ERROR(arena->Reserve(bytes, &base).status());
+  uint8_t* buf = static_cast<uint8_t*>(base);
+  for (uint64_t i = 0; i < bytes; i += 8) std::memcpy(buf + i, &i, 8);
+  return buf;
+}
+
 Status RunNvmeBench(NvmeConfig c) {
   c.size = (c.size + c.block - 1) / c.block * c.block;
   const uint64_t buffer_bytes = c.outstanding * c.request;
-  std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, buffer_bytes)));
-  if (!buf) return Status::ResourceExhausted("nvme bench: cannot allocate the I/O buffer");
-  for (uint64_t i = 0; i < buffer_bytes; i += 8) std::memcpy(buf.get() + i, &i, 8);
+  // The buffers come from the host arena, as the cache's host tier takes its
+  // memory: with the huge-page advice (the default) and without it.
+  HostArena huge_arena(/*huge_pages=*/true), small_arena(/*huge_pages=*/false);
+  TC_ASSIGN_OR_RETURN(uint8_t* huge_buf, ArenaBuffer(&huge_arena, buffer_bytes));
+  TC_ASSIGN_OR_RETURN(uint8_t* small_buf, ArenaBuffer(&small_arena, buffer_bytes));
+  const std::string pages = huge_arena.huge_pages() ? "huge pages advised" : "huge pages refused by the kernel";
   // Every contender works on a file of its own that was written whole once
   // before any timing (so no timed pass converts unwritten extents or extends
-  // a file) and stays for the whole run: one tier per checksum setting, and
+  // a file) and stays for the whole run: one tier per NvmeTier contender, and
   // two more, never timed, that hold fio's file and DeepSpeed's. (Sharing one
   // would let a write follow the other's read of the same blocks.)
-  std::unique_ptr<NvmeTier> tiers[4];
-  const int files = c.deepspeed_aio.empty() ? 3 : 4;
+  struct Ours {
+    const char* name;
+    bool checksums;
+    uint8_t* buf;
+  };
+  const Ours ours[] = {{"NvmeTier (checksums on)", true, huge_buf},
+                       {"NvmeTier (checksums off)", false, huge_buf},
+                       {"NvmeTier (on, 4 KiB pages)", true, small_buf}};
+  std::unique_ptr<NvmeTier> tiers[6];  // ours, fio's, DeepSpeed's with 4 KiB pages and with huge pages
+  const int files = c.deepspeed_aio.empty() ? 4 : 6;
   for (int rank = 0; rank < files; ++rank) {
-    TC_ASSIGN_OR_RETURN(tiers[rank], OpenTier(c, rank == 0, buf.get(), rank));
-    TC_RETURN_IF_ERROR(Pass(c, tiers[rank].get(), buf.get(), true).status());
+    uint8_t* buf = rank < 3 ? ours[rank].buf : huge_buf;
+    TC_ASSIGN_OR_RETURN(tiers[rank], OpenTier(c, rank < 3 && ours[rank].checksums, buf, rank));
+    TC_RETURN_IF_ERROR(Pass(c, tiers[rank].get(), buf, true).status());
   }
   const std::string engine = tiers[1]->Describe();
-  const std::string file = tiers[2]->file_path(), ds_file = tiers[files - 1]->file_path();
+  const std::string file = tiers[3]->file_path();
   const bool fio = HaveFio();
   std::vector<Contender> who;
-  for (const bool checksums : {true, false}) {
-    NvmeTier* tier = tiers[checksums ? 0 : 1].get();
-    who.push_back({checksums ? "NvmeTier (checksums on)" : "NvmeTier (checksums off)",
-                   [&c, &buf, tier]() -> StatusOr<std::pair<double, double>> {
-                     TC_ASSIGN_OR_RETURN(double wg, Pass(c, tier, buf.get(), true));
-                     TC_ASSIGN_OR_RETURN(double rg, Pass(c, tier, buf.get(), false));
+  for (int k = 0; k < 3; ++k) {
+    NvmeTier* tier = tiers[k].get();
+    uint8_t* buf = ours[k].buf;
+    who.push_back({ours[k].name,
+                   [&c, buf, tier]() -> StatusOr<std::pair<double, double>> {
+                     TC_ASSIGN_OR_RETURN(double wg, Pass(c, tier, buf, true));
+                     TC_ASSIGN_OR_RETURN(double rg, Pass(c, tier, buf, false));
                      return std::make_pair(wg, rg);
                    },
                    {},
@@ -188,10 +211,13 @@ Status RunNvmeBench(NvmeConfig c) {
                    {},
                    {}});
   }
-  if (!c.deepspeed_aio.empty()) {
-    who.push_back({"DeepSpeed libaio", [&c, &ds_file]() -> StatusOr<std::pair<double, double>> {
-                     TC_ASSIGN_OR_RETURN(double wg, DeepSpeedAio(c, ds_file, true));
-                     TC_ASSIGN_OR_RETURN(double rg, DeepSpeedAio(c, ds_file, false));
+  for (int k = 4; k < files; ++k) {  // DeepSpeed as users run it (4 KiB pages), then given our memory
+    const bool huge = k == 5;
+    const std::string ds_file = tiers[k]->file_path();
+    who.push_back({huge ? "DeepSpeed libaio (huge pages)" : "DeepSpeed libaio",
+                   [&c, ds_file, huge]() -> StatusOr<std::pair<double, double>> {
+                     TC_ASSIGN_OR_RETURN(double wg, DeepSpeedAio(c, ds_file, true, huge));
+                     TC_ASSIGN_OR_RETURN(double rg, DeepSpeedAio(c, ds_file, false, huge));
                      return std::make_pair(wg, rg);
                    },
                    {},
@@ -207,11 +233,13 @@ Status RunNvmeBench(NvmeConfig c) {
       x.r.push_back(wr.second);
     }
   }
-  const double crc_gbps = CrcGbps(buf.get(), buffer_bytes, c.block);
+  const double crc_gbps = CrcGbps(huge_buf, buffer_bytes, c.block);
   const Contender& on = who[0];
   const Contender& off = who[1];
-  const Contender* fio_c = fio ? &who[2] : nullptr;
-  const Contender* ds = c.deepspeed_aio.empty() ? nullptr : &who.back();
+  const Contender& small = who[2];
+  const Contender* fio_c = fio ? &who[3] : nullptr;
+  const Contender* ds = c.deepspeed_aio.empty() ? nullptr : &who[who.size() - 2];
+  const Contender* ds_huge = c.deepspeed_aio.empty() ? nullptr : &who.back();
   auto over = [](double a, const Contender* b, bool write) {
     return b ? nlohmann::json(a / Median(write ? b->w : b->r)) : nlohmann::json(nullptr);
   };
@@ -220,25 +248,37 @@ Status RunNvmeBench(NvmeConfig c) {
   j["rounds_read_gbps"] = on.r;
   j["rounds_write_gbps_no_checksum"] = off.w;
   j["rounds_read_gbps_no_checksum"] = off.r;
+  j["rounds_write_gbps_4k_pages"] = small.w;
+  j["rounds_read_gbps_4k_pages"] = small.r;
   j["rounds_fio_write_gbps"] = fio_c ? fio_c->w : std::vector<double>{};
   j["rounds_fio_read_gbps"] = fio_c ? fio_c->r : std::vector<double>{};
   j["rounds_deepspeed_write_gbps"] = ds ? ds->w : std::vector<double>{};
   j["rounds_deepspeed_read_gbps"] = ds ? ds->r : std::vector<double>{};
+  j["rounds_deepspeed_huge_pages_write_gbps"] = ds_huge ? ds_huge->w : std::vector<double>{};
+  j["rounds_deepspeed_huge_pages_read_gbps"] = ds_huge ? ds_huge->r : std::vector<double>{};
   j["crc32c_gbps_one_thread"] = crc_gbps;
   j["write_gbps"] = Median(on.w);
   j["read_gbps"] = Median(on.r);
   j["write_gbps_no_checksum"] = Median(off.w);
   j["read_gbps_no_checksum"] = Median(off.r);
+  j["write_gbps_4k_pages"] = Median(small.w);
+  j["read_gbps_4k_pages"] = Median(small.r);
   j["fio_write_gbps"] = fio_c ? nlohmann::json(Median(fio_c->w)) : nlohmann::json(nullptr);
   j["fio_read_gbps"] = fio_c ? nlohmann::json(Median(fio_c->r)) : nlohmann::json(nullptr);
   j["deepspeed_write_gbps"] = ds ? nlohmann::json(Median(ds->w)) : nlohmann::json(nullptr);
   j["deepspeed_read_gbps"] = ds ? nlohmann::json(Median(ds->r)) : nlohmann::json(nullptr);
+  j["deepspeed_huge_pages_write_gbps"] = ds_huge ? nlohmann::json(Median(ds_huge->w)) : nlohmann::json(nullptr);
+  j["deepspeed_huge_pages_read_gbps"] = ds_huge ? nlohmann::json(Median(ds_huge->r)) : nlohmann::json(nullptr);
   j["write_ratio"] = over(Median(on.w), fio_c, true);
   j["read_ratio"] = over(Median(on.r), fio_c, false);
   j["write_ratio_no_checksum"] = over(Median(off.w), fio_c, true);
   j["read_ratio_no_checksum"] = over(Median(off.r), fio_c, false);
   j["write_ratio_deepspeed"] = over(Median(on.w), ds, true);
   j["read_ratio_deepspeed"] = over(Median(on.r), ds, false);
+  j["write_ratio_deepspeed_huge_pages"] = over(Median(on.w), ds_huge, true);
+  j["read_ratio_deepspeed_huge_pages"] = over(Median(on.r), ds_huge, false);
+  j["write_ratio_4k_pages"] = over(Median(small.w), fio_c, true);
+  j["read_ratio_4k_pages"] = over(Median(small.r), fio_c, false);
   j["size_bytes"] = c.size;
   j["block_bytes"] = c.block;
   j["depth"] = c.depth;
@@ -246,6 +286,7 @@ Status RunNvmeBench(NvmeConfig c) {
   j["outstanding"] = c.outstanding;
   j["rounds"] = c.rounds;
   j["engine"] = engine;
+  j["buffer"] = "host arena, " + pages;
   j["checksum"] = std::string("crc32c-") + Crc32cImplementation();
   j["fio"] = fio ? "fio --ioengine=io_uring --direct=1" : "not found (install fio to compare)";
   j["deepspeed"] = ds ? c.deepspeed_aio : "not given (--deepspeed-aio)";
@@ -254,21 +295,23 @@ Status RunNvmeBench(NvmeConfig c) {
     return Status::Ok();
   }
   std::printf("tencache-bench nvme: %s, %s blocks, depth %u, NvmeTier requests %s x %u in flight, %d round(s), "
-              "median GB/s\n  tier: %s\n",
+              "median GB/s\n  tier: %s\n  buffer: host arena, %s\n",
               FormatBytes(c.size).c_str(), FormatBytes(c.block).c_str(), c.depth, FormatBytes(c.request).c_str(),
-              c.outstanding, c.rounds, engine.c_str());
-  std::printf("  %-26s %8s %8s   per round (write / read)\n", "", "write", "read");
+              c.outstanding, c.rounds, engine.c_str(), pages.c_str());
+  std::printf("  %-44s %8s %8s   per round (write / read)\n", "", "write", "read");
   for (const Contender& x : who) {
-    std::printf("  %-26s %8.3f %8.3f  ", x.name.c_str(), Median(x.w), Median(x.r));
+    std::printf("  %-44s %8.3f %8.3f  ", x.name.c_str(), Median(x.w), Median(x.r));
     for (size_t i = 0; i < x.w.size(); ++i) std::printf(" %.3f/%.3f", x.w[i], x.r[i]);
     std::printf("\n");
   }
-  for (const Contender* b : {fio_c, ds}) {
+  for (const Contender* b : {fio_c, ds, ds_huge}) {
     if (b == nullptr) continue;
-    for (const Contender* a : {&on, &off}) {
-      const std::string label = std::string(a == &on ? "ratio (checksums on)/" : "ratio (checksums off)/") +
-                                (b == fio_c ? "fio" : "DeepSpeed");
-      std::printf("  %-26s %8.2f %8.2f\n", label.c_str(), Median(a->w) / Median(b->w), Median(a->r) / Median(b->r));
+    for (const Contender* a : {&on, &off, &small}) {
+      const std::string label = std::string(a == &on    ? "ratio (checksums on)/"
+                                            : a == &off ? "ratio (checksums off)/"
+                                                        : "ratio (4 KiB pages)/") +
+                                (b == fio_c ? "fio" : b == ds ? "DeepSpeed" : "DeepSpeed (huge pages)");
+      std::printf("  %-44s %8.2f %8.2f\n", label.c_str(), Median(a->w) / Median(b->w), Median(a->r) / Median(b->r));
     }
   }
   if (!fio) std::printf("  fio not found: install fio to compare against it\n");
@@ -282,7 +325,8 @@ Status RunNvmeBench(NvmeConfig c) {
 
 Benchmark AddNvmeBench(CLI::App& app) {
   auto c = std::make_shared<NvmeConfig>();
-  CLI::App* cmd = app.add_subcommand("nvme", "NvmeTier write/read GB/s (checksums on and off) vs fio on the same file");
+  CLI::App* cmd = app.add_subcommand(
+      "nvme", "NvmeTier write/read GB/s (checksums on and off, huge and 4 KiB pages) vs fio and DeepSpeed's libaio");
   cmd->add_option("--dir", c->dir, "a directory on the NVMe device")->type_name("DIR")->required();
   AddSizeOption(*cmd, "--size", &c->size, "bytes written and read per pass (rounded up to whole blocks)");
   AddSizeOption(*cmd, "--block", &c->block, "bytes per I/O, a multiple of 4KiB up to 1GiB")->check(BlockSize());

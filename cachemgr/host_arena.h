@@ -3,6 +3,15 @@
 // host tier and the simulated device tier. Regions are never moved or freed
 // before the arena is destroyed.
 //
+// Huge pages: a region of at least kHugePageBytes starts on a 2 MiB boundary and,
+// unless the arena was made without them, is advised MADV_HUGEPAGE, so that
+// where transparent huge pages are enabled ("always" or "madvise") its memory
+// is physically contiguous in 2 MiB pieces. A 1 MiB O_DIRECT request from it is
+// then one or two segments (from 4 KiB pages it is 256, more than a virtio disk
+// takes in one request, so the block layer splits it and cannot merge
+// neighbours); fewer TLB misses help the optimizer's sweeps too. The advice is
+// best effort: the memory works the same without it.
+//
 // Thread safety: Reserve is serialised internally; Pointer may be called from
 // any thread concurrently with Reserve.
 #pragma once
@@ -19,14 +28,20 @@ namespace tencache {
 class HostArena {
  public:
   static constexpr size_t kMaxRegions = 64;
+  static constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 
-  HostArena() = default;
+  // `huge_pages`: advise MADV_HUGEPAGE on regions of kHugePageBytes or more.
+  explicit HostArena(bool huge_pages = true) : huge_pages_(huge_pages) {}
   HostArena(const HostArena&) = delete;
   HostArena& operator=(const HostArena&) = delete;
   ~HostArena();
 
-  // Maps `bytes` (rounded up to 4 KiB) of anonymous memory; returns the region's base offset.
+  // Maps `bytes` (rounded up to 4 KiB) of anonymous memory, 2 MiB-aligned when
+  // `bytes` >= kHugePageBytes; returns the region's base offset.
   StatusOr<uint64_t> Reserve(uint64_t bytes, void** base_out);
+  // True when at least one region was reserved with the huge-page advice and
+  // none of the advice asked for failed (the kernel may lack THP).
+  bool huge_pages() const;
   // The address of [offset, offset+len), or nullptr when that is not inside one region.
   uint8_t* Pointer(uint64_t offset, uint64_t len) const;
   uint64_t reserved_bytes() const { return reserved_.load(std::memory_order_acquire); }
@@ -37,7 +52,9 @@ class HostArena {
     uint8_t* base = nullptr;
     uint64_t bytes = 0;
   };
-  std::mutex mu_;  // serialises Reserve
+  const bool huge_pages_;
+  mutable std::mutex mu_;  // serialises Reserve; guards the advice counts
+  int advised_ = 0, advice_failed_ = 0;
   std::array<Region, kMaxRegions> regions_{};  // [0, count_) published
   std::atomic<size_t> count_{0};
   std::atomic<uint64_t> reserved_{0};

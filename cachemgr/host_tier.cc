@@ -21,14 +21,15 @@ Status MlockPinner(void* base, uint64_t bytes) {
                                    " (RLIMIT_MEMLOCK " + limit + ")");
 }
 
-HostTier::HostTier(HostTierOptions options) : options_(std::move(options)) {}
+HostTier::HostTier(HostTierOptions options) : options_(std::move(options)), arena_(options_.huge_pages) {}
 
 std::string HostTier::Describe() const {
+  const std::string pages = arena_.huge_pages() ? ", huge pages" : "";
   std::lock_guard<std::mutex> lock(mu_);
-  if (!options_.pin) return "host(unpinned: pinning disabled)";
+  if (!options_.pin) return "host(unpinned: pinning disabled" + pages + ")";
   const std::string how = options_.pinner ? options_.pinner_name : "mlock";
-  if (!all_pinned_) return "host(unpinned fallback: " + pin_failure_ + ")";
-  return "host(pinned: " + how + ")";
+  if (!all_pinned_) return "host(unpinned fallback: " + pin_failure_ + pages + ")";
+  return "host(pinned: " + how + pages + ")";
 }
 
 StatusOr<uint64_t> HostTier::Reserve(uint64_t bytes) {

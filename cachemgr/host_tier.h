@@ -27,6 +27,7 @@ struct HostTierOptions {
   bool pin = true;
   HostPinner pinner;          // empty: mlock
   std::string pinner_name;    // how Describe() names the pinner, e.g. "cudaHostRegister"
+  bool huge_pages = true;     // regions of 2 MiB or more advised MADV_HUGEPAGE (host_arena.h)
 };
 
 // The default pinner: mlock, with RLIMIT_MEMLOCK named in its error.
@@ -49,6 +50,8 @@ class HostTier final : public TierStore {
 
   // True when every region reserved so far is pinned.
   bool pinned() const;
+  // True when the regions were given the huge-page advice (HostArena::huge_pages).
+  bool huge_pages() const { return arena_.huge_pages(); }
   // Why pinning fell back (empty when it did not).
   std::string pin_failure() const;
 

@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "cachemgr/host_arena.h"
+
 #include "test_util.h"
 
 namespace tencache {
@@ -61,6 +67,64 @@ TEST(HostTierTest, AddressesArePageAligned) {
   ASSERT_TRUE(base.ok());
   EXPECT_EQ(reinterpret_cast<uintptr_t>(tier.Address(*base)) % 4096, 0u);
   EXPECT_EQ(tier.reserved_bytes(), 12288u);
+}
+
+// The VmFlags of the mapping that contains `p` in /proc/self/smaps ("" if none).
+std::string VmFlagsOf(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  std::string line;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = a >= lo && a < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+bool HasFlag(const std::string& vmflags, const std::string& flag) {
+  return (vmflags + " ").find(" " + flag + " ") != std::string::npos;
+}
+
+TEST(HostArenaTest, LargeRegionsAreHugePageAlignedAndAdvised) {
+  HostArena arena;
+  void* big = nullptr;
+  void* small = nullptr;
+  ASSERT_TRUE(arena.Reserve(5 * HostArena::kHugePageBytes + 4096, &big).ok());
+  ASSERT_TRUE(arena.Reserve(1 << 20, &small).ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % HostArena::kHugePageBytes, 0u);
+  EXPECT_EQ(arena.reserved_bytes(), 5 * HostArena::kHugePageBytes + 4096 + (1 << 20));
+  // The whole region is usable, first byte to last.
+  static_cast<uint8_t*>(big)[0] = 1;
+  static_cast<uint8_t*>(big)[5 * HostArena::kHugePageBytes + 4095] = 2;
+  const std::string flags = VmFlagsOf(big);
+  ASSERT_FALSE(flags.empty());
+  if (arena.huge_pages()) {
+    EXPECT_TRUE(HasFlag(flags, "hg")) << flags;  // MADV_HUGEPAGE
+  } else {
+    GTEST_SKIP() << "this kernel refuses MADV_HUGEPAGE (no transparent huge pages)";
+  }
+  const std::string small_flags = VmFlagsOf(small);
+  ASSERT_FALSE(small_flags.empty());
+  EXPECT_FALSE(HasFlag(small_flags, "hg")) << "a region under 2 MiB is not advised: " << small_flags;
+}
+
+TEST(HostArenaTest, WithoutHugePagesNothingIsAdvised) {
+  HostArena arena(/*huge_pages=*/false);
+  void* big = nullptr;
+  ASSERT_TRUE(arena.Reserve(4 * HostArena::kHugePageBytes, &big).ok());
+  EXPECT_FALSE(arena.huge_pages());
+  EXPECT_FALSE(HasFlag(VmFlagsOf(big), "hg")) << VmFlagsOf(big);
+  HostTierOptions o;
+  o.pin = false;
+  o.huge_pages = false;
+  HostTier tier(o);
+  ASSERT_TRUE(tier.Reserve(4 * HostArena::kHugePageBytes).ok());
+  EXPECT_EQ(tier.Describe(), "host(unpinned: pinning disabled)");
 }
 
 }  // namespace
