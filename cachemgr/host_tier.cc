@@ -24,7 +24,7 @@ Status MlockPinner(void* base, uint64_t bytes) {
 HostTier::HostTier(HostTierOptions options) : options_(std::move(options)), arena_(options_.huge_pages) {}
 
 std::string HostTier::Describe() const {
-  const std::string pages = arena_.huge_pages() ? ", huge pages" : "";
+  const std::string pages = arena_.huge_pages() ? ", huge pages advised" : "";
   std::lock_guard<std::mutex> lock(mu_);
   if (!options_.pin) return "host(unpinned: pinning disabled" + pages + ")";
   const std::string how = options_.pinner ? options_.pinner_name : "mlock";
