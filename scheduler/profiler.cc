@@ -27,13 +27,18 @@ void Profiler::RecordAccess(const AccessRecord& a) {
   e.bytes = a.bytes;
   e.start_s = a.start_s;
   e.end_s = a.end_s;
+  e.lead_s = a.asked_s < 0 ? 0 : std::max(0.0, a.asked_s - last_end_ - a.waited_s);
+  last_end_ = std::max(last_end_, a.end_s);
   const bool device = e.is_device_access();
   if (has_profile() && followed_steps_timed_) {
     const std::vector<size_t>& at = profile_accesses_;
     const bool same = accesses_ < at.size() && profile_.events[at[accesses_]].id == e.id &&
                       profile_.events[at[accesses_]].phase == e.phase;
     accesses_match_ = accesses_match_ && same;
-    if (accesses_match_) step_durations_.push_back(e.duration_s());
+    if (accesses_match_) {
+      step_durations_.push_back(e.duration_s());
+      step_leads_.push_back(e.lead_s);
+    }
   }
   ++accesses_;
   current_.events.push_back(std::move(e));
@@ -57,6 +62,7 @@ void Profiler::RecordCollective(const CollectiveRecord& c) {
   e.bytes = c.bytes;
   e.start_s = c.start_s;
   e.end_s = c.end_s;
+  last_end_ = std::max(last_end_, c.end_s);
   current_.events.push_back(std::move(e));
 }
 
@@ -78,21 +84,25 @@ Status Profiler::EndStep() {
         if (e.is_device_access()) profile_order_.push_back(e.id);
       }
       durations_.assign(profile_accesses_.size(), {});
+      leads_.assign(profile_accesses_.size(), {});
       timed_steps_ = 0;
       ++version_;
     }
   } else if (followed_steps_timed_ && accesses_match_ && accesses_ == profile_accesses_.size()) {
     const size_t slot = size_t(timed_steps_ % kTimedSteps);
     for (size_t i = 0; i < durations_.size(); ++i) {
-      std::vector<double>& d = durations_[i];
-      if (d.size() <= slot) d.push_back(step_durations_[i]);
-      else d[slot] = step_durations_[i];
+      for (auto [all, now] : {std::pair{&durations_[i], step_durations_[i]}, std::pair{&leads_[i], step_leads_[i]}}) {
+        if (all->size() <= slot) all->push_back(now);
+        else (*all)[slot] = now;
+      }
     }
     ++timed_steps_;
   }
   accesses_ = 0;
   accesses_match_ = true;
   step_durations_.clear();
+  step_leads_.clear();
+  last_end_ = 0;
   current_ = Trace();
   current_.header = header_;
   position_ = 0;
@@ -109,7 +119,8 @@ Trace Profiler::timed_profile() const {
     e.start_s += shift;
     e.end_s += shift;
     if (e.kind != EventKind::kAccess) continue;
-    const double median = std::max(0.0, Median(durations_[a++]));
+    const double median = std::max(0.0, Median(durations_[a]));
+    e.lead_s = Median(leads_[a++]);
     shift += median - e.duration_s();
     e.end_s = e.start_s + median;
   }

@@ -34,6 +34,12 @@ struct AccessRecord {
   uint64_t bytes = 0;
   double start_s = 0;
   double end_s = 0;
+  // When the training thread asked for the tensor (<= start_s; the wait for
+  // it lies between), or < 0 when not recorded: the access's lead_s is the
+  // time from the end of the step's previous event (or the step's start) to
+  // here, less waited_s.
+  double asked_s = -1;
+  double waited_s = 0;  // of that time, spent waiting (in acquires), not in its own work
 };
 
 struct CollectiveRecord {
@@ -78,8 +84,9 @@ class Profiler {
   // most kTimedSteps) that followed the current profile to its end.
   int timed_steps() const { return timed_steps_ < kTimedSteps ? timed_steps_ : kTimedSteps; }
   // REQUIRES: has_profile(). The profile, with each access's duration (end_s -
-  // start_s) the median over the last kTimedSteps timed steps where there are
-  // any; every later event is moved by the change, so gaps and order stay.
+  // start_s) and lead_s the medians over the last kTimedSteps timed steps
+  // where there are any; every later event is moved by the duration's change,
+  // so gaps and order stay.
   Trace timed_profile() const;
 
  private:
@@ -98,10 +105,11 @@ class Profiler {
   // same position (id and phase), and their durations.
   size_t accesses_ = 0;
   bool accesses_match_ = true;
-  std::vector<double> step_durations_;
+  std::vector<double> step_durations_, step_leads_;
+  double last_end_ = 0;  // end of the current step's latest event
   // Per access event of the profile: durations of the last kTimedSteps timed
   // steps, timed_steps_ % kTimedSteps the next to replace.
-  std::vector<std::vector<double>> durations_;
+  std::vector<std::vector<double>> durations_, leads_;
   int timed_steps_ = 0;
   int version_ = 0;
   int reprofiles_ = 0;

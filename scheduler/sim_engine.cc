@@ -347,6 +347,7 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       const TraceEvent& e = trace_.events[i];
       s.pos_ = i;
+      if (e.kind == EventKind::kAccess) s.now_ += e.lead_s;  // the training thread's own work before it asks
       if (e.kind == EventKind::kCollective) {
         RunCollective(e, s);
       } else if (e.is_device_access()) {

@@ -66,6 +66,9 @@ Status ValidateTrace(const Trace& trace, const std::string& ctx) {
     if (!(e.end_s >= e.start_s)) {
       return Status::InvalidArgument(where + ": expected end_s >= start_s");
     }
+    if (!(e.lead_s >= 0)) {
+      return Status::InvalidArgument(where + ": expected lead_s >= 0");
+    }
     if (e.kind != EventKind::kAccess) continue;
     any_device |= e.is_device_access();
     const TraceEvent*& f = first[e.id];
@@ -168,6 +171,7 @@ StatusOr<TraceEvent> ParseEvent(const Fields& f) {
     e.id = TensorId(id);
     TC_ASSIGN_OR_RETURN(e.name, f.Str("name"));
     TC_ASSIGN_OR_RETURN(e.phase, ParsePhase(f));
+    TC_ASSIGN_OR_RETURN(e.lead_s, f.Num("lead_s", 0.0));
     return e;
   }
   if (type == "collective") {
@@ -243,6 +247,7 @@ void WriteTrace(const Trace& trace, std::ostream& out) {
     j["bytes"] = e.bytes;
     j["start_s"] = e.start_s;
     j["end_s"] = e.end_s;
+    if (e.kind == EventKind::kAccess && e.lead_s > 0) j["lead_s"] = e.lead_s;
     out << j.dump() << "\n";
   }
 }

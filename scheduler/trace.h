@@ -36,6 +36,11 @@ struct TraceEvent {
   uint64_t bytes = 0;     // bytes this rank caches (its shard) or the collective moves
   double start_s = 0;     // seconds from the start of the step
   double end_s = 0;       // end - start = compute time that follows the access
+  // An access's: the training thread's own time before it asked for the
+  // tensor, since the previous event of the step ended (or the step began),
+  // neither compute nor a wait: its bookkeeping and the step's glue. 0 when
+  // not recorded (older traces).
+  double lead_s = 0;
   CollectiveKind collective = CollectiveKind::kAllGather;
 
   double duration_s() const { return end_s - start_s; }

@@ -278,6 +278,8 @@ std::string Trainer::Describe() const {
 StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   IssuePlannedFetches();
   Gathered g;
+  g.asked_s = Now();
+  g.waited_s = WaitedSinceLastAccess();
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead));
   NoteDeviceAccess(block);
   // DeepSpeed prefetches once the current parameters are there.
@@ -332,10 +334,13 @@ Status Trainer::GatherInto(int block, int slot, ShardRef p, Gathered* g) {
 
 StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode) {
   if (!sampling_) step_acquires_.push_back(layout_.Id(block, kind, piece));
-  return store_->Acquire(block, kind, piece, tier, mode);
+  const double t0 = Now();
+  StatusOr<ShardRef> ref = store_->Acquire(block, kind, piece, tier, mode);
+  acquire_s_ += Now() - t0;
+  return ref;
 }
 
-void Trainer::EndAccess(int block, Phase phase, double start_s) {
+void Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s) {
   if (sampling_) return;
   if (!profiler_.following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
   AccessRecord a;
@@ -346,7 +351,10 @@ void Trainer::EndAccess(int block, Phase phase, double start_s) {
   a.bytes = layout_.Bytes(block, ShardKind::kParam);
   a.start_s = start_s - step_start_;
   a.end_s = Now() - step_start_;
+  a.asked_s = asked_s - step_start_;
+  a.waited_s = waited_s;
   profiler_.RecordAccess(a);
+  acquire_mark_ = acquire_s_;
   if (zero_infinity_ != nullptr && phase != Phase::kOptimizer) {
     zero_infinity_->AfterAccess(profiler_.position() - 1, block, store_.get());
   }
@@ -374,7 +382,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       LaneTimer busy(this, StepLane::kCompute);
       x = model_.Embed(e.flat, tokens);
     }
-    EndAccess(0, Phase::kForward, e.start_s);
+    EndAccess(0, Phase::kForward, e.start_s, e.asked_s, e.waited_s);
     Release(&e);  // its slot may be the first layer's (one size class)
     for (int b = 1; b < last; ++b) {
       checkpoints_[b] = x;
@@ -383,7 +391,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
         LaneTimer busy(this, StepLane::kCompute);
         x = model_.Layer(b, g.flat, x);
       }
-      EndAccess(b, Phase::kForward, g.start_s);
+      EndAccess(b, Phase::kForward, g.start_s, g.asked_s, g.waited_s);
     }
   }
   // The head computes the loss once, with autograd on, and starts the backward:
@@ -395,7 +403,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
     Gathered embed;
     if (tied) {  // the head's compute is counted in the tied embedding's access, acquired after it
-      EndAccess(last, Phase::kBackward, head.start_s);
+      EndAccess(last, Phase::kBackward, head.start_s, head.asked_s, head.waited_s);
       TC_ASSIGN_OR_RETURN(embed, Gather(0, 1, Phase::kBackward));
     }
     LaneTimer busy(this, StepLane::kCompute);
@@ -406,11 +414,11 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     if (tied) {
       auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last, flat0});
       dx = grads[0], d_last = grads[1], d_embed = grads[2];
-      EndAccess(0, Phase::kBackward, embed.start_s);
+      EndAccess(0, Phase::kBackward, embed.start_s, embed.asked_s, embed.waited_s);
     } else {
       auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last});
       dx = grads[0], d_last = grads[1];
-      EndAccess(last, Phase::kBackward, head.start_s);
+      EndAccess(last, Phase::kBackward, head.start_s, head.asked_s, head.waited_s);
     }
     loss = loss.detach();
     head = Gathered();
@@ -433,7 +441,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
         auto layer_grads = torch::autograd::grad({model_.Layer(b, flat, in)}, {in, flat}, {dx});
         dx = layer_grads[0], d_block = layer_grads[1];
       }
-      EndAccess(b, Phase::kBackward, g.start_s);
+      EndAccess(b, Phase::kBackward, g.start_s, g.asked_s, g.waited_s);
       Release(&g);
     }
     checkpoints_[b] = torch::Tensor();
@@ -447,7 +455,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       torch::Tensor flat_e = e.flat.detach().requires_grad_(true);
       d_tokens = torch::autograd::grad({model_.Embed(flat_e, tokens)}, {flat_e}, {dx})[0];
     }
-    EndAccess(0, Phase::kBackward, e.start_s);
+    EndAccess(0, Phase::kBackward, e.start_s, e.asked_s, e.waited_s);
     Release(&e);
   }
   TC_RETURN_IF_ERROR(ReduceGrad(0, d_tokens));
@@ -634,6 +642,7 @@ StatusOr<StepMetrics> Trainer::Step() {
 
 StatusOr<StepMetrics> Trainer::RunStep() {
   step_start_ = Now();
+  acquire_mark_ = acquire_s_;
   lanes_ = LaneBusy();  // what ran between steps (validation, sampling) is not this step's
   issued_for_ = -1;
   if (job_.cache.policy == CachePolicy::kZeroInfinity && zero_infinity_ == nullptr && store_->cache() != nullptr) {

@@ -126,6 +126,8 @@ class Trainer {
   struct Gathered {
     torch::Tensor flat;  // the whole block, padded
     double start_s = 0;  // when it was there (acquired and gathered): its compute starts
+    double asked_s = 0;   // when the training thread asked for it (the wait lies between)
+    double waited_s = 0;  // time in Acquire since the step's previous access, at asked_s
   };
   Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
           ComputeDevice device, FileEnv* nvme_env);
@@ -149,7 +151,12 @@ class Trainer {
   // Records the access that acquired `block` for `phase`: its compute ran from
   // `start_s` (after the acquire and any gather, which the trace and the
   // simulator count apart) until now.
-  void EndAccess(int block, Phase phase, double start_s);
+  // Records the access for the profiler: its compute began at start_s; the
+  // training thread asked for it at asked_s, having spent waited_s of the time
+  // since the previous access inside Acquire (waits, not its own work).
+  void EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s);
+  // Time inside Acquire since the step's previous access ended.
+  double WaitedSinceLastAccess() const { return acquire_s_ - acquire_mark_; }
   // Reduces one contribution to the block's gradient to this rank; the last
   // one of the step updates the block.
   Status ReduceGrad(int block, const torch::Tensor& dflat);
@@ -258,6 +265,8 @@ class Trainer {
   int64_t step_ = 0;
   bool sampling_ = false;  // Sample() and Evaluate() run unprofiled
   double step_start_ = 0;
+  double acquire_s_ = 0;     // seconds inside Trainer::Acquire, cumulative
+  double acquire_mark_ = 0;  // acquire_s_ when the step's latest access ended (or the step began)
   uint64_t allocations_at_warmup_ = 0;
   int prefetches_ = 0;                        // planned fetches issued this step
   int64_t issued_for_ = -1;                   // the access whose planned fetches were issued last

@@ -117,6 +117,7 @@ Status Trainer::SaveWeights(const std::string& dir) {
 // copied back there right after its host update (the update invalidated the
 // device copy); otherwise the plan fetches it before its use.
 Status Trainer::UpdateBlock(int b, const float* grad) {
+  const double asked = Now(), waited = WaitedSinceLastAccess();  // the update asks for its first shard
   const TensorId param = ShardTensorId(b, ShardKind::kParam);
   TensorCache* cache = store_->cache();
   const bool planned = plan_ != nullptr && job_.cache.prefetch && !sampling_ && profiler_.following();
@@ -172,7 +173,7 @@ Status Trainer::UpdateBlock(int b, const float* grad) {
     refresh_[b] = store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice);
     refreshed_[b] = true;
   }
-  EndAccess(b, Phase::kOptimizer, Now() - compute_s);
+  EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited);
   return Status::Ok();
 }
 

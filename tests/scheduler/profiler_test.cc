@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <vector>
 
 namespace tencache {
@@ -142,6 +143,65 @@ TEST(ProfilerTest, UntimedFollowedStepsLeaveTheProfilesComputeTimes) {
   EXPECT_EQ(p.timed_steps(), 0);
   EXPECT_NEAR(p.timed_profile().events[0].duration_s(), 0.9, 1e-12);
   EXPECT_NEAR(p.timed_profile().events[1].duration_s(), 0.8, 1e-12);
+}
+
+// One step of three accesses in which the training thread asks for access i
+// `lead[i]` seconds after the previous event ended, of which `waited[i]` in
+// acquires, then waits 0.1 s and computes 0.2 s; a collective of 0.3 s comes
+// between the second and the third.
+void LeadStep(Profiler& p, const std::vector<double>& lead, const std::vector<double>& waited) {
+  double t = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    if (i == 2) {
+      CollectiveRecord c;
+      c.bytes = 10;
+      c.start_s = t;
+      c.end_s = t += 0.3;
+      p.RecordCollective(c);
+    }
+    AccessRecord a;
+    a.id = TensorId(i);
+    a.name = "w" + std::to_string(i);
+    a.bytes = 100;
+    a.asked_s = t += lead[i] + waited[i];
+    a.waited_s = waited[i];
+    a.start_s = t += 0.1;
+    a.end_s = t += 0.2;
+    p.RecordAccess(a);
+  }
+}
+
+// The trace carries the training thread's own time before each access (its
+// lead): from the end of the previous event (an access or a collective) to its
+// request, less the time it waited in acquires; medians over the timed steps.
+TEST(ProfilerTest, AnAccesssLeadIsTheThreadsOwnTimeSinceThePreviousEvent) {
+  Profiler p(TraceHeader{}, nullptr);
+  p.set_followed_steps_timed(true);
+  LeadStep(p, {0.5, 0.25, 0.125}, {0, 1, 0});
+  ASSERT_TRUE(p.EndStep().ok());
+  const Trace& profiled = p.profile();
+  ASSERT_EQ(profiled.events.size(), 4u);
+  EXPECT_NEAR(profiled.events[0].lead_s, 0.5, 1e-12);  // since the step began
+  EXPECT_NEAR(profiled.events[1].lead_s, 0.25, 1e-12);  // the 1 s in acquires left out
+  EXPECT_EQ(profiled.events[2].kind, EventKind::kCollective);
+  EXPECT_NEAR(profiled.events[3].lead_s, 0.125, 1e-12);  // since the collective ended
+  LeadStep(p, {0.1, 0.2, 0.3}, {0, 0, 0});
+  ASSERT_TRUE(p.EndStep().ok());
+  LeadStep(p, {0.3, 0.2, 0.1}, {0, 0, 0});
+  ASSERT_TRUE(p.EndStep().ok());
+  LeadStep(p, {0.2, 0.4, 0.2}, {0, 0.5, 0});
+  ASSERT_TRUE(p.EndStep().ok());
+  const Trace t = p.timed_profile();
+  EXPECT_NEAR(t.events[0].lead_s, 0.2, 1e-12);
+  EXPECT_NEAR(t.events[1].lead_s, 0.2, 1e-12);
+  EXPECT_NEAR(t.events[3].lead_s, 0.2, 1e-12);
+  // Round trip through the trace file format.
+  std::stringstream file;
+  WriteTrace(t, file);
+  StatusOr<Trace> back = ParseTrace(file, "lead.trace");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_NEAR(back->events[1].lead_s, 0.2, 1e-12);
+  EXPECT_EQ(back->events[2].lead_s, 0.0);
 }
 
 }  // namespace

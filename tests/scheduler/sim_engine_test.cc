@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/model_shape.h"
 #include "scheduler/policies.h"
 #include "scheduler/synth.h"
@@ -77,6 +79,36 @@ TEST(SimEngineTest, TencachePrefetchNeverDelaysAnAllGather) {
   EXPECT_GT(sim.Run(**window).collective_delay_s, 0.0);
   CacheSimulator separate = MakeSim(trace, trace.TotalTensorBytes() / 2, /*shared=*/false);
   EXPECT_EQ(separate.Run(**MakePolicy("10cache-window")).collective_delay_s, 0.0);
+}
+
+// The training thread's own time before each access (the trace's lead_s, the
+// worker's bookkeeping and glue) lengthens the step as much when nothing else
+// bounds it, and no lane counts it.
+TEST(SimEngineTest, EachAccesssLeadAddsToTheStep) {
+  Trace trace = *SynthesizeTrace(*FindPreset("tiny"), SynthOptions{});
+  // Without the updates, which run on the CPU beside the training thread and
+  // could hide the last lead behind them.
+  trace.events.erase(std::remove_if(trace.events.begin(), trace.events.end(),
+                                    [](const TraceEvent& e) {
+                                      return e.kind == EventKind::kAccess && e.phase == Phase::kOptimizer;
+                                    }),
+                     trace.events.end());
+  Trace led = trace;
+  double leads = 0;
+  for (TraceEvent& e : led.events) {
+    if (e.kind != EventKind::kAccess) continue;
+    e.lead_s = 1e-3;
+    leads += e.lead_s;
+  }
+  auto belady = MakePolicy("belady");
+  const PolicyResult plain = MakeSim(trace, 4 * trace.TotalTensorBytes()).Run(**belady);
+  const PolicyResult with_leads = MakeSim(led, 4 * trace.TotalTensorBytes()).Run(**belady);
+  EXPECT_EQ(with_leads.stall_s, 0.0);
+  // One for one, less at most the last gradient's copy that outlasted the
+  // training thread at the step's end.
+  EXPECT_LE(with_leads.step_time_s - plain.step_time_s, leads + 1e-9);
+  EXPECT_GE(with_leads.step_time_s - plain.step_time_s, 0.99 * leads);
+  for (int l = 0; l < kStepLanes; ++l) EXPECT_DOUBLE_EQ(with_leads.lanes.seconds[l], plain.lanes.seconds[l]) << l;
 }
 
 TEST(SimEngineTest, RejectsTooFewSteps) {

@@ -57,6 +57,16 @@ TEST(TraceTest, ErrorsNameFileLineAndExpectation) {
       "\n{\"type\":\"access\",\"id\":0,\"name\":\"w\",\"phase\":\"up\",\"bytes\":4,\"start_s\":0,\"end_s\":1}\n";
   r = Parse(bad_phase);
   EXPECT_NE(r.status().message().find("expected fwd, bwd or optimizer"), std::string::npos);
+
+  const std::string access = "\n{\"type\":\"access\",\"id\":0,\"name\":\"w\",\"phase\":\"fwd\",\"bytes\":4,"
+                             "\"start_s\":0,\"end_s\":1,\"lead_s\":";
+  r = Parse(std::string(kHeader) + access + "\"soon\"}\n");
+  EXPECT_NE(r.status().message().find("key 'lead_s': expected a number"), std::string::npos) << r.status().message();
+  r = Parse(std::string(kHeader) + access + "-0.5}\n");
+  EXPECT_NE(r.status().message().find("expected lead_s >= 0"), std::string::npos) << r.status().message();
+  r = Parse(std::string(kHeader) + access + "0.5}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->events[0].lead_s, 0.5);
 }
 
 TEST(TraceTest, RejectsInconsistentTensorsAndGaps) {
