@@ -107,8 +107,8 @@ class Profiler {
   bool accesses_match_ = true;
   std::vector<double> step_durations_, step_leads_;
   double last_end_ = 0;  // end of the current step's latest event
-  // Per access event of the profile: durations of the last kTimedSteps timed
-  // steps, timed_steps_ % kTimedSteps the next to replace.
+  // Per access event of the profile: durations and leads of the last
+  // kTimedSteps timed steps, timed_steps_ % kTimedSteps the next to replace.
   std::vector<std::vector<double>> durations_, leads_;
   int timed_steps_ = 0;
   int version_ = 0;
