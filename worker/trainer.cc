@@ -382,7 +382,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       LaneTimer busy(this, StepLane::kCompute);
       x = model_.Embed(e.flat, tokens);
     }
-    EndAccess(0, Phase::kForward, e.start_s, e.asked_s, e.waited_s);
+    EndAccess(0, Phase::kForward, e);
     Release(&e);  // its slot may be the first layer's (one size class)
     for (int b = 1; b < last; ++b) {
       checkpoints_[b] = x;
@@ -391,7 +391,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
         LaneTimer busy(this, StepLane::kCompute);
         x = model_.Layer(b, g.flat, x);
       }
-      EndAccess(b, Phase::kForward, g.start_s, g.asked_s, g.waited_s);
+      EndAccess(b, Phase::kForward, g);
     }
   }
   // The head computes the loss once, with autograd on, and starts the backward:
@@ -403,7 +403,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
     Gathered embed;
     if (tied) {  // the head's compute is counted in the tied embedding's access, acquired after it
-      EndAccess(last, Phase::kBackward, head.start_s, head.asked_s, head.waited_s);
+      EndAccess(last, Phase::kBackward, head);
       TC_ASSIGN_OR_RETURN(embed, Gather(0, 1, Phase::kBackward));
     }
     LaneTimer busy(this, StepLane::kCompute);
@@ -414,11 +414,11 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     if (tied) {
       auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last, flat0});
       dx = grads[0], d_last = grads[1], d_embed = grads[2];
-      EndAccess(0, Phase::kBackward, embed.start_s, embed.asked_s, embed.waited_s);
+      EndAccess(0, Phase::kBackward, embed);
     } else {
       auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last});
       dx = grads[0], d_last = grads[1];
-      EndAccess(last, Phase::kBackward, head.start_s, head.asked_s, head.waited_s);
+      EndAccess(last, Phase::kBackward, head);
     }
     loss = loss.detach();
     head = Gathered();
@@ -441,7 +441,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
         auto layer_grads = torch::autograd::grad({model_.Layer(b, flat, in)}, {in, flat}, {dx});
         dx = layer_grads[0], d_block = layer_grads[1];
       }
-      EndAccess(b, Phase::kBackward, g.start_s, g.asked_s, g.waited_s);
+      EndAccess(b, Phase::kBackward, g);
       Release(&g);
     }
     checkpoints_[b] = torch::Tensor();
@@ -455,7 +455,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       torch::Tensor flat_e = e.flat.detach().requires_grad_(true);
       d_tokens = torch::autograd::grad({model_.Embed(flat_e, tokens)}, {flat_e}, {dx})[0];
     }
-    EndAccess(0, Phase::kBackward, e.start_s, e.asked_s, e.waited_s);
+    EndAccess(0, Phase::kBackward, e);
     Release(&e);
   }
   TC_RETURN_IF_ERROR(ReduceGrad(0, d_tokens));

@@ -155,6 +155,10 @@ class Trainer {
   // training thread asked for it at asked_s, having spent waited_s of the time
   // since the previous access inside Acquire (waits, not its own work).
   void EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s);
+  // The access of a gathered block: its times as Gather took them.
+  void EndAccess(int block, Phase phase, const Gathered& g) {
+    EndAccess(block, phase, g.start_s, g.asked_s, g.waited_s);
+  }
   // Time inside Acquire since the step's previous access ended.
   double WaitedSinceLastAccess() const { return acquire_s_ - acquire_mark_; }
   // Reduces one contribution to the block's gradient to this rank; the last
