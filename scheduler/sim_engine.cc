@@ -5,6 +5,59 @@
 
 namespace tencache {
 
+double Lane::Reserve(double ready, double seconds) {
+  busy += seconds;
+  double t = std::max(ready, floor_);
+  double left = seconds;
+  // The first span that ends after t; the transfer fills the gaps from t on.
+  auto it = std::upper_bound(spans_.begin(), spans_.end(), t,
+                             [](double v, const std::pair<double, double>& span) { return v < span.second; });
+  while (left > 0 && it != spans_.end()) {
+    if (it->first > t) {
+      const double used = std::min(it->first - t, left);
+      it = spans_.insert(it, {t, t + used}) + 1;
+      t += used;
+      left -= used;
+      if (left <= 0) break;
+    }
+    t = std::max(t, it->second);
+    ++it;
+  }
+  if (left > 0) {
+    spans_.emplace_back(t, t + left);
+    t += left;
+  }
+  free_at = std::max(free_at, t);
+  // Merge spans that now touch, so the list holds only true gaps.
+  size_t out = 0;
+  for (size_t i = 1; i < spans_.size(); ++i) {
+    if (spans_[i].first <= spans_[out].second) {
+      spans_[out].second = std::max(spans_[out].second, spans_[i].second);
+    } else {
+      spans_[++out] = spans_[i];
+    }
+  }
+  if (!spans_.empty()) spans_.resize(out + 1);
+  return t;
+}
+
+void Lane::Occupy(double start, double end) {
+  busy += end - start;
+  if (!spans_.empty() && spans_.back().second >= start) {
+    spans_.back().second = std::max(spans_.back().second, end);
+  } else {
+    spans_.emplace_back(start, end);
+  }
+  free_at = std::max(free_at, end);
+}
+
+void Lane::Forget(double t) {
+  floor_ = std::max(floor_, t);
+  auto it = std::upper_bound(spans_.begin(), spans_.end(), floor_,
+                             [](double v, const std::pair<double, double>& span) { return v < span.second; });
+  spans_.erase(spans_.begin(), it);
+}
+
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
@@ -249,12 +302,8 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
     s.totals_.collective_delay_s += start - unloaded;
   }
   const double end = start + double(e.bytes) / s.net_.bps;
-  s.net_.free_at = end;
-  s.net_.busy += end - start;
-  if (pcie) {
-    pcie->free_at = end;
-    pcie->busy += end - start;
-  }
+  s.net_.Occupy(start, end);
+  if (pcie) pcie->Occupy(start, end);
   if (e.collective == CollectiveKind::kAllGather) s.gather_end_[e.block] = end;
 }
 
@@ -265,25 +314,33 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
 // The parameter is held from its acquire to the end: in fp32 it is the master,
 // read first; in mixed precision it is overwritten once the first piece is
 // updated, the CPU waiting for its slot. The CPU time is shared evenly by the pieces.
+// The training thread runs the update, as the worker's does (inside the
+// backward, or after it): it goes on once the update is done. The update's
+// waits for its states count as stall; the wait for its gradient's copy to the
+// host does not (the worker's stall is its waits for the cache).
 void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const {
   const TensorId x = e.id;
   const uint64_t b = e.bytes;
   const uint32_t param = host_.param(x);
   const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.access_start_) : s.now_;
-  const double start = std::max(s.now_, s.grad_ready_[x]);
+  double cpu = std::max(s.now_, s.grad_ready_[x]);  // the training thread, running the update
+  auto wait_until = [&](double t) {
+    if (t <= cpu) return;
+    if (s.counting_) s.totals_.stall_s += t - cpu;
+    cpu = t;
+  };
   const double piece_s = e.duration_s() / host_.pieces(x);
   const std::vector<HostAcquire>& update = host_.update(x);
   s.held_.clear();
   size_t a = 0;
   // A stored gradient: read, added into the reduced one, dropped.
-  double grads_read = start;
   for (; a < update.size() && update[a].consume; ++a) {
-    grads_read = std::max(grads_read, s.HostAcquire(update[a].tensor, update[a].use, issue));
+    wait_until(s.HostAcquire(update[a].tensor, update[a].use, issue));
     ++s.host_.pos;
   }
-  for (size_t i = 0; i < a; ++i) s.DropHost(update[i].tensor, grads_read);
+  for (size_t i = 0; i < a; ++i) s.DropHost(update[i].tensor, cpu);
   for (int piece = 0; piece < host_.pieces(x); ++piece) {
-    double ready = grads_read;
+    double ready = cpu;
     bool overwrite = false;
     for (; a < update.size() && update[a].piece == piece; ++a) {
       const HostAcquire& h = update[a];
@@ -295,9 +352,10 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
       s.held_.push_back(h.tensor);
       ++s.host_.pos;
     }
-    s.cpu_free_ = std::max(s.cpu_free_, ready) + piece_s;
+    wait_until(ready);
+    cpu += piece_s;
     if (overwrite) {
-      s.cpu_free_ = std::max(s.cpu_free_, s.HostAcquire(param, HostUse::kOverwrite, s.cpu_free_));
+      wait_until(s.HostAcquire(param, HostUse::kOverwrite, cpu));
       s.host_.dirty[param] = true;
       s.held_.push_back(param);
       ++s.host_.pos;
@@ -306,15 +364,16 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
     // The piece's states are released, dirty; the parameter stays held.
     for (uint32_t t : s.held_) {
       s.host_.dirty[t] = true;
-      s.host_.free_at[t] = std::max(s.host_.free_at[t], s.cpu_free_);
+      s.host_.free_at[t] = std::max(s.host_.free_at[t], cpu);
     }
     s.held_.erase(std::remove_if(s.held_.begin(), s.held_.end(), [param](uint32_t t) { return t != param; }),
                   s.held_.end());
   }
   s.held_.clear();
   s.cpu_busy_ += e.duration_s();
+  s.now_ = cpu;
   if (s.resident_[x]) {  // the device copy is updated in place
-    s.arrival_[x] = std::max(s.arrival_[x], s.h2d_.Reserve(s.cpu_free_, CopySeconds(b, s.h2d_)));
+    s.arrival_[x] = std::max(s.arrival_[x], s.h2d_.Reserve(s.now_, CopySeconds(b, s.h2d_)));
     if (s.counting_) s.totals_.bytes_h2d += b;
   }
 }
@@ -342,6 +401,7 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
     s.pos_ = 0;
     s.counting_ = step >= config_.warmup_steps;
     const double step_start = s.now_;
+    for (Lane* lane : {&s.nvme_read_, &s.nvme_write_, &s.h2d_, &s.d2h_, &s.net_}) lane->Forget(step_start);
     const LaneBusy lanes_start = lanes_now();
     policy.BeginStep(s);
     for (size_t i = 0; i < trace_.events.size(); ++i) {
@@ -360,7 +420,6 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
     for (const Lane* lane : {&s.nvme_read_, &s.nvme_write_, &s.h2d_, &s.d2h_, &s.net_}) {
       s.now_ = std::max(s.now_, lane->free_at);
     }
-    s.now_ = std::max(s.now_, s.cpu_free_);
     if (s.counting_) {
       counted_time += s.now_ - step_start;
       const LaneBusy lanes_end = lanes_now();

@@ -62,15 +62,26 @@ struct PolicyResult {
 };
 
 // A FIFO lane: a transfer starts when both it is ready and the lane is free.
+// A link or device that serves one transfer at a time (FIFO). The simulator
+// may ask for a transfer after it has placed later ones (a read an update
+// issued at the start of the access it follows, simulated at the update); the
+// device served it when it was asked for, so it takes the lane's idle time from
+// `ready` on, in as many stretches as it needs, ahead of the later ones.
 struct Lane {
   double bps = 1;
-  double free_at = 0;
-  double busy = 0;  // seconds reserved so far (a FIFO lane's transfers never overlap)
-  double Reserve(double ready, double seconds) {
-    free_at = std::max(free_at, ready) + seconds;
-    busy += seconds;
-    return free_at;
-  }
+  double free_at = 0;  // end of the latest transfer
+  double busy = 0;     // seconds reserved so far (transfers never overlap)
+  // REQUIRES seconds >= 0. Returns when a transfer of `seconds` asked for at
+  // `ready` ends.
+  double Reserve(double ready, double seconds);
+  // A transfer that holds the lane from `start` to `end`. REQUIRES start >= free_at.
+  void Occupy(double start, double end);
+  // Idle time before `t` is no longer offered to transfers (keeps the lane small).
+  void Forget(double t);
+
+ private:
+  std::vector<std::pair<double, double>> spans_;  // busy [start, end), sorted, disjoint
+  double floor_ = 0;  // Forget's horizon
 };
 
 class CacheSimulator;
@@ -133,7 +144,6 @@ class SimContext {
   std::vector<double> arrival_;
   std::vector<double> grad_ready_;
   Lane nvme_read_, nvme_write_, h2d_, d2h_, net_;
-  double cpu_free_ = 0;
   HostTierState host_;
   std::vector<uint32_t> held_;  // host tensors the update in progress holds
   double compute_busy_ = 0, cpu_busy_ = 0;  // seconds the device computed and the CPU ran Adam

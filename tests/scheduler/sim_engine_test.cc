@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "common/model_shape.h"
 #include "scheduler/policies.h"
@@ -85,14 +86,7 @@ TEST(SimEngineTest, TencachePrefetchNeverDelaysAnAllGather) {
 // worker's bookkeeping and glue) lengthens the step as much when nothing else
 // bounds it, and no lane counts it.
 TEST(SimEngineTest, EachAccesssLeadAddsToTheStep) {
-  Trace trace = *SynthesizeTrace(*FindPreset("tiny"), SynthOptions{});
-  // Without the updates, which run on the CPU beside the training thread and
-  // could hide the last lead behind them.
-  trace.events.erase(std::remove_if(trace.events.begin(), trace.events.end(),
-                                    [](const TraceEvent& e) {
-                                      return e.kind == EventKind::kAccess && e.phase == Phase::kOptimizer;
-                                    }),
-                     trace.events.end());
+  const Trace trace = *SynthesizeTrace(*FindPreset("tiny"), SynthOptions{});
   Trace led = trace;
   double leads = 0;
   for (TraceEvent& e : led.events) {
@@ -104,11 +98,58 @@ TEST(SimEngineTest, EachAccesssLeadAddsToTheStep) {
   const PolicyResult plain = MakeSim(trace, 4 * trace.TotalTensorBytes()).Run(**belady);
   const PolicyResult with_leads = MakeSim(led, 4 * trace.TotalTensorBytes()).Run(**belady);
   EXPECT_EQ(with_leads.stall_s, 0.0);
-  // One for one, less at most the last gradient's copy that outlasted the
-  // training thread at the step's end.
+  // One for one, less at most the gradient copies the leads hid.
   EXPECT_LE(with_leads.step_time_s - plain.step_time_s, leads + 1e-9);
   EXPECT_GE(with_leads.step_time_s - plain.step_time_s, 0.99 * leads);
   for (int l = 0; l < kStepLanes; ++l) EXPECT_DOUBLE_EQ(with_leads.lanes.seconds[l], plain.lanes.seconds[l]) << l;
+}
+
+// The worker's training thread runs each update itself, right after the
+// tensor's last backward use: nothing overlaps an update but transfers, so with
+// everything resident the step is at least the compute plus the updates.
+TEST(SimEngineTest, TheTrainingThreadRunsEachUpdate) {
+  // Compute far longer than its copies, and updates half as long as the
+  // compute, which could hide them were they run beside it.
+  SynthOptions o;
+  o.device_flops /= 1e4;
+  double compute = 0, updates = 0;
+  const Trace plain = *SynthesizeTrace(*FindPreset("tiny"), o);
+  for (const TraceEvent& e : plain.events) {
+    if (e.kind != EventKind::kAccess) continue;
+    (e.phase == Phase::kOptimizer ? updates : compute) += e.duration_s();
+  }
+  o.host_adam_params_per_s *= 2 * updates / compute;
+  const Trace synth = *SynthesizeTrace(*FindPreset("tiny"), o);
+  std::map<TensorId, TraceEvent> update;
+  std::map<TensorId, size_t> last_backward;
+  for (size_t i = 0; i < synth.events.size(); ++i) {
+    const TraceEvent& e = synth.events[i];
+    if (e.kind != EventKind::kAccess) continue;
+    if (e.phase == Phase::kOptimizer) update[e.id] = e;
+    if (e.phase == Phase::kBackward) last_backward[e.id] = i;
+  }
+  Trace trace = synth;  // as the worker's: each update inside the backward
+  trace.events.clear();
+  for (size_t i = 0; i < synth.events.size(); ++i) {
+    const TraceEvent& e = synth.events[i];
+    if (e.kind == EventKind::kAccess && e.phase == Phase::kOptimizer) continue;
+    trace.events.push_back(e);
+    if (e.kind == EventKind::kAccess && e.phase == Phase::kBackward && last_backward[e.id] == i) {
+      trace.events.push_back(update.at(e.id));
+    }
+  }
+  ASSERT_EQ(trace.events.size(), synth.events.size());
+  compute = updates = 0;
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind != EventKind::kAccess) continue;
+    (e.phase == Phase::kOptimizer ? updates : compute) += e.duration_s();
+  }
+  ASSERT_GT(updates, 0.4 * compute);
+  auto belady = MakePolicy("belady");
+  const PolicyResult r = MakeSim(trace, 4 * trace.TotalTensorBytes()).Run(**belady);
+  EXPECT_EQ(r.stall_s, 0.0);
+  EXPECT_NEAR(r.lanes[StepLane::kOptimizer], updates, 1e-9);
+  EXPECT_GE(r.step_time_s, compute + updates - 1e-9);
 }
 
 TEST(SimEngineTest, RejectsTooFewSteps) {
