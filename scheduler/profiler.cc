@@ -28,6 +28,7 @@ void Profiler::RecordAccess(const AccessRecord& a) {
   e.start_s = a.start_s;
   e.end_s = a.end_s;
   e.lead_s = a.asked_s < 0 ? 0 : std::max(0.0, a.asked_s - last_end_ - a.waited_s);
+  e.wait_s = a.asked_s < 0 ? 0 : std::max(0.0, a.start_s - last_end_ - e.lead_s);
   last_end_ = std::max(last_end_, a.end_s);
   const bool device = e.is_device_access();
   if (has_profile() && followed_steps_timed_) {
@@ -38,6 +39,7 @@ void Profiler::RecordAccess(const AccessRecord& a) {
     if (accesses_match_) {
       step_durations_.push_back(e.duration_s());
       step_leads_.push_back(e.lead_s);
+      step_waits_.push_back(e.wait_s);
     }
   }
   ++accesses_;
@@ -85,13 +87,15 @@ Status Profiler::EndStep() {
       }
       durations_.assign(profile_accesses_.size(), {});
       leads_.assign(profile_accesses_.size(), {});
+      waits_.assign(profile_accesses_.size(), {});
       timed_steps_ = 0;
       ++version_;
     }
   } else if (followed_steps_timed_ && accesses_match_ && accesses_ == profile_accesses_.size()) {
     const size_t slot = size_t(timed_steps_ % kTimedSteps);
     for (size_t i = 0; i < durations_.size(); ++i) {
-      for (auto [all, now] : {std::pair{&durations_[i], step_durations_[i]}, std::pair{&leads_[i], step_leads_[i]}}) {
+      for (auto [all, now] : {std::pair{&durations_[i], step_durations_[i]}, std::pair{&leads_[i], step_leads_[i]},
+                              std::pair{&waits_[i], step_waits_[i]}}) {
         if (all->size() <= slot) all->push_back(now);
         else (*all)[slot] = now;
       }
@@ -102,6 +106,7 @@ Status Profiler::EndStep() {
   accesses_match_ = true;
   step_durations_.clear();
   step_leads_.clear();
+  step_waits_.clear();
   last_end_ = 0;
   current_ = Trace();
   current_.header = header_;
@@ -120,7 +125,8 @@ Trace Profiler::timed_profile() const {
     e.end_s += shift;
     if (e.kind != EventKind::kAccess) continue;
     const double median = std::max(0.0, Median(durations_[a]));
-    e.lead_s = Median(leads_[a++]);
+    e.lead_s = Median(leads_[a]);
+    e.wait_s = Median(waits_[a++]);
     shift += median - e.duration_s();
     e.end_s = e.start_s + median;
   }

@@ -84,7 +84,7 @@ class Profiler {
   // most kTimedSteps) that followed the current profile to its end.
   int timed_steps() const { return timed_steps_ < kTimedSteps ? timed_steps_ : kTimedSteps; }
   // REQUIRES: has_profile(). The profile, with each access's duration (end_s -
-  // start_s) and lead_s the medians over the last kTimedSteps timed steps
+  // start_s), lead_s and wait_s the medians over the last kTimedSteps timed steps
   // where there are any; every later event is moved by the duration's change,
   // so gaps and order stay.
   Trace timed_profile() const;
@@ -105,11 +105,11 @@ class Profiler {
   // same position (id and phase), and their durations.
   size_t accesses_ = 0;
   bool accesses_match_ = true;
-  std::vector<double> step_durations_, step_leads_;
+  std::vector<double> step_durations_, step_leads_, step_waits_;
   double last_end_ = 0;  // end of the current step's latest event
-  // Per access event of the profile: durations and leads of the last
+  // Per access event of the profile: durations, leads and waits of the last
   // kTimedSteps timed steps, timed_steps_ % kTimedSteps the next to replace.
-  std::vector<std::vector<double>> durations_, leads_;
+  std::vector<std::vector<double>> durations_, leads_, waits_;
   int timed_steps_ = 0;
   int version_ = 0;
   int reprofiles_ = 0;

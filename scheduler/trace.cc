@@ -69,6 +69,9 @@ Status ValidateTrace(const Trace& trace, const std::string& ctx) {
     if (!(e.lead_s >= 0)) {
       return Status::InvalidArgument(where + ": expected lead_s >= 0");
     }
+    if (!(e.wait_s >= 0)) {
+      return Status::InvalidArgument(where + ": expected wait_s >= 0");
+    }
     if (e.kind != EventKind::kAccess) continue;
     any_device |= e.is_device_access();
     const TraceEvent*& f = first[e.id];
@@ -172,6 +175,7 @@ StatusOr<TraceEvent> ParseEvent(const Fields& f) {
     TC_ASSIGN_OR_RETURN(e.name, f.Str("name"));
     TC_ASSIGN_OR_RETURN(e.phase, ParsePhase(f));
     TC_ASSIGN_OR_RETURN(e.lead_s, f.Num("lead_s", 0.0));
+    TC_ASSIGN_OR_RETURN(e.wait_s, f.Num("wait_s", 0.0));
     return e;
   }
   if (type == "collective") {
@@ -248,6 +252,7 @@ void WriteTrace(const Trace& trace, std::ostream& out) {
     j["start_s"] = e.start_s;
     j["end_s"] = e.end_s;
     if (e.kind == EventKind::kAccess && e.lead_s > 0) j["lead_s"] = e.lead_s;
+    if (e.kind == EventKind::kAccess && e.wait_s > 0) j["wait_s"] = e.wait_s;
     out << j.dump() << "\n";
   }
 }

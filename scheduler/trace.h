@@ -41,6 +41,11 @@ struct TraceEvent {
   // neither compute nor a wait: its bookkeeping and the step's glue. 0 when
   // not recorded (older traces).
   double lead_s = 0;
+  // An access's: the rest of the time from the previous event's end to its
+  // start, which the training thread spent waiting (for the cache, and for a
+  // device access its all-gather), as measured; 0 when not recorded. The
+  // simulator predicts waits itself: this is what to compare them with.
+  double wait_s = 0;
   CollectiveKind collective = CollectiveKind::kAllGather;
 
   double duration_s() const { return end_s - start_s; }

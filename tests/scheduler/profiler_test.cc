@@ -185,6 +185,10 @@ TEST(ProfilerTest, AnAccesssLeadIsTheThreadsOwnTimeSinceThePreviousEvent) {
   EXPECT_NEAR(profiled.events[1].lead_s, 0.25, 1e-12);  // the 1 s in acquires left out
   EXPECT_EQ(profiled.events[2].kind, EventKind::kCollective);
   EXPECT_NEAR(profiled.events[3].lead_s, 0.125, 1e-12);  // since the collective ended
+  // Its waits: in acquires before it asked, and for its tensor after.
+  EXPECT_NEAR(profiled.events[0].wait_s, 0.1, 1e-12);
+  EXPECT_NEAR(profiled.events[1].wait_s, 1.1, 1e-12);
+  EXPECT_NEAR(profiled.events[3].wait_s, 0.1, 1e-12);
   LeadStep(p, {0.1, 0.2, 0.3}, {0, 0, 0});
   ASSERT_TRUE(p.EndStep().ok());
   LeadStep(p, {0.3, 0.2, 0.1}, {0, 0, 0});
@@ -195,13 +199,16 @@ TEST(ProfilerTest, AnAccesssLeadIsTheThreadsOwnTimeSinceThePreviousEvent) {
   EXPECT_NEAR(t.events[0].lead_s, 0.2, 1e-12);
   EXPECT_NEAR(t.events[1].lead_s, 0.2, 1e-12);
   EXPECT_NEAR(t.events[3].lead_s, 0.2, 1e-12);
+  EXPECT_NEAR(t.events[1].wait_s, 0.1, 1e-12);  // the median of 0.1, 0.1 and 0.6
   // Round trip through the trace file format.
   std::stringstream file;
   WriteTrace(t, file);
   StatusOr<Trace> back = ParseTrace(file, "lead.trace");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_NEAR(back->events[1].lead_s, 0.2, 1e-12);
+  EXPECT_NEAR(back->events[1].wait_s, 0.1, 1e-12);
   EXPECT_EQ(back->events[2].lead_s, 0.0);
+  EXPECT_EQ(back->events[2].wait_s, 0.0);
 }
 
 }  // namespace

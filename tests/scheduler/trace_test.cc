@@ -67,6 +67,16 @@ TEST(TraceTest, ErrorsNameFileLineAndExpectation) {
   r = Parse(std::string(kHeader) + access + "0.5}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->events[0].lead_s, 0.5);
+
+  const std::string waited = "\n{\"type\":\"access\",\"id\":0,\"name\":\"w\",\"phase\":\"fwd\",\"bytes\":4,"
+                             "\"start_s\":0,\"end_s\":1,\"wait_s\":";
+  r = Parse(std::string(kHeader) + waited + "\"long\"}\n");
+  EXPECT_NE(r.status().message().find("key 'wait_s': expected a number"), std::string::npos) << r.status().message();
+  r = Parse(std::string(kHeader) + waited + "-1}\n");
+  EXPECT_NE(r.status().message().find("expected wait_s >= 0"), std::string::npos) << r.status().message();
+  r = Parse(std::string(kHeader) + waited + "0.25}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->events[0].wait_s, 0.25);
 }
 
 TEST(TraceTest, RejectsInconsistentTensorsAndGaps) {
