@@ -51,7 +51,11 @@ Buffer AllocateFilled(size_t n, float value) {
   return b;
 }
 
-// Reads and writes exactly what AdamW does, with nothing to compute.
+// Reads and writes exactly what AdamW does, with nothing to compute; built for
+// the same instruction sets as AdamWStep's loop (worker/adamw.cc).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target_clones("avx2", "default")))
+#endif
 void CopyKernel(size_t begin, size_t end, float* __restrict p, const float* __restrict g, float* __restrict m,
                 float* __restrict v) {
   for (size_t i = begin; i < end; ++i) {

@@ -12,6 +12,14 @@
 namespace tencache {
 namespace {
 
+// One thread's update is bound by its square roots and divides, not by memory
+// (SSE2, x86-64's baseline: 1.7 G parameters/s in cache on this machine's EPYC),
+// so on x86-64 the loop is compiled for AVX2 as well and the CPU picks the
+// clone at load time (3.0 G/s). The file is built without FP contraction and
+// AVX2 brings no FMA: both clones give the same bits.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target_clones("avx2", "default")))
+#endif
 void Update(const AdamWConfig& c, float step_size, float inv_sqrt_bc2, float decay, size_t begin, size_t end,
             float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v) {
   const float b1 = float(c.beta1), b2 = float(c.beta2), eps = float(c.eps);
