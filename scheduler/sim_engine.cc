@@ -269,8 +269,9 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
   wait_until(ready);
   s.fresh_[x] = false;
   policy.OnAccess(g, s);
-  s.access_start_ = s.now_;
+  s.states_issue_ = s.access_end_;
   s.now_ += e.duration_s();
+  s.access_end_ = s.now_;
   s.compute_busy_ += e.duration_s();
   if (e.phase == Phase::kBackward) {  // the gradient shard goes to the host
     s.grad_ready_[x] = s.d2h_.Reserve(s.now_, CopySeconds(e.bytes, s.d2h_));
@@ -309,8 +310,9 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
 
 // The update of one tensor's shard, piece by piece, as the worker runs it
 // (HostTierModel::update): each piece's states are acquired in host memory —
-// read ahead from the start of the access the update follows when the policy
-// prefetches them — then the CPU updates that piece and releases them, dirty.
+// read ahead, when the policy prefetches them, from the end of the access
+// before the one the update follows (where the worker issues them) — then the
+// CPU updates that piece and releases them, dirty.
 // The parameter is held from its acquire to the end: in fp32 it is the master,
 // read first; in mixed precision it is overwritten once the first piece is
 // updated, the CPU waiting for its slot. The CPU time is shared evenly by the pieces.
@@ -322,7 +324,7 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   const TensorId x = e.id;
   const uint64_t b = e.bytes;
   const uint32_t param = host_.param(x);
-  const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.access_start_) : s.now_;
+  const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.states_issue_) : s.now_;
   double cpu = std::max(s.now_, s.grad_ready_[x]);  // the training thread, running the update
   auto wait_until = [&](double t) {
     if (t <= cpu) return;

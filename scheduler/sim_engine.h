@@ -147,7 +147,11 @@ class SimContext {
   HostTierState host_;
   std::vector<uint32_t> held_;  // host tensors the update in progress holds
   double compute_busy_ = 0, cpu_busy_ = 0;  // seconds the device computed and the CPU ran Adam
-  double access_start_ = 0;  // when the latest access's compute started
+  // When the compute of the device access before the latest one ended: the
+  // worker issues the fetches planned for access k, an update's states among
+  // them, as it releases access k-1.
+  double states_issue_ = 0;
+  double access_end_ = 0;  // when the latest access's compute ended
   std::map<int, double> gather_end_;  // block -> pending all-gather's end
   bool counting_ = false;
   PolicyResult totals_;
@@ -168,8 +172,8 @@ class SimPolicy {
   // Compute of access g finished.
   virtual void AfterAccess(AccessIndex g, SimContext& s) {}
   // Whether it reads each update's NVMe-resident optimizer states ahead (as
-  // tencache's worker does): the read may then start when the access the update
-  // follows starts computing, instead of at the update. Either way it starts
+  // tencache's worker does): the read may then start when the access before
+  // the one the update follows has ended, instead of at the update. Either way it starts
   // no earlier than its victim's slot is free and written back (TensorCache's
   // host-tier rule, SimContext::HostAcquire).
   virtual bool PrefetchesStates() const { return false; }

@@ -586,7 +586,8 @@ Status Trainer::BuildPlan(const CacheMetrics& profiled) {
 }
 
 // Each update's shards (master, moments, a stored gradient) are fetched to the
-// host when the access the update follows begins. The cache gives each fetch
+// host with the fetches planned for the access the update follows, issued as
+// the access before that one is released (IssuePlannedFetches). The cache gives each fetch
 // the victim a demand miss at the update would take — with the host full, the
 // previous update's shards, whose next use is a step away — and parks the fetch
 // until that update has released them (docs/cachemgr.md), so the read overlaps

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Does tencache-sim predict the worker's step? Runs the worker on two jobs —
+# the train bench's I/O-bound shape (4 layers of 256, 4 MiB device, 24 MiB
+# host, bf16) and GPT-2 124M with its optimizer states mostly on NVMe (256 MiB
+# device, 388 MiB host) — then replays the trace it wrote with the replay line
+# it printed (`--policy tencache --steps 4 --json`). The trace's access times
+# and leads are medians over the worker's last (at most 9) timed steps, so the
+# worker's figure is its median step over those same last steps. Prints, per
+# run, both step times, the error, stall and NVMe bytes. Run it on a quiet machine.
+#   bench/sim_vs_worker.sh [ROUNDS] [IO_STEPS] [GPT2_STEPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-2}
+io_steps=${2:-30}
+gpt2_steps=${3:-8}
+build=$PWD/build
+out=$(mktemp -d /tmp/tencache-simworker.XXXXXX)
+data=/usr/share/common-licenses/GPL-3
+cat >"$out/io.yaml" <<EOF
+name: simw-io
+model: {layers: 4, hidden: 256, heads: 4, ffn_hidden: 1024, seq_len: 32, vocab: 256, dtype: bf16}
+train: {data: $data, lr: 1.0e-3, seed: 1, micro_batch: 1, global_batch: 1}
+cache: {policy: tencache, device_budget: 4MiB, host_budget: 24MiB, nvme_path: $out/nvme}
+EOF
+cat >"$out/gpt2.yaml" <<EOF
+name: simw-gpt2
+model: {preset: gpt2, seq_len: 128, dtype: bf16}
+train: {data: $data, lr: 1.0e-3, seed: 1, micro_batch: 1, global_batch: 1}
+cache: {policy: tencache, device_budget: 256MiB, host_budget: 388MiB, nvme_path: $out/nvme}
+EOF
+run() {  # job steps tag
+  local job=$1 steps=$2 tag=$3
+  rm -rf "$out/nvme"
+  "$build/worker/tencache-worker" --job "$out/$job.yaml" --steps "$steps" --trace "$out/$tag.trace" \
+    --metrics "$out/$tag.jsonl" >"$out/$tag.log" 2>&1 || { echo "$tag: worker failed, see $out/$tag.log"; exit 1; }
+  local replay
+  replay=$(grep -o "replay: tencache-sim.*--policy tencache" "$out/$tag.log" | sed 's/^replay: tencache-sim //')
+  [[ -n $replay ]] || { echo "$tag: no replay line in $out/$tag.log"; exit 1; }
+  # shellcheck disable=SC2086  # the replay line is the worker's own, word-split on purpose
+  "$build/scheduler/tencache-sim" $replay --steps 4 --json >"$out/$tag.sim.json"
+  python3 - "$out" "$tag" <<'PY'
+import json, statistics, sys
+out, tag = sys.argv[1:]
+steps = [json.loads(l) for l in open(f"{out}/{tag}.jsonl") if l.strip()]
+last = steps[-min(9, len(steps) - 2):]
+worker = statistics.median(m["step_time_s"] for m in last)
+stall = statistics.median(m["stall_s"] for m in last)
+rd = statistics.mean(m["bytes_nvme_read"] for m in last) / 2**20
+r = json.load(open(f"{out}/{tag}.sim.json"))["results"][0]
+print(f"{tag}: worker {worker:.4f} s (median of its last {len(last)} steps, stall {stall:.4f} s, "
+      f"NVMe read {rd:.1f} MiB); sim {r['step_time_s']:.4f} s ({(r['step_time_s'] / worker - 1) * 100:+.1f} %, "
+      f"stall {r['stall_s']:.4f} s, NVMe read {r['bytes_nvme_read'] / 2**20:.1f} MiB, bound {r['bound_lane']})")
+PY
+}
+for round in $(seq 1 "$rounds"); do
+  run io "$io_steps" "io-$round"
+  run gpt2 "$gpt2_steps" "gpt2-$round"
+done
+echo "(runs kept in $out)"
