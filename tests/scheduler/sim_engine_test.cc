@@ -152,6 +152,24 @@ TEST(SimEngineTest, TheTrainingThreadRunsEachUpdate) {
   EXPECT_GE(r.step_time_s, compute + updates - 1e-9);
 }
 
+// A transfer asked for before ones already placed takes the idle time from its
+// request on, in as many stretches as it needs, ahead of the later ones.
+TEST(LaneTest, AnEarlierRequestFillsTheIdleTimeBeforeLaterTransfers) {
+  Lane lane;
+  EXPECT_DOUBLE_EQ(lane.Reserve(10, 1), 11);  // [10, 11)
+  EXPECT_DOUBLE_EQ(lane.Reserve(0, 3), 3);    // [0, 3), before it
+  EXPECT_DOUBLE_EQ(lane.Reserve(1, 9), 13);   // [3, 10) and [11, 13)
+  EXPECT_DOUBLE_EQ(lane.Reserve(0, 1), 14);   // no idle time left before 13
+  EXPECT_DOUBLE_EQ(lane.free_at, 14);
+  EXPECT_DOUBLE_EQ(lane.busy, 14);
+  lane.Occupy(20, 21);  // a collective: from its start to its end
+  EXPECT_DOUBLE_EQ(lane.Reserve(14, 2), 16);
+  EXPECT_DOUBLE_EQ(lane.Reserve(16, 5), 22);  // [16, 20) and [21, 22)
+  EXPECT_DOUBLE_EQ(lane.busy, 22);
+  lane.Forget(30);  // idle time before 30 is no longer offered
+  EXPECT_DOUBLE_EQ(lane.Reserve(0, 1), 31);
+}
+
 TEST(SimEngineTest, RejectsTooFewSteps) {
   const Trace trace = *SynthesizeTrace(*FindPreset("tiny"), SynthOptions{});
   SimConfig c;
