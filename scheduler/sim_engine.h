@@ -19,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cachemgr/types.h"
@@ -61,10 +62,10 @@ struct PolicyResult {
   double overlap_efficiency = 0;
 };
 
-// A FIFO lane: a transfer starts when both it is ready and the lane is free.
-// A link or device that serves one transfer at a time (FIFO). The simulator
-// may ask for a transfer after it has placed later ones (a read an update
-// issued at the start of the access it follows, simulated at the update); the
+// A link or device that serves one transfer at a time (FIFO): a transfer starts
+// when both it is ready and the lane is free. The simulator may ask for a
+// transfer after it has placed later ones (an update's state reads, issued
+// before the access the update follows but simulated at the update); the
 // device served it when it was asked for, so it takes the lane's idle time from
 // `ready` on, in as many stretches as it needs, ahead of the later ones.
 struct Lane {
