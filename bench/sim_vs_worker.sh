@@ -13,6 +13,10 @@ cd "$(dirname "$0")/.."
 rounds=${1:-2}
 io_steps=${2:-30}
 gpt2_steps=${3:-8}
+for n in "$io_steps" "$gpt2_steps"; do  # a trace needs a profiled step, a refill and a timed one
+  [[ $n =~ ^[0-9]+$ && $n -ge 4 ]] || { echo "sim_vs_worker.sh: steps '$n': expected an integer >= 4" >&2; exit 2; }
+done
+[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || { echo "sim_vs_worker.sh: rounds '$rounds': expected an integer >= 1" >&2; exit 2; }
 build=$PWD/build
 out=$(mktemp -d /tmp/tencache-simworker.XXXXXX)
 data=/usr/share/common-licenses/GPL-3
