@@ -5,27 +5,40 @@
 
 namespace tencache {
 
-double Lane::Reserve(double ready, double seconds) {
-  busy += seconds;
+template <typename Fill>
+double Lane::Walk(double ready, double seconds, Fill fill) const {
   double t = std::max(ready, floor_);
   double left = seconds;
   // The first span that ends after t; the transfer fills the gaps from t on.
   auto it = std::upper_bound(spans_.begin(), spans_.end(), t,
                              [](double v, const std::pair<double, double>& span) { return v < span.second; });
-  while (left > 0 && it != spans_.end()) {
+  for (; left > 0 && it != spans_.end(); ++it) {
     if (it->first > t) {
       const double used = std::min(it->first - t, left);
-      it = spans_.insert(it, {t, t + used}) + 1;
+      fill(t, t + used);
       t += used;
       left -= used;
-      if (left <= 0) break;
+      if (left <= 0) return t;
     }
     t = std::max(t, it->second);
-    ++it;
   }
   if (left > 0) {
-    spans_.emplace_back(t, t + left);
+    fill(t, t + left);
     t += left;
+  }
+  return t;
+}
+
+double Lane::End(double ready, double seconds) const {
+  return Walk(ready, seconds, [](double, double) {});
+}
+
+double Lane::Reserve(double ready, double seconds) {
+  busy += seconds;
+  std::vector<std::pair<double, double>> fills;
+  const double t = Walk(ready, seconds, [&fills](double a, double b) { fills.emplace_back(a, b); });
+  for (const auto& f : fills) {
+    spans_.insert(std::upper_bound(spans_.begin(), spans_.end(), f), f);
   }
   free_at = std::max(free_at, t);
   // Merge spans that now touch, so the list holds only true gaps.
@@ -111,8 +124,8 @@ double SimContext::PredictArrival(TensorId id) const {
   const double b = double(sim_.seq_.bytes(id));
   const uint32_t t = sim_.host_.param(id);
   const double ready = host_.resident[t] ? std::max(now_, host_.ready_at[t])
-                                         : std::max(nvme_read_.free_at, now_) + b / nvme_read_.bps;
-  return std::max(h2d_.free_at, ready) + sim_.CopySeconds(sim_.seq_.bytes(id), h2d_);
+                                         : nvme_read_.End(now_, b / nvme_read_.bps);
+  return h2d_.End(ready, sim_.CopySeconds(sim_.seq_.bytes(id), h2d_));
 }
 
 double SimContext::HostAcquire(uint32_t t, HostUse use, double request) {

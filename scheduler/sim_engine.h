@@ -75,12 +75,18 @@ struct Lane {
   // REQUIRES seconds >= 0. Returns when a transfer of `seconds` asked for at
   // `ready` ends.
   double Reserve(double ready, double seconds);
+  // When Reserve(ready, seconds) would end, reserving nothing. REQUIRES seconds >= 0.
+  double End(double ready, double seconds) const;
   // A transfer that holds the lane from `start` to `end`. REQUIRES start >= free_at.
   void Occupy(double start, double end);
   // Idle time before `t` is no longer offered to transfers (keeps the lane small).
   void Forget(double t);
 
  private:
+  // Walks the gaps a transfer of `seconds` asked for at `ready` fills, calling
+  // fill(start, end) for each, in order; returns its end.
+  template <typename Fill>
+  double Walk(double ready, double seconds, Fill fill) const;
   std::vector<std::pair<double, double>> spans_;  // busy [start, end), sorted, disjoint
   double floor_ = 0;  // Forget's horizon
 };
@@ -107,7 +113,9 @@ class SimContext {
   // the tensor is resident or does not fit in the free bytes.
   bool Fetch(TensorId id);
   // When a fetch issued now would finish on the host->device lane (an NVMe
-  // read first when the parameter is not in host memory).
+  // read first when the parameter is not in host memory), placed on each lane
+  // as Lane::Reserve would place it. The wait for a host victim's slot and
+  // write-back is left out: a lower bound when the host tier is full.
   double PredictArrival(TensorId id) const;
   // The host thread blocks until `id`'s fetch has arrived (a synchronous copy):
   // the current access's compute starts no earlier, and the wait counts as

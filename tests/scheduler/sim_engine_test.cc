@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "common/model_shape.h"
 #include "scheduler/policies.h"
@@ -168,6 +170,22 @@ TEST(LaneTest, AnEarlierRequestFillsTheIdleTimeBeforeLaterTransfers) {
   EXPECT_DOUBLE_EQ(lane.busy, 22);
   lane.Forget(30);  // idle time before 30 is no longer offered
   EXPECT_DOUBLE_EQ(lane.Reserve(0, 1), 31);
+}
+
+TEST(LaneTest, EndPredictsWhereReserveWillPlaceATransfer) {
+  Lane lane;
+  lane.Reserve(10, 1);  // [10, 11)
+  lane.Reserve(0, 3);   // [0, 3)
+  // The lane ends at 11, but a 2 s transfer asked for at 4 fits in the gap [4, 6).
+  EXPECT_DOUBLE_EQ(lane.End(4, 2), 6);
+  EXPECT_DOUBLE_EQ(lane.End(1, 9), 13);  // [3, 10) and [11, 13)
+  const double busy = lane.busy, free_at = lane.free_at;
+  EXPECT_DOUBLE_EQ(busy, 4);  // End reserved nothing
+  EXPECT_DOUBLE_EQ(free_at, 11);
+  for (const auto& [ready, seconds] : std::vector<std::pair<double, double>>{{4, 2}, {1, 9}, {0, 0.5}, {12, 1}}) {
+    const double predicted = lane.End(ready, seconds);
+    EXPECT_DOUBLE_EQ(lane.Reserve(ready, seconds), predicted) << ready << " " << seconds;
+  }
 }
 
 TEST(SimEngineTest, RejectsTooFewSteps) {
