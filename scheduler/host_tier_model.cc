@@ -29,10 +29,20 @@ HostTierModel HostTierModel::Tensors(const Trace& trace) {
     if (block[id] >= 1 && block[id] < last_block) limit = std::max(limit, counts[id]);
   }
   m.pieces_ = StatePiecesWithin(counts, limit, fp32 ? DType::kFp32 : DType::kBf16);
-  // Backward accesses per tensor: more than one, and the gradient is stored
-  // between them (accumulation over micro-batches).
+  // Backward accesses per tensor before its update: more than one, and the
+  // gradient is stored between them (accumulation over micro-batches). One
+  // after its update (the tied embedding's lookup, whose rows the worker holds
+  // apart from the split update) stores nothing.
+  std::vector<size_t> update_at(n, trace.events.size());
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    if (e.kind == EventKind::kAccess && e.phase == Phase::kOptimizer) update_at[e.id] = std::min(update_at[e.id], i);
+  }
   std::vector<int> backwards(n, 0);
-  for (const TraceEvent& e : trace.events) backwards[e.id] += e.kind == EventKind::kAccess && e.phase == Phase::kBackward;
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    backwards[e.id] += e.kind == EventKind::kAccess && e.phase == Phase::kBackward && i < update_at[e.id];
+  }
   m.bytes_ = params;
   m.params_ = n;
   m.update_.assign(n, {});
@@ -61,7 +71,7 @@ HostTierModel HostTierModel::Tensors(const Trace& trace) {
   std::vector<int> seen(n, 0);
   for (size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
-    if (e.kind != EventKind::kAccess || e.phase != Phase::kBackward) continue;
+    if (e.kind != EventKind::kAccess || e.phase != Phase::kBackward || i > update_at[e.id]) continue;
     const int k = seen[e.id]++;
     if (k + 1 == backwards[e.id]) continue;  // the last: its gradient goes to the update
     for (uint32_t g : grads[e.id]) m.after_[i].push_back({g, k == 0 ? HostUse::kOverwrite : HostUse::kWrite, 0});

@@ -12,8 +12,10 @@
 //   kMaxResident, at least kWorkerHostSlotsPerClass slots of every size.
 // * Order. A step's acquires, as the worker makes them: each device access
 //   acquires its parameter; a backward access that is not its tensor's last
-//   of the step (accumulation over micro-batches) stores the gradient's pieces
-//   (the first overwrites them, later ones add in); each update reads a stored
+//   before its update (accumulation over micro-batches) stores the gradient's
+//   pieces (the first overwrites them, later ones add in), and one after its
+//   update (the tied embedding's lookup: the worker's split update holds its
+//   rows apart) stores nothing; each update reads a stored
 //   gradient's pieces and drops them (consumed: never written back), then
 //   acquires, per piece, [master,] m and v, and the parameter (fp32: first,
 //   read and written, held throughout; mixed precision: after the first piece,

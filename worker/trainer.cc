@@ -169,6 +169,9 @@ Status Trainer::Init() {
   compute_dtype_ = ComputeDtypeFor(job_.dtype, device_);
   fp16_ = job_.dtype == DType::kFp16;
   deferred_ = fp16_ || job_.train.grad_clip > 0;
+  // In fp32 the parameter is its own master: its held rows would have to be
+  // written where the device holds it, costing a copy of the whole shard a step.
+  split_embedding_ = job_.model.tied_embeddings && layout_.mixed && !deferred_;
   loss_scale_ = fp16_ ? job_.train.initial_loss_scale : 1.0;
   for (int b = 0; b < model_.num_blocks(); ++b) {
     const size_t n = size_t(model_.layout(b).numel);
@@ -520,7 +523,7 @@ void Trainer::IssuePlannedFetches() {
       // precision the bf16 parameter is overwritten by the update: only the
       // master is read). The cache parks each until its victim's last use
       // before the update.
-      if (needed_[b] > 1 || deferred_) {
+      if (UpdateReadsStoredGradient(b)) {
         for (int i = 0; i < layout_.Pieces(b, ShardKind::kGrad); ++i) store_->Prefetch(b, ShardKind::kGrad, i, Tier::kHost);
       }
       for (int i = 0; i < layout_.Pieces(b, ShardKind::kAdamM); ++i) {

@@ -6,9 +6,12 @@
 // in place, no copy) and keeps only the block's input; the backward gathers the
 // block again, recomputes its forward with autograd on, and reduce-scatters the
 // block's gradient to this rank. In the last micro-batch a block's AdamW update
-// runs as soon as its gradient is complete (after its backward; the embedding,
-// tied to the head, after the last one), so the step has no separate optimizer
-// phase and a gradient that completes in one piece is never stored. No block
+// runs as soon as its gradient is complete (after its backward), so the step
+// has no separate optimizer phase and a gradient that completes in one piece
+// is never stored. The embedding tied to the head (mixed precision) is updated
+// right after the head's backward but for the rows the lookup touches, which
+// are held apart and updated after the lookup's backward
+// (trainer_embedding.cc). No block
 // keeps parameters between its forward and backward, and the order of shard
 // accesses is the same every step: step 0 is profiled (scheduler Profiler), and
 // from step 1 on the PrefetchPlan built from it issues fetches ahead of use —
@@ -119,6 +122,13 @@ class Trainer {
   // steady compute times.
   std::string SimFlags() const;
 
+ public:
+  // Elements [begin, end) of this rank's block-0 shard held apart from the
+  // split update, at `at` in the held arrays.
+  struct HeldRange {
+    size_t begin = 0, end = 0, at = 0;
+  };
+
  private:
   // A block's parameters for one access. When `flat` aliases the cache's slot
   // itself (one rank) its storage's deleter holds the pin, so the slot cannot be
@@ -165,7 +175,19 @@ class Trainer {
   // one of the step updates the block.
   Status ReduceGrad(int block, const torch::Tensor& dflat);
   // AdamW on the block's shards with its complete gradient (this rank's shard).
-  Status UpdateBlock(int block, const float* grad);
+  // `split` (block 0, from EarlyEmbeddingUpdate): the held rows are left out,
+  // their states swapped with the held arrays (SwapHeldRows).
+  Status UpdateBlock(int block, const float* grad, bool split = false);
+  // The tied embedding's split update (trainer_embedding.cc).
+  void PlanHeldRows();  // held_'s ranges for this step
+  Status EarlyEmbeddingUpdate(float* grad);
+  void SwapHeldRows(size_t begin, size_t end, float* master, float* m, float* v);
+  void ForEachUnheld(size_t begin, size_t end, const std::function<void(size_t, size_t)>& f) const;
+  Status LateEmbeddingUpdate(const float* lookup);
+  Status FlushHeldRows();
+  // Whether the update of `block` reads a stored gradient (contributions
+  // before it were stored).
+  bool UpdateReadsStoredGradient(int block) const;
   StatusOr<double> MicroStep(int micro);
   // trainer_checkpoint.cc: the kinds a checkpoint holds per block, and one rank's file.
   std::vector<ShardKind> CheckpointKinds() const;
@@ -219,6 +241,7 @@ class Trainer {
   torch::Dtype param_dtype_ = torch::kFloat32;    // of the kParam shards (ParamDtypeFor)
   torch::Dtype compute_dtype_ = torch::kFloat32;  // what the model computes in (ComputeDtypeFor)
   bool deferred_ = false;       // updates after the backward (train.grad_clip or fp16)
+  bool split_embedding_ = false;  // a tied embedding, mixed precision, not deferred: split update
   bool fp16_ = false;           // dynamic loss scaling
   double loss_scale_ = 1.0;     // the loss is multiplied by it before the backward (fp16)
   int good_steps_ = 0;          // fp16: steps since the scale last changed without overflow
@@ -228,6 +251,17 @@ class Trainer {
   double step_loss_scale_ = 1.0, step_grad_norm_ = -1;  // this step's, for its metrics
   bool step_skipped_ = false;
   std::vector<float> update_grad_;  // a stored gradient, scaled, on its way to AdamW (deferred)
+  // The split update's held rows: fp32 gradient (head part, then whole),
+  // master and moments, concatenated in range order. `updated`: the late
+  // update ran, so these are current and the pieces' copies stale.
+  struct HeldRows {
+    std::vector<HeldRange> ranges;  // sorted, disjoint
+    std::vector<float> grad, master, m, v;
+    bool updated = false;
+  };
+  HeldRows held_, merging_;  // this step's; the previous step's while it is merged
+  std::vector<uint8_t> looked_up_;  // per token id: looked up by the last micro-batch (PlanHeldRows)
+  std::vector<int64_t> row_tokens_;
   std::shared_ptr<const TokenCorpus> eval_corpus_;  // train.eval_data, or train.data's held-out tail
   uint64_t eval_first_ = 0, eval_count_ = 0;         // the validation windows
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget

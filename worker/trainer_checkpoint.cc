@@ -115,7 +115,8 @@ Status Trainer::SaveCheckpoint() {
   }
   TC_RETURN_IF_ERROR(Agree(comm_, made, "checkpoint " + folder));
   RankFileInfo mine;
-  Status wrote = WriteRankFile(tmp + "/" + RankFileName(comm_->rank()), &mine);
+  Status wrote = FlushHeldRows();
+  if (wrote.ok()) wrote = WriteRankFile(tmp + "/" + RankFileName(comm_->rank()), &mine);
   store_->EndStep();  // not a training step
   // Sizes and checksums to rank 0: the same number of shards on every rank.
   const size_t shards = size_t(model_.num_blocks()) * CheckpointKinds().size();

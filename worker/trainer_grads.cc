@@ -38,11 +38,15 @@ Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
   TC_ASSIGN_OR_RETURN(float* src, ScatterGrad(block, d));
   const int k = contributions_[block]++;
   const bool complete = k + 1 == needed_[block];
+  // The split embedding: the last head's contribution (all but the last lookup's) updates it.
+  const bool early = split_embedding_ && block == 0 && k + 2 == needed_[0];
   if (complete && deferred_) return StoreGradient(block, src, k > 0);
+  if (complete && split_embedding_ && block == 0) return LateEmbeddingUpdate(src);
+  if (early && k == 0) return EarlyEmbeddingUpdate(src);
   if (complete && k == 0) return UpdateBlock(block, src);  // in one piece: never stored
   for (int i = 0; i < layout_.Pieces(block, ShardKind::kGrad); ++i) {  // the stored gradient, piece by piece
     float* mine = src + layout_.PieceBegin(block, ShardKind::kGrad, i);
-    if (!complete) {
+    if (!complete && !early) {
       TC_ASSIGN_OR_RETURN(ShardRef g, Acquire(block, ShardKind::kGrad, i, Tier::kHost,
                                               k == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
       float* dst = g.f32();
@@ -60,7 +64,13 @@ Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
     }
     store_->Invalidate(block, ShardKind::kGrad, i);  // consumed: never written back
   }
+  if (early) return EarlyEmbeddingUpdate(src);
   return complete ? UpdateBlock(block, src) : Status::Ok();
+}
+
+bool Trainer::UpdateReadsStoredGradient(int block) const {
+  const int before = split_embedding_ && block == 0 ? needed_[0] - 1 : needed_[block];
+  return deferred_ || before > 1;
 }
 
 // A complete gradient shard (plus the stored part when the step accumulated)

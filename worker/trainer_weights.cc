@@ -87,6 +87,7 @@ void Trainer::WriteComputeCopy(const ShardRef& param, size_t begin, size_t count
 }
 
 Status Trainer::SaveWeights(const std::string& dir) {
+  TC_RETURN_IF_ERROR(FlushHeldRows());
   std::unique_ptr<HfCheckpointWriter> out;
   if (comm_->rank() == 0) {
     StatusOr<HfCheckpointWriter> w = HfCheckpointWriter::Begin(dir, model_, StDType::kF32, job_.dtype);
@@ -116,7 +117,7 @@ Status Trainer::SaveWeights(const std::string& dir) {
 // of the master once that piece is updated. A shard the plan keeps on the device until its next use is
 // copied back there right after its host update (the update invalidated the
 // device copy); otherwise the plan fetches it before its use.
-Status Trainer::UpdateBlock(int b, const float* grad) {
+Status Trainer::UpdateBlock(int b, const float* grad, bool split) {
   const double asked = Now(), waited = WaitedSinceLastAccess();  // the update asks for its first shard
   const TensorId param = ShardTensorId(b, ShardKind::kParam);
   TensorCache* cache = store_->cache();
@@ -148,12 +149,17 @@ Status Trainer::UpdateBlock(int b, const float* grad) {
         TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kWrite));
         t0 = Now();
         LaneTimer busy(this, StepLane::kOptimizer);
+        if (split) SwapHeldRows(begin, end, p, m.f32(), v.f32());
         for (const DecayRun& r : decay_runs_[b]) {  // the runs' parts within the piece
           const size_t lo = std::max(r.begin, begin), hi = std::min(r.end, end);
           if (lo >= hi) continue;
           config.weight_decay = r.decay ? adamw_.weight_decay : 0.0;
-          AdamWStep(config, optimizer_steps_ + 1, hi - lo, p + (lo - begin), grad + lo, m.f32() + (lo - begin),
-                    v.f32() + (lo - begin), threads_);
+          auto step = [&](size_t from, size_t to) {
+            AdamWStep(config, optimizer_steps_ + 1, to - from, p + (from - begin), grad + from,
+                      m.f32() + (from - begin), v.f32() + (from - begin), threads_);
+          };
+          if (split) ForEachUnheld(lo, hi, step);
+          else step(lo, hi);
         }
       }
       if (layout_.mixed) {

@@ -50,6 +50,26 @@ TEST(Recipe, GradClipAboveTheNormChangesNothingBitwise) {
   }
 }
 
+// The tied embedding's split update (after the head's backward, the rows the
+// lookups of the last micro-batch touch after the lookup's) against the whole
+// update after the backward (deferred by a threshold never reached), on two
+// ranks: each rank holds back the rows any rank looks up, bit for bit.
+TEST(Recipe, TheSplitEmbeddingUpdateEqualsTheWholeUpdateOnTwoRanks) {
+  for (const char* policy : {"none", "tencache"}) {
+    for (const char* micro : {"2", "4"}) {  // 2 accumulation steps a rank, or none
+      std::vector<std::string> base = {"model.dtype=bf16", std::string("train.micro_batch=") + micro};
+      if (std::string(policy) == "tencache") base.insert(base.end(), {"cache.device_budget=160KiB", "cache.host_budget=1MiB"});
+      const std::string what = std::string(policy) + ", micro_batch " + micro;
+      std::vector<StepMetrics> split = TrainOnRanks(SmallJob(policy, "split2", base), 2, 8);
+      base.push_back("train.grad_clip=1e9");
+      std::vector<StepMetrics> whole = TrainOnRanks(SmallJob(policy, "whole2", base), 2, 8);
+      ASSERT_EQ(split.size(), 8u) << what;
+      ExpectBitwiseLosses(split, whole, what);
+      for (const char* tag : {"split2", "whole2"}) fs::remove_all(NvmeDir(tag));
+    }
+  }
+}
+
 // A threshold below the norm clips every step as torch does after the backward.
 TEST(Recipe, GradClipEqualsTorchClipGradNorm) {
   JobSpec job = SmallJob("none", "clip-torch", {"train.grad_clip=0.25"});

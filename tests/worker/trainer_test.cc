@@ -92,9 +92,11 @@ TEST(Trainer, MixedPrecisionTracksFp32) {
 }
 
 // With one micro-batch a step, a layer's update runs right after its backward
-// and its gradient, complete in one piece, never enters the cache; the
-// embedding's (two contributions: the head and the input) is stored once and
-// dropped after its update. Losses stay bitwise equal to the reference.
+// and its gradient, complete in one piece, never enters the cache; so does
+// the tied embedding's (two contributions: the head and the input), split:
+// updated after the head's backward but for the rows the lookup touches,
+// which follow after the lookup's backward. Losses stay bitwise equal to the
+// reference.
 TEST(Trainer, UpdatesRunInTheBackwardAndOnePieceGradientsAreNeverStored) {
   const std::vector<std::string> one_micro = {"train.global_batch=2", "cache.device_budget=320KiB",
                                               "cache.host_budget=1536KiB", "model.dtype=bf16"};
@@ -121,23 +123,31 @@ TEST(Trainer, UpdatesRunInTheBackwardAndOnePieceGradientsAreNeverStored) {
     EXPECT_FALSE(cache->IsResident(grad, Tier::kNvme)) << "block " << b;  // never written back
   }
   const TensorId embed_grad = ShardTensorId(0, ShardKind::kGrad);
-  EXPECT_EQ(cache->Arrivals(embed_grad, Tier::kHost), 6u);  // one overwrite a step, no fetch
-  EXPECT_FALSE(cache->IsResident(embed_grad, Tier::kHost));  // dropped once consumed
-  // In the profiled order each layer's update directly follows its backward.
+  EXPECT_EQ(cache->Arrivals(embed_grad, Tier::kHost), 0u);  // the split update: never stored
+  EXPECT_FALSE(cache->IsResident(embed_grad, Tier::kNvme));
+  // In the profiled order each layer's update directly follows its backward;
+  // the embedding's follows its access as the head (and the final block's
+  // update), before the lookup's backward.
   const std::vector<TraceEvent>& events = (*t)->profiler().profile().events;
-  int updates = 0;
+  int updates = 0, embedding_backwards = 0;
   const TraceEvent* previous = nullptr;
   for (const TraceEvent& e : events) {
     if (e.kind != EventKind::kAccess) continue;
+    if (e.phase == Phase::kBackward && e.block == 0) ++embedding_backwards;
     if (e.phase == Phase::kOptimizer && e.block >= 1 && e.block <= 2) {
       ASSERT_NE(previous, nullptr);
       EXPECT_EQ(previous->phase, Phase::kBackward) << "update of block " << e.block;
       EXPECT_EQ(previous->block, e.block);
       ++updates;
     }
+    if (e.phase == Phase::kOptimizer && e.block == 0) {
+      EXPECT_EQ(embedding_backwards, 1);  // the head's, not yet the lookup's
+      ++updates;
+    }
     previous = &e;
   }
-  EXPECT_EQ(updates, 2);
+  EXPECT_EQ(updates, 3);
+  EXPECT_EQ(embedding_backwards, 2);
   fs::remove_all(NvmeDir("fused"));
   fs::remove_all(NvmeDir("fused-ref"));
 }

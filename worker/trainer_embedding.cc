@@ -1,0 +1,192 @@
+// The tied embedding's update, split around the backward (docs/worker.md,
+// "The tied embedding's update"). Its gradient is the head's part, known at the
+// start of the backward, plus the lookup's, known at its end, which is zero
+// outside the rows the last micro-batch looked up (on any rank) and block 0's
+// other parameters. So the rows outside those are updated right after the
+// head, their states streaming through the host while the layers' backward
+// computes; the held rows' states are copied aside and updated after the
+// lookup, and merged back into their pieces at the next update (or before a
+// checkpoint). AdamW is elementwise, so the result is bit for bit the
+// unsplit update's.
+#include <algorithm>
+#include <cstring>
+
+#include "worker/trainer.h"
+
+namespace tencache {
+
+namespace {
+
+// Calls f(begin, end, at) for each part of `held`'s ranges within [begin, end)
+// (elements of the shard), `at` being where that part starts in the held arrays.
+template <typename F>
+void ForEachHeld(const std::vector<Trainer::HeldRange>& ranges, size_t begin, size_t end, F f) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
+                             [](size_t v, const Trainer::HeldRange& r) { return v < r.end; });
+  for (; it != ranges.end() && it->begin < end; ++it) {
+    const size_t lo = std::max(begin, it->begin), hi = std::min(end, it->end);
+    if (lo < hi) f(lo, hi, it->at + (lo - it->begin));
+  }
+}
+
+}  // namespace
+
+// The shard's elements the last micro-batch's lookup may give a gradient:
+// block 0 outside the token matrix, and the token rows any rank looks up.
+void Trainer::PlanHeldRows() {
+  HeldRows* held = &held_;
+  held->ranges.clear();
+  const int64_t count = int64_t(layout_.counts[0]), lo = comm_->rank() * count, hi = lo + count;
+  const int64_t mb = job_.train.micro_batch, T = job_.model.seq_len, C = job_.model.hidden;
+  looked_up_.assign(size_t(job_.model.vocab), 0);  // capacity kept: no allocation after the first step
+  row_tokens_.resize(size_t(T + 1));
+  for (int r = 0; r < ranks_; ++r) {
+    const int first = r * (job_.train.global_batch / ranks_) + (accum_ - 1) * int(mb);
+    for (int i = 0; i < mb; ++i) {
+      sampler_.Sequence(step_, first + i, row_tokens_.data());
+      for (int64_t t = 0; t < T; ++t) looked_up_[size_t(row_tokens_[size_t(t)])] = 1;
+    }
+  }
+  size_t at = 0;
+  auto add = [&](int64_t b, int64_t e) {  // block-0 elements [b, e), clipped to this rank's shard
+    b = std::max(b, lo), e = std::min(e, hi);
+    if (b >= e) return;
+    const size_t sb = size_t(b - lo), se = size_t(e - lo);
+    if (!held->ranges.empty() && held->ranges.back().end == sb) {
+      held->ranges.back().end = se;
+    } else {
+      held->ranges.push_back({sb, se, at});
+    }
+    at += se - sb;
+  };
+  for (const ParamSlot& p : model_.layout(0).params) {  // in offset order
+    if (p.name != "embed.tokens") {
+      add(p.offset, p.offset + p.numel);
+      continue;
+    }
+    for (int64_t row = 0; row < job_.model.vocab; ++row) {
+      if (looked_up_[size_t(row)]) add(p.offset + row * C, p.offset + (row + 1) * C);
+    }
+  }
+  held->grad.resize(at);
+  held->master.resize(at);
+  held->m.resize(at);
+  held->v.resize(at);
+  held->updated = false;
+}
+
+// REQUIRES: split_embedding_; `grad` is block 0's gradient shard but for the
+// last lookup's part (the stored part added in).
+Status Trainer::EarlyEmbeddingUpdate(float* grad) {
+  std::swap(merging_, held_);  // the previous step's held rows: merged into the pieces below
+  PlanHeldRows();
+  {
+    LaneTimer busy(this, StepLane::kOptimizer);
+    for (const HeldRange& r : held_.ranges) std::memcpy(&held_.grad[r.at], grad + r.begin, (r.end - r.begin) * sizeof(float));
+    // Elsewhere the lookup adds +0: as the unsplit update's sum does, a -0 becomes +0.
+    const size_t n = layout_.counts[0];
+    for (size_t j = 0; j < n; ++j) grad[j] += 0.0f;
+  }
+  const Status st = UpdateBlock(0, grad, /*split=*/true);
+  merging_.ranges.clear();
+  merging_.updated = false;
+  return st;
+}
+
+// Inside UpdateBlock(0, ..., split) for the piece [begin, end) of the shard:
+// the previous step's held values go into the piece, this step's are copied out.
+void Trainer::SwapHeldRows(size_t begin, size_t end, float* master, float* m, float* v) {
+  if (merging_.updated) {
+    ForEachHeld(merging_.ranges, begin, end, [&](size_t lo, size_t hi, size_t at) {
+      const size_t n = (hi - lo) * sizeof(float);
+      std::memcpy(master + (lo - begin), &merging_.master[at], n);
+      std::memcpy(m + (lo - begin), &merging_.m[at], n);
+      std::memcpy(v + (lo - begin), &merging_.v[at], n);
+    });
+  }
+  ForEachHeld(held_.ranges, begin, end, [&](size_t lo, size_t hi, size_t at) {
+    const size_t n = (hi - lo) * sizeof(float);
+    std::memcpy(&held_.master[at], master + (lo - begin), n);
+    std::memcpy(&held_.m[at], m + (lo - begin), n);
+    std::memcpy(&held_.v[at], v + (lo - begin), n);
+  });
+}
+
+// Calls f(lo, hi) for the parts of [begin, end) outside the held ranges.
+void Trainer::ForEachUnheld(size_t begin, size_t end, const std::function<void(size_t, size_t)>& f) const {
+  size_t at = begin;
+  ForEachHeld(held_.ranges, begin, end, [&](size_t lo, size_t hi, size_t) {
+    if (at < lo) f(at, lo);
+    at = hi;
+  });
+  if (at < end) f(at, end);
+}
+
+// REQUIRES: split_embedding_ and EarlyEmbeddingUpdate ran this step; `lookup`
+// is the last lookup's gradient shard.
+Status Trainer::LateEmbeddingUpdate(const float* lookup) {
+  AdamWConfig config = adamw_;
+  config.lr = LearningRateAt(job_.train, step_);
+  {
+    LaneTimer busy(this, StepLane::kOptimizer);
+    for (const HeldRange& r : held_.ranges) {
+      for (size_t j = 0; j < r.end - r.begin; ++j) held_.grad[r.at + j] = held_.grad[r.at + j] + lookup[r.begin + j];
+    }
+    // In runs of one decay setting over the held arrays (the ranges are in shard order there too).
+    size_t run_at = 0, run_n = 0;
+    bool run_decay = false;
+    auto flush = [&] {
+      if (run_n == 0) return;
+      config.weight_decay = run_decay ? adamw_.weight_decay : 0.0;
+      AdamWStep(config, optimizer_steps_ + 1, run_n, &held_.master[run_at], &held_.grad[run_at], &held_.m[run_at],
+                &held_.v[run_at], threads_);
+      run_n = 0;
+    };
+    for (const DecayRun& d : decay_runs_[0]) {
+      ForEachHeld(held_.ranges, d.begin, d.end, [&](size_t lo, size_t hi, size_t at) {
+        if (run_n > 0 && (run_decay != d.decay || run_at + run_n != at)) flush();
+        if (run_n == 0) run_at = at, run_decay = d.decay;
+        run_n += hi - lo;
+      });
+    }
+    flush();
+  }
+  // The held rows of the 16-bit parameter: where its current copy is. On a
+  // CPU the device tier is host memory, written in place (the next forward
+  // finds it there); on a GPU the host copy is written and fetched again.
+  TensorCache* cache = store_->cache();
+  const Tier tier = cache != nullptr && !device_.cuda() &&
+                            cache->IsResident(ShardTensorId(0, ShardKind::kParam), Tier::kDevice)
+                        ? Tier::kDevice
+                        : Tier::kHost;
+  {
+    TC_ASSIGN_OR_RETURN(ShardRef param, Acquire(0, ShardKind::kParam, 0, tier, AccessMode::kWrite));
+    for (const HeldRange& r : held_.ranges) WriteComputeCopy(param, r.begin, r.end - r.begin, &held_.master[r.at]);
+  }
+  held_.updated = true;
+  return Status::Ok();
+}
+
+// The held rows' current states into their pieces, before anything reads them
+// from the store (a checkpoint, the exported weights).
+Status Trainer::FlushHeldRows() {
+  if (!held_.updated) return Status::Ok();
+  for (int i = 0; i < layout_.Pieces(0, ShardKind::kAdamM); ++i) {
+    const size_t begin = layout_.PieceBegin(0, ShardKind::kAdamM, i);
+    const size_t end = begin + layout_.PieceCount(0, ShardKind::kAdamM, i);
+    TC_ASSIGN_OR_RETURN(ShardRef master, store_->Acquire(0, ShardKind::kMaster, i, Tier::kHost, AccessMode::kWrite));
+    TC_ASSIGN_OR_RETURN(ShardRef m, store_->Acquire(0, ShardKind::kAdamM, i, Tier::kHost, AccessMode::kWrite));
+    TC_ASSIGN_OR_RETURN(ShardRef v, store_->Acquire(0, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kWrite));
+    ForEachHeld(held_.ranges, begin, end, [&](size_t lo, size_t hi, size_t at) {
+      const size_t n = (hi - lo) * sizeof(float);
+      std::memcpy(master.f32() + (lo - begin), &held_.master[at], n);
+      std::memcpy(m.f32() + (lo - begin), &held_.m[at], n);
+      std::memcpy(v.f32() + (lo - begin), &held_.v[at], n);
+    });
+  }
+  held_.ranges.clear();
+  held_.updated = false;
+  return Status::Ok();
+}
+
+}  // namespace tencache
