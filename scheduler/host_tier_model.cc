@@ -106,7 +106,7 @@ StatusOr<HostTierModel> HostTierModel::Create(const Trace& trace, uint64_t host_
     if (e.kind != EventKind::kAccess) continue;
     if (e.is_device_access()) m.uses_[m.param(e.id)].push_back(m.length_++);
     for (const HostAcquire& a : e.is_device_access() ? m.after_[i] : m.update_[e.id])
-      m.uses_[a.tensor].push_back(m.length_++);
+      if (e.is_device_access() || InPart(a, e)) m.uses_[a.tensor].push_back(m.length_++);
   }
   return m;
 }

@@ -69,6 +69,14 @@ class HostTierModel {
   size_t num_params() const { return params_; }
   // The acquires of `id`'s update, in the worker's order.
   const std::vector<HostAcquire>& update(TensorId id) const { return update_[id]; }
+  // Whether update acquire `a` is made by optimizer access `e`, which may
+  // update only some pieces (TraceEvent::pieces_begin/end): a stored
+  // gradient's pieces go with the part that starts at piece 0.
+  static bool InPart(const HostAcquire& a, const TraceEvent& e) {
+    if (e.pieces_end == 0) return true;
+    if (a.piece < 0) return e.pieces_begin == 0;
+    return a.piece >= e.pieces_begin && a.piece < e.pieces_end;
+  }
   // The acquires after trace event `event`'s compute (a backward access storing
   // its gradient; empty for every other event).
   const std::vector<HostAcquire>& after_access(size_t event) const { return after_[event]; }

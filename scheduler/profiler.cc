@@ -27,6 +27,8 @@ void Profiler::RecordAccess(const AccessRecord& a) {
   e.bytes = a.bytes;
   e.start_s = a.start_s;
   e.end_s = a.end_s;
+  e.pieces_begin = a.pieces_begin;
+  e.pieces_end = a.pieces_end;
   e.lead_s = a.asked_s < 0 ? 0 : std::max(0.0, a.asked_s - last_end_ - a.waited_s);
   e.wait_s = a.asked_s < 0 ? 0 : std::max(0.0, a.start_s - last_end_ - e.lead_s);
   last_end_ = std::max(last_end_, a.end_s);

@@ -40,6 +40,7 @@ struct AccessRecord {
   // here, less waited_s.
   double asked_s = -1;
   double waited_s = 0;  // of that time, spent waiting (in acquires), not in its own work
+  int pieces_begin = 0, pieces_end = 0;  // an update's state pieces (TraceEvent); 0, 0: all
 };
 
 struct CollectiveRecord {

@@ -344,17 +344,26 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
     if (s.counting_) s.totals_.stall_s += t - cpu;
     cpu = t;
   };
-  const double piece_s = e.duration_s() / host_.pieces(x);
+  // The pieces this access updates (a part of a streamed update, or all).
+  const int first = e.pieces_end > 0 ? std::min(e.pieces_begin, host_.pieces(x)) : 0;
+  const int last = e.pieces_end > 0 ? std::min(e.pieces_end, host_.pieces(x)) : host_.pieces(x);
+  const double piece_s = e.duration_s() / std::max(1, last - first);
   const std::vector<HostAcquire>& update = host_.update(x);
   s.held_.clear();
   size_t a = 0;
-  // A stored gradient: read, added into the reduced one, dropped.
+  // A stored gradient: read, added into the reduced one, dropped (with the first part).
   for (; a < update.size() && update[a].consume; ++a) {
+    if (first > 0) continue;
     wait_until(s.HostAcquire(update[a].tensor, update[a].use, issue));
     ++s.host_.pos;
   }
-  for (size_t i = 0; i < a; ++i) s.DropHost(update[i].tensor, cpu);
-  for (int piece = 0; piece < host_.pieces(x); ++piece) {
+  if (first == 0) {
+    for (size_t i = 0; i < a; ++i) s.DropHost(update[i].tensor, cpu);
+  }
+  while (a < update.size() && update[a].piece < first) ++a;
+  // A later part writes the parameter the first part overwrote (mixed precision).
+  if (first > 0 && s.host_.resident[param]) s.held_.push_back(param);
+  for (int piece = first; piece < last; ++piece) {
     double ready = cpu;
     bool overwrite = false;
     for (; a < update.size() && update[a].piece == piece; ++a) {
@@ -384,10 +393,11 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
     s.held_.erase(std::remove_if(s.held_.begin(), s.held_.end(), [param](uint32_t t) { return t != param; }),
                   s.held_.end());
   }
+  for (uint32_t t : s.held_) s.host_.free_at[t] = std::max(s.host_.free_at[t], cpu);  // the parameter
   s.held_.clear();
   s.cpu_busy_ += e.duration_s();
   s.now_ = cpu;
-  if (s.resident_[x]) {  // the device copy is updated in place
+  if (s.resident_[x] && last == host_.pieces(x)) {  // the device copy is updated in place
     s.arrival_[x] = std::max(s.arrival_[x], s.h2d_.Reserve(s.now_, CopySeconds(b, s.h2d_)));
     if (s.counting_) s.totals_.bytes_h2d += b;
   }

@@ -73,6 +73,9 @@ Status ValidateTrace(const Trace& trace, const std::string& ctx) {
       return Status::InvalidArgument(where + ": expected wait_s >= 0");
     }
     if (e.kind != EventKind::kAccess) continue;
+    if (e.pieces_end != 0 && !(e.phase == Phase::kOptimizer && e.pieces_begin >= 0 && e.pieces_begin < e.pieces_end)) {
+      return Status::InvalidArgument(where + ": expected pieces [begin, end) with 0 <= begin < end, on an optimizer access");
+    }
     any_device |= e.is_device_access();
     const TraceEvent*& f = first[e.id];
     if (f == nullptr) {
@@ -176,6 +179,13 @@ StatusOr<TraceEvent> ParseEvent(const Fields& f) {
     TC_ASSIGN_OR_RETURN(e.phase, ParsePhase(f));
     TC_ASSIGN_OR_RETURN(e.lead_s, f.Num("lead_s", 0.0));
     TC_ASSIGN_OR_RETURN(e.wait_s, f.Num("wait_s", 0.0));
+    TC_ASSIGN_OR_RETURN(uint64_t pieces_begin, f.UInt("pieces_begin", 0));
+    TC_ASSIGN_OR_RETURN(uint64_t pieces_end, f.UInt("pieces_end", 0));
+    if (pieces_end > 1000000 || (pieces_end != 0 && pieces_begin >= pieces_end)) {
+      return f.Missing("pieces_end", "pieces_begin < pieces_end <= 1000000");
+    }
+    e.pieces_begin = int(pieces_begin);
+    e.pieces_end = int(pieces_end);
     return e;
   }
   if (type == "collective") {
@@ -253,6 +263,10 @@ void WriteTrace(const Trace& trace, std::ostream& out) {
     j["end_s"] = e.end_s;
     if (e.kind == EventKind::kAccess && e.lead_s > 0) j["lead_s"] = e.lead_s;
     if (e.kind == EventKind::kAccess && e.wait_s > 0) j["wait_s"] = e.wait_s;
+    if (e.kind == EventKind::kAccess && e.pieces_end > 0) {
+      j["pieces_begin"] = e.pieces_begin;
+      j["pieces_end"] = e.pieces_end;
+    }
     out << j.dump() << "\n";
   }
 }

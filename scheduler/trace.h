@@ -46,6 +46,10 @@ struct TraceEvent {
   // device access its all-gather), as measured; 0 when not recorded. The
   // simulator predicts waits itself: this is what to compare them with.
   double wait_s = 0;
+  // An optimizer access's: the state pieces [pieces_begin, pieces_end) it
+  // updates (the worker streams a tied embedding's update in parts); both 0:
+  // every piece, as in older traces.
+  int pieces_begin = 0, pieces_end = 0;
   CollectiveKind collective = CollectiveKind::kAllGather;
 
   double duration_s() const { return end_s - start_s; }

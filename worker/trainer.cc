@@ -193,6 +193,7 @@ Status Trainer::Init() {
     grad_host_.assign(largest, 0.0f);
   }
   if (deferred_) update_grad_.assign(largest / ranks_ + 1, 0.0f);
+  if (split_embedding_) embed_grad_.assign(layout_.counts[0], 0.0f);
   adamw_.lr = job_.train.lr;
   adamw_.beta1 = job_.train.beta1;
   adamw_.beta2 = job_.train.beta2;
@@ -343,7 +344,8 @@ StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, int piece, Tier t
   return ref;
 }
 
-void Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s) {
+void Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin,
+                        int pieces_end) {
   if (sampling_) return;
   if (!profiler_.following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
   AccessRecord a;
@@ -356,6 +358,8 @@ void Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, 
   a.end_s = Now() - step_start_;
   a.asked_s = asked_s - step_start_;
   a.waited_s = waited_s;
+  a.pieces_begin = pieces_begin;
+  a.pieces_end = pieces_end;
   profiler_.RecordAccess(a);
   acquire_mark_ = acquire_s_;
   if (zero_infinity_ != nullptr && phase != Phase::kOptimizer) {
@@ -449,6 +453,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     }
     checkpoints_[b] = torch::Tensor();
     TC_RETURN_IF_ERROR(ReduceGrad(b, d_block));
+    TC_RETURN_IF_ERROR(StreamEmbeddingUpdate());  // its next part, once the split update has begun
   }
   torch::Tensor d_tokens;
   {
@@ -517,16 +522,18 @@ void Trainer::IssuePlannedFetches() {
   // 12 MiB more NVMe traffic a step on the train bench's I/O-bound job, no
   // faster.)
   if (k < state_fetches_.size()) {
-    for (int b : state_fetches_[k]) {
+    for (const StateFetch& f : state_fetches_[k]) {
+      const int b = f.block;
       // In the order they are used: a stored gradient's pieces (added in
       // before the update), then each piece's master and moments (in mixed
       // precision the bf16 parameter is overwritten by the update: only the
       // master is read). The cache parks each until its victim's last use
       // before the update.
-      if (UpdateReadsStoredGradient(b)) {
+      if (f.first == 0 && UpdateReadsStoredGradient(b)) {
         for (int i = 0; i < layout_.Pieces(b, ShardKind::kGrad); ++i) store_->Prefetch(b, ShardKind::kGrad, i, Tier::kHost);
       }
-      for (int i = 0; i < layout_.Pieces(b, ShardKind::kAdamM); ++i) {
+      const int last = f.last > 0 ? f.last : layout_.Pieces(b, ShardKind::kAdamM);
+      for (int i = f.first; i < last; ++i) {
         for (ShardKind kind : {layout_.MasterKind(), ShardKind::kAdamM, ShardKind::kAdamV}) {
           if (i < layout_.Pieces(b, kind)) store_->Prefetch(b, kind, i, Tier::kHost);
         }
@@ -602,7 +609,7 @@ void Trainer::PlanStateFetches() {
   for (const TraceEvent& e : profiler_.profile().events) {
     if (e.is_device_access()) ++c;
     if (e.kind != EventKind::kAccess || e.phase != Phase::kOptimizer || c == 0 || n == 0) continue;
-    state_fetches_[(c - 1) % n].push_back(e.block);
+    state_fetches_[(c - 1) % n].push_back({e.block, e.pieces_begin, e.pieces_end});
   }
 }
 

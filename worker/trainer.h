@@ -164,7 +164,9 @@ class Trainer {
   // Records the access for the profiler: its compute began at start_s; the
   // training thread asked for it at asked_s, having spent waited_s of the time
   // since the previous access inside Acquire (waits, not its own work).
-  void EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s);
+  // An update that streams a part of its pieces gives them ([begin, end); 0, 0: all).
+  void EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin = 0,
+                 int pieces_end = 0);
   // The access of a gathered block: its times as Gather took them.
   void EndAccess(int block, Phase phase, const Gathered& g) {
     EndAccess(block, phase, g.start_s, g.asked_s, g.waited_s);
@@ -175,12 +177,17 @@ class Trainer {
   // one of the step updates the block.
   Status ReduceGrad(int block, const torch::Tensor& dflat);
   // AdamW on the block's shards with its complete gradient (this rank's shard).
-  // `split` (block 0, from EarlyEmbeddingUpdate): the held rows are left out,
-  // their states swapped with the held arrays (SwapHeldRows).
-  Status UpdateBlock(int block, const float* grad, bool split = false);
+  // `split` (block 0, the split update): the held rows are left out, their
+  // states swapped with the held arrays (SwapHeldRows). `last` >= 0: only
+  // pieces [first, last), a part of a streamed update (the parts in order).
+  Status UpdateBlock(int block, const float* grad, bool split = false, int first = 0, int last = -1);
   // The tied embedding's split update (trainer_embedding.cc).
   void PlanHeldRows();  // held_'s ranges for this step
-  Status EarlyEmbeddingUpdate(float* grad);
+  Status EarlyEmbeddingUpdate(const float* grad);
+  // The split update's next part, after each layer's backward: its pieces
+  // spread over the layers, done before the lookup. Nothing when none is under way.
+  Status StreamEmbeddingUpdate();
+  Status ContinueEmbeddingUpdate(int pieces);  // up to piece `pieces` (exclusive)
   void SwapHeldRows(size_t begin, size_t end, float* master, float* m, float* v);
   void ForEachUnheld(size_t begin, size_t end, const std::function<void(size_t, size_t)>& f) const;
   Status LateEmbeddingUpdate(const float* lookup);
@@ -260,6 +267,11 @@ class Trainer {
     bool updated = false;
   };
   HeldRows held_, merging_;  // this step's; the previous step's while it is merged
+  std::vector<float> embed_grad_;  // the split update's gradient (head's part, +0), block 0's shard
+  bool embed_streaming_ = false;  // the split update's early part is under way
+  int embed_stage_ = 0;         // its stages so far
+  int embed_done_ = 0;          // its pieces updated so far
+  bool updated_on_device_ = false;  // UpdateBlock: the device held the parameter as its first part began
   std::vector<uint8_t> looked_up_;  // per token id: looked up by the last micro-batch (PlanHeldRows)
   std::vector<int64_t> row_tokens_;
   std::shared_ptr<const TokenCorpus> eval_corpus_;  // train.eval_data, or train.data's held-out tail
@@ -293,7 +305,11 @@ class Trainer {
   Profiler profiler_;
   std::unique_ptr<PrefetchPlan> plan_;
   // Per device access k: blocks whose update's shards to fetch to the host before it.
-  std::vector<std::vector<int>> state_fetches_;
+  struct StateFetch {
+    int block = 0;
+    int first = 0, last = 0;  // the update's pieces [first, last); last 0: all
+  };
+  std::vector<std::vector<StateFetch>> state_fetches_;
   std::unique_ptr<ZeroInfinityPrefetcher> zero_infinity_;  // cache.policy zero-infinity: records step 0
   int zi_fetches_reported_ = 0;
   std::unique_ptr<NextUseOracle> oracle_;

@@ -6,8 +6,10 @@
 // head, their states streaming through the host while the layers' backward
 // computes; the held rows' states are copied aside and updated after the
 // lookup, and merged back into their pieces at the next update (or before a
-// checkpoint). AdamW is elementwise, so the result is bit for bit the
-// unsplit update's.
+// checkpoint). The early part streams: its pieces are spread over the layers'
+// backward, one part after each layer's, so that the reads of the next part
+// overlap the layers' compute. AdamW is elementwise, so the result is bit for
+// bit the unsplit update's.
 #include <algorithm>
 #include <cstring>
 
@@ -76,21 +78,46 @@ void Trainer::PlanHeldRows() {
 }
 
 // REQUIRES: split_embedding_; `grad` is block 0's gradient shard but for the
-// last lookup's part (the stored part added in).
-Status Trainer::EarlyEmbeddingUpdate(float* grad) {
-  std::swap(merging_, held_);  // the previous step's held rows: merged into the pieces below
+// last lookup's part (the stored part added in). Copies it (the layers'
+// reductions reuse its buffer) and updates the first part.
+Status Trainer::EarlyEmbeddingUpdate(const float* grad) {
+  std::swap(merging_, held_);  // the previous step's held rows: merged into the pieces as they pass
   PlanHeldRows();
   {
     LaneTimer busy(this, StepLane::kOptimizer);
     for (const HeldRange& r : held_.ranges) std::memcpy(&held_.grad[r.at], grad + r.begin, (r.end - r.begin) * sizeof(float));
     // Elsewhere the lookup adds +0: as the unsplit update's sum does, a -0 becomes +0.
     const size_t n = layout_.counts[0];
-    for (size_t j = 0; j < n; ++j) grad[j] += 0.0f;
+    for (size_t j = 0; j < n; ++j) embed_grad_[j] = grad[j] + 0.0f;
   }
-  const Status st = UpdateBlock(0, grad, /*split=*/true);
-  merging_.ranges.clear();
-  merging_.updated = false;
-  return st;
+  embed_stage_ = 0;
+  embed_done_ = 0;
+  embed_streaming_ = true;
+  return StreamEmbeddingUpdate();
+}
+
+// Stage s of L (the head's, then after each layer's backward but the first
+// layer's) updates the pieces up to ceil(P s / L): the reads of the next part
+// overlap the layers computing in between.
+Status Trainer::StreamEmbeddingUpdate() {
+  const int pieces = layout_.Pieces(0, ShardKind::kAdamM);
+  if (!embed_streaming_) return Status::Ok();
+  const int stages = std::max(1, job_.model.layers);
+  ++embed_stage_;
+  return ContinueEmbeddingUpdate(std::min(pieces, (pieces * embed_stage_ + stages - 1) / stages));
+}
+
+Status Trainer::ContinueEmbeddingUpdate(int upto) {
+  const int pieces = layout_.Pieces(0, ShardKind::kAdamM);
+  if (upto <= embed_done_) return Status::Ok();
+  TC_RETURN_IF_ERROR(UpdateBlock(0, embed_grad_.data(), /*split=*/true, embed_done_, upto));
+  embed_done_ = upto;
+  if (embed_done_ == pieces) {
+    embed_streaming_ = false;
+    merging_.ranges.clear();
+    merging_.updated = false;
+  }
+  return Status::Ok();
 }
 
 // Inside UpdateBlock(0, ..., split) for the piece [begin, end) of the shard:
@@ -125,6 +152,7 @@ void Trainer::ForEachUnheld(size_t begin, size_t end, const std::function<void(s
 // REQUIRES: split_embedding_ and EarlyEmbeddingUpdate ran this step; `lookup`
 // is the last lookup's gradient shard.
 Status Trainer::LateEmbeddingUpdate(const float* lookup) {
+  TC_RETURN_IF_ERROR(ContinueEmbeddingUpdate(layout_.Pieces(0, ShardKind::kAdamM)));  // every part first
   AdamWConfig config = adamw_;
   config.lr = LearningRateAt(job_.train, step_);
   {

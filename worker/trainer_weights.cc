@@ -117,12 +117,17 @@ Status Trainer::SaveWeights(const std::string& dir) {
 // of the master once that piece is updated. A shard the plan keeps on the device until its next use is
 // copied back there right after its host update (the update invalidated the
 // device copy); otherwise the plan fetches it before its use.
-Status Trainer::UpdateBlock(int b, const float* grad, bool split) {
+Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int last) {
   const double asked = Now(), waited = WaitedSinceLastAccess();  // the update asks for its first shard
   const TensorId param = ShardTensorId(b, ShardKind::kParam);
   TensorCache* cache = store_->cache();
   const bool planned = plan_ != nullptr && job_.cache.prefetch && !sampling_ && profiler_.following();
-  const bool on_device = cache != nullptr && cache->IsResident(param, Tier::kDevice);
+  const int pieces = layout_.Pieces(b, ShardKind::kAdamM);
+  const bool part = last >= 0;  // a part of a streamed update
+  if (!part) last = pieces;
+  // Whether the device held the parameter when the (whole) update began.
+  if (first == 0) updated_on_device_ = cache != nullptr && cache->IsResident(param, Tier::kDevice);
+  const bool on_device = updated_on_device_;
   double compute_s = 0;  // the update's own time, waits for its shards left out (the trace's access time)
   {
     // fp32: the parameter shard, its own master, held throughout. Mixed
@@ -135,7 +140,7 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split) {
     }
     AdamWConfig config = adamw_;
     config.lr = LearningRateAt(job_.train, step_);
-    for (int i = 0; i < layout_.Pieces(b, ShardKind::kAdamM); ++i) {
+    for (int i = first; i < last; ++i) {
       const size_t begin = layout_.PieceBegin(b, ShardKind::kAdamM, i);
       const size_t end = begin + layout_.PieceCount(b, ShardKind::kAdamM, i);
       ShardRef master;  // the piece's fp32 master (mixed precision)
@@ -163,9 +168,10 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split) {
         }
       }
       if (layout_.mixed) {
-        if (i == 0) {
+        if (i == first) {  // the first part overwrites it; a later one writes into it
           compute_s += Now() - t0;  // the wait for the parameter's slot is not the update's
-          TC_ASSIGN_OR_RETURN(whole, Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kOverwrite));
+          TC_ASSIGN_OR_RETURN(whole, Acquire(b, ShardKind::kParam, 0, Tier::kHost,
+                                             i == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
           t0 = Now();
         }
         WriteComputeCopy(whole, begin, end - begin, p);
@@ -174,12 +180,12 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split) {
     }
   }
   const AccessIndex k = profiler_.position();  // device accesses so far this step
-  if (planned && on_device && k > 0 && plan_->KeptUntilNextUse(TensorId(b), k - 1) &&
+  if (last == pieces && planned && on_device && k > 0 && plan_->KeptUntilNextUse(TensorId(b), k - 1) &&
       !cache->IsResident(param, Tier::kDevice)) {
     refresh_[b] = store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice);
     refreshed_[b] = true;
   }
-  EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited);
+  EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited, part ? first : 0, part ? last : 0);
   return Status::Ok();
 }
 

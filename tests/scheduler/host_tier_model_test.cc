@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "cachemgr/size_class_pool.h"
 #include "common/byte_size.h"
@@ -104,6 +105,74 @@ TEST(HostTierModel, AnUpdateAcquiresAsTheWorkerDoes) {
   EXPECT_EQ(fp32->bytes(f[1].tensor), 16384u * 4);
 }
 
+// A tied embedding (block 0, `pieces` state pieces) and `layers` layers, as
+// the worker writes it: the embedding's split update follows its access as
+// the head and streams, part s of L (after the head, then after each layer's
+// backward) ending at piece ceil(P s / L); the lookup's backward comes last.
+// `whole`: one update after the lookup instead.
+Trace TiedTrace(int layers, int pieces, bool whole, double compute_s = 1e-3) {
+  std::vector<uint64_t> params(size_t(layers) + 2, 16384 * 2);
+  params[0] = uint64_t(pieces) * 16384 * 2;
+  Trace t;
+  t.header.dtype = "bf16";
+  double now = 0;
+  auto access = [&](int id, Phase phase, double seconds, int first = 0, int last = 0) {
+    TraceEvent e;
+    e.id = TensorId(id);
+    e.name = "block" + std::to_string(id) + ".param";
+    e.phase = phase;
+    e.block = id;
+    e.bytes = params[size_t(id)];
+    e.start_s = now;
+    e.end_s = now += seconds;
+    e.pieces_begin = first;
+    e.pieces_end = last;
+    t.events.push_back(e);
+  };
+  const int head = layers + 1;
+  for (int b = 0; b <= head; ++b) access(b, Phase::kForward, compute_s);
+  access(head, Phase::kBackward, compute_s);
+  access(head, Phase::kOptimizer, compute_s / 4);
+  access(0, Phase::kBackward, compute_s);  // the head
+  int done = 0, stage = 0;
+  auto part = [&] {
+    const int upto = (pieces * ++stage + layers - 1) / layers;
+    if (!whole && upto > done) access(0, Phase::kOptimizer, compute_s / 4, done, upto);
+    done = std::max(done, upto);
+  };
+  part();
+  for (int b = layers; b >= 1; --b) {
+    access(b, Phase::kBackward, 2 * compute_s);
+    access(b, Phase::kOptimizer, compute_s / 4);
+    if (b > 1) part();
+  }
+  access(0, Phase::kBackward, compute_s);  // the lookup
+  if (whole) access(0, Phase::kOptimizer, compute_s / 2);
+  return t;
+}
+
+// Each part of a streamed update acquires its own pieces where it runs (the
+// parameter with the part that has piece 0), and a split update stores no
+// gradient: the head's access feeds it, the lookup's comes after it. The whole
+// update stores the head's gradient (12 pieces) and reads it back.
+TEST(HostTierModel, AStreamedUpdatesPartsAcquireTheirPiecesWhereTheyRun) {
+  StatusOr<HostTierModel> split = HostTierModel::Create(TiedTrace(2, 12, false), kGiB);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  ASSERT_EQ(split->pieces(0), 12);
+  // 9 device accesses, 3 layer-sized updates (3 states and the parameter),
+  // the embedding's 12 x 3 states and its parameter.
+  EXPECT_EQ(split->step_acquires(), 9u + 3 * 4 + 37);
+  const std::vector<HostAcquire>& u = split->update(0);
+  const uint32_t master6 = u[3 * 6 + 1].tensor;  // piece 6's first state: after piece 0's parameter
+  EXPECT_EQ(u[3 * 6 + 1].piece, 6);
+  // fwd 0-3, bwd 3, update 3 (4), bwd 0, part 1 (18 states + parameter), bwd 2, update 2 (4): position 34.
+  EXPECT_EQ(split->NextUse(master6, 0), 34u);
+  EXPECT_EQ(split->NextUse(u[0].tensor, 0), 10u);
+  StatusOr<HostTierModel> whole = HostTierModel::Create(TiedTrace(2, 12, true), kGiB);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->step_acquires(), 9u + 3 * 4 + 37 + 12 + 12);  // and the gradient stored, then read
+}
+
 // The next use follows the step's acquire order and wraps into the next step.
 TEST(HostTierModel, NextUseFollowsTheAcquireOrderAcrossSteps) {
   StatusOr<HostTierModel> m = HostTierModel::Create(BlockTrace({32768, 32768}, "bf16"), kGiB);
@@ -198,6 +267,18 @@ TEST(HostTierModel, AReadIntoADirtyVictimsSlotWaitsForItsWriteBack) {
     ASSERT_GT(writes, 0) << r.policy;
     EXPECT_GE(r.step_time_s, (reads + writes / 3) * (1 - 1e-9)) << r.policy << ": reads " << reads << " s, writes " << writes;
   }
+}
+
+// Streamed one piece a layer, the embedding's states are read while the layers
+// compute; whole, after the backward, while nothing does: the same bytes, less stall.
+TEST(HostTierModel, AStreamedUpdateWaitsLessForTheSameBytes) {
+  const Trace split = TiedTrace(4, 4, false, 2e-3), whole = TiedTrace(4, 4, true, 2e-3);
+  const uint64_t host = std::max<uint64_t>(HostTierModel::LeastBudget(whole), 1280 * kKiB);  // the tier layout's floor
+  const PolicyResult s = Simulate(split, host, true, 0.5e9), w = Simulate(whole, host, true, 0.5e9);
+  std::printf("stall: streamed %.6f s, whole %.6f s; NVMe read %llu / %llu bytes\n", s.stall_s, w.stall_s,
+              (unsigned long long)s.bytes_nvme_read, (unsigned long long)w.bytes_nvme_read);
+  EXPECT_LT(s.stall_s, 0.7 * w.stall_s);  // measured: 0.98 against 1.70 ms
+  EXPECT_LE(s.bytes_nvme_read, w.bytes_nvme_read);
 }
 
 }  // namespace

@@ -76,6 +76,31 @@ TEST(TraceTest, ErrorsNameFileLineAndExpectation) {
   }
 }
 
+// An optimizer access may name the state pieces it updates: written, read
+// back, and refused on another access or when empty.
+TEST(TraceTest, AnUpdatesPiecesRoundTripAndAreChecked) {
+  const std::string fwd = R"({"type":"access","id":0,"name":"w","phase":"fwd","bytes":4,"start_s":0,"end_s":1})";
+  const std::string opt = R"({"type":"access","id":0,"name":"w","phase":"optimizer","bytes":4,"start_s":1,"end_s":2)";
+  auto r = Parse(std::string(kHeader) + "\n" + fwd + "\n" + opt + R"(,"pieces_begin":2,"pieces_end":5})" + "\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->events[1].pieces_begin, 2);
+  EXPECT_EQ(r->events[1].pieces_end, 5);
+  std::ostringstream out;
+  WriteTrace(*r, out);
+  auto back = Parse(out.str());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->events[1].pieces_begin, 2);
+  EXPECT_EQ(back->events[1].pieces_end, 5);
+  EXPECT_EQ(back->events[0].pieces_end, 0);  // not written for an access that updates nothing
+  const std::string text = out.str();
+  EXPECT_EQ(text.find("pieces_begin"), text.rfind("pieces_begin"));  // on the optimizer access only
+  r = Parse(std::string(kHeader) + "\n" + fwd + "\n" + opt + R"(,"pieces_begin":5,"pieces_end":5})" + "\n");
+  EXPECT_NE(r.status().message().find("pieces_begin < pieces_end"), std::string::npos) << r.status().message();
+  const std::string fwd_pieces = R"({"type":"access","id":0,"name":"w","phase":"fwd","bytes":4,"start_s":0,"end_s":1,"pieces_end":1})";
+  r = Parse(std::string(kHeader) + "\n" + fwd_pieces + "\n");
+  EXPECT_NE(r.status().message().find("on an optimizer access"), std::string::npos) << r.status().message();
+}
+
 TEST(TraceTest, RejectsInconsistentTensorsAndGaps) {
   const std::string a0 = R"({"type":"access","id":0,"name":"w","phase":"fwd","bytes":4,"start_s":0,"end_s":1})";
   const std::string a0big = R"({"type":"access","id":0,"name":"w","phase":"bwd","bytes":8,"start_s":1,"end_s":2})";

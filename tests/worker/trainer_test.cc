@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <functional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -142,6 +144,8 @@ TEST(Trainer, UpdatesRunInTheBackwardAndOnePieceGradientsAreNeverStored) {
     }
     if (e.phase == Phase::kOptimizer && e.block == 0) {
       EXPECT_EQ(embedding_backwards, 1);  // the head's, not yet the lookup's
+      EXPECT_EQ(e.pieces_begin, 0);       // one piece: the whole update in one part
+      EXPECT_EQ(e.pieces_end, 1);
       ++updates;
     }
     previous = &e;
@@ -415,6 +419,26 @@ TEST(Trainer, AnEmbeddingLargerThanALayerTrainsInPiecesBitwiseAsInMemory) {
       nvme_read += m->bytes_nvme_read;
     }
     EXPECT_GT(nvme_read, 0);  // the states did not all fit on the host
+    if (std::string(dtype) == "bf16" && std::string(clip) == "train.grad_clip=0") {
+      // The split update streams in two parts, after the head and after the
+      // second layer's backward, and equals the whole update after the
+      // backward (deferred by a threshold never reached) bit for bit.
+      std::vector<std::pair<int, int>> parts;
+      int layer_backwards = 0;
+      for (const TraceEvent& e : (*t)->profiler().profile().events) {
+        if (e.kind == EventKind::kAccess && e.phase == Phase::kBackward && e.block >= 1 && e.block <= 2) ++layer_backwards;
+        if (e.kind == EventKind::kAccess && e.phase == Phase::kOptimizer && e.block == 0) {
+          parts.emplace_back(e.pieces_begin, e.pieces_end);
+          EXPECT_EQ(layer_backwards, 6 + int(parts.size() - 1));  // 3 micro-batches of 2 layers before, then one
+        }
+      }
+      EXPECT_EQ(parts, (std::vector<std::pair<int, int>>{{0, 3}, {3, 6}}));
+      std::vector<std::string> whole = sets;
+      whole.push_back("train.grad_clip=1e9");
+      const std::vector<StepMetrics> deferred = Train(SmallJob("none", "pieces-whole", whole), solo.get(), 4);
+      ASSERT_EQ(deferred.size(), 4u);
+      for (int s = 0; s < 4; ++s) EXPECT_EQ(deferred[s].loss, reference[s].loss) << "step " << s;
+    }
     t->reset();
     fs::remove_all(NvmeDir("pieces"));
   }
