@@ -274,6 +274,7 @@ class Trainer {
   bool updated_on_device_ = false;  // UpdateBlock: the device held the parameter as its first part began
   std::vector<uint8_t> looked_up_;  // per token id: looked up by the last micro-batch (PlanHeldRows)
   std::vector<int64_t> row_tokens_;
+  static void MergeHeld(const HeldRows& held, size_t begin, size_t end, float* master, float* m, float* v);
   std::shared_ptr<const TokenCorpus> eval_corpus_;  // train.eval_data, or train.data's held-out tail
   uint64_t eval_first_ = 0, eval_count_ = 0;         // the validation windows
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget

@@ -33,6 +33,17 @@ void ForEachHeld(const std::vector<Trainer::HeldRange>& ranges, size_t begin, si
 
 }  // namespace
 
+// The held values of `held` within the piece [begin, end) of the shard into
+// the piece's master and moments.
+void Trainer::MergeHeld(const HeldRows& held, size_t begin, size_t end, float* master, float* m, float* v) {
+  ForEachHeld(held.ranges, begin, end, [&](size_t lo, size_t hi, size_t at) {
+    const size_t n = (hi - lo) * sizeof(float);
+    std::memcpy(master + (lo - begin), &held.master[at], n);
+    std::memcpy(m + (lo - begin), &held.m[at], n);
+    std::memcpy(v + (lo - begin), &held.v[at], n);
+  });
+}
+
 // The shard's elements the last micro-batch's lookup may give a gradient:
 // block 0 outside the token matrix, and the token rows any rank looks up.
 void Trainer::PlanHeldRows() {
@@ -123,14 +134,7 @@ Status Trainer::ContinueEmbeddingUpdate(int upto) {
 // Inside UpdateBlock(0, ..., split) for the piece [begin, end) of the shard:
 // the previous step's held values go into the piece, this step's are copied out.
 void Trainer::SwapHeldRows(size_t begin, size_t end, float* master, float* m, float* v) {
-  if (merging_.updated) {
-    ForEachHeld(merging_.ranges, begin, end, [&](size_t lo, size_t hi, size_t at) {
-      const size_t n = (hi - lo) * sizeof(float);
-      std::memcpy(master + (lo - begin), &merging_.master[at], n);
-      std::memcpy(m + (lo - begin), &merging_.m[at], n);
-      std::memcpy(v + (lo - begin), &merging_.v[at], n);
-    });
-  }
+  if (merging_.updated) MergeHeld(merging_, begin, end, master, m, v);
   ForEachHeld(held_.ranges, begin, end, [&](size_t lo, size_t hi, size_t at) {
     const size_t n = (hi - lo) * sizeof(float);
     std::memcpy(&held_.master[at], master + (lo - begin), n);
@@ -205,12 +209,7 @@ Status Trainer::FlushHeldRows() {
     TC_ASSIGN_OR_RETURN(ShardRef master, store_->Acquire(0, ShardKind::kMaster, i, Tier::kHost, AccessMode::kWrite));
     TC_ASSIGN_OR_RETURN(ShardRef m, store_->Acquire(0, ShardKind::kAdamM, i, Tier::kHost, AccessMode::kWrite));
     TC_ASSIGN_OR_RETURN(ShardRef v, store_->Acquire(0, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kWrite));
-    ForEachHeld(held_.ranges, begin, end, [&](size_t lo, size_t hi, size_t at) {
-      const size_t n = (hi - lo) * sizeof(float);
-      std::memcpy(master.f32() + (lo - begin), &held_.master[at], n);
-      std::memcpy(m.f32() + (lo - begin), &held_.m[at], n);
-      std::memcpy(v.f32() + (lo - begin), &held_.v[at], n);
-    });
+    MergeHeld(held_, begin, end, master.f32(), m.f32(), v.f32());
   }
   held_.ranges.clear();
   held_.updated = false;
