@@ -20,6 +20,7 @@
 #include "common/byte_size.h"
 #include "common/cli.h"
 #include "launcher/resource_model.h"
+#include "worker/compute_device.h"
 #include "worker/trainer.h"
 
 namespace tencache::bench {
@@ -66,6 +67,10 @@ struct TrainFlags {  // the flags, with their defaults
   std::string regime = "all";
   std::string dtype = "bf16";
   std::vector<std::string> variants;  // empty: every variant; "none" always runs (the reference)
+  // torch compute threads. One leaves the other cores to the cache's threads,
+  // as a GPU machine's CPU is left to them while the GPU computes; a one-rank
+  // worker computes on every core (ComputeThreadsPerRank).
+  int threads = 1;
   bool json = false;
 };
 
@@ -163,8 +168,11 @@ Status RunTrainBench(const TrainFlags& f) {
   const std::string& regime = f.regime;
   TC_ASSIGN_OR_RETURN(std::shared_ptr<TokenCorpus> corpus, TokenCorpus::Open(f.data));
 
+  // Set, not torch's default, which differs between machines of the same shape.
+  torch::set_num_threads(f.threads);
   nlohmann::ordered_json out;
   out["dtype"] = f.dtype;
+  out["compute_threads"] = torch::get_num_threads();
   out["regimes"] = nlohmann::ordered_json::array();
   for (const Regime& r : kRegimes) {
     if (regime == "all" ? !r.in_all : regime != r.name) continue;
@@ -182,9 +190,10 @@ Status RunTrainBench(const TrainFlags& f) {
     reg["host_budget"] = host_budget;
     reg["results"] = nlohmann::ordered_json::array();
     if (!f.json) {
-      std::printf("\n%s (model %s, micro_batch %d, seq_len %d, %s, device %s, host %s): reference step %.3f s\n",
+      std::printf("\n%s (model %s, micro_batch %d, seq_len %d, %s, device %s, host %s, %d compute threads): "
+                  "reference step %.3f s\n",
                   r.name, r.model, r.micro_batch, r.seq_len, f.dtype.c_str(), device_budget.c_str(),
-                  host_budget.c_str(), reference);
+                  host_budget.c_str(), torch::get_num_threads(), reference);
       std::printf("  %-13s %9s %8s %9s %9s %12s %21s %10s %7s %8s %-11s\n", "POLICY", "STEP s", "x NONE", "DEV HIT",
                   "STALL s", "MOVED/STEP", "NVME READ/WRITE/STEP", "NVME HELD", "ALLOCS", "OVERLAP", "BOUND LANE");
     }
@@ -232,6 +241,10 @@ Benchmark AddTrainBench(CLI::App& app) {
   cmd->add_option("--variants", f->variants,
                   "the offloaded variants to run beside the in-memory reference (none), comma-separated; all by default")
       ->type_name("LIST")->delimiter(',')->check(CliOneOf({"tencache", "no-prefetch", "zero-infinity", "lru"}));
+  cmd->add_option("--threads", f->threads,
+                  "torch compute threads (default 1: the other cores left to the cache's threads; a one-rank worker "
+                  "would use " + std::to_string(ComputeThreadsPerRank(1)) + ")")
+      ->type_name("N")->check(CliWholeNumber(1, 1024));
   cmd->add_flag("--json", f->json, "one JSON object instead of the tables");
   return {cmd, [f] { return RunTrainBench(*f); }};
 }

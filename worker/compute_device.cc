@@ -1,5 +1,8 @@
 #include "worker/compute_device.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "cachemgr/device_tier.h"
 
 #if TENCACHE_HAVE_CUDA
@@ -40,6 +43,11 @@ StatusOr<ComputeDevice> SelectComputeDevice(const std::string& choice, int local
   }
   d.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
   return d;
+}
+
+int ComputeThreadsPerRank(int local_ranks) {
+  const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_ranks));
 }
 
 Status UseDevice(const ComputeDevice& d) {

@@ -40,6 +40,13 @@ torch::Dtype ComputeDtypeFor(DType dtype, const ComputeDevice& d);
 // "bf16", "fp16", "fp32".
 const char* TorchDtypeName(torch::Dtype dtype);
 
+// The torch compute threads of a rank when `local_ranks` ranks share this
+// machine's cores: its share, at least one (oversubscribed BLAS threads spin
+// against each other and can slow a step tenfold). Not torch's default, its
+// count of physical cores, which differs between machines of the same shape
+// (1 on a 2-vCPU machine whose two cores it takes for one).
+int ComputeThreadsPerRank(int local_ranks);
+
 // Makes `d` the calling thread's current device (cudaSetDevice); no-op on CPU.
 Status UseDevice(const ComputeDevice& d);
 

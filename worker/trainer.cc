@@ -15,6 +15,7 @@
 #include "common/shard_bytes.h"
 #include "common/stats.h"
 #include "worker/checkpoint.h"
+#include "worker/host_malloc.h"
 
 namespace tencache {
 namespace {
@@ -136,6 +137,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communica
                                    "computes on the CPU");
   }
   TC_RETURN_IF_ERROR(UseDevice(device));
+  KeepFreedHostMemory();  // a step's tensors are malloc'd afresh every step: keep their pages mapped
   std::unique_ptr<Trainer> t(new Trainer(job, comm, std::move(corpus), std::move(log), device, nvme_env));
   TC_RETURN_IF_ERROR(t->Init());
   return t;

@@ -197,8 +197,7 @@ Status Run(const Args& args, int rank) {
     TC_ASSIGN_OR_RETURN(nccl, MakeNcclCommunicator(mpi.get(), device));
   }
   Communicator* comm = nccl ? nccl.get() : mpi.get();
-  const int cores = std::max(1, int(std::thread::hardware_concurrency()));
-  torch::set_num_threads(std::max(1, cores / local_ranks));
+  torch::set_num_threads(ComputeThreadsPerRank(local_ranks));
   auto log = [rank](const std::string& line) {
     if (rank == 0) std::cout << "tencache-worker: " << line << std::endl;
   };

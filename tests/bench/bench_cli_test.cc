@@ -39,6 +39,9 @@ TEST(BenchCliTest, HelpListsSubcommandsAndEachSubcommandHasItsOwn) {
     EXPECT_EQ(bad.code, 2) << bad.out;
     EXPECT_NE(bad.out.find("--variants"), std::string::npos) << bad.out;
     EXPECT_NE(bad.out.find("fifo"), std::string::npos) << bad.out;
+    const testing::CommandResult threads = Bench("train --threads 0");
+    EXPECT_EQ(threads.code, 2) << threads.out;
+    EXPECT_NE(threads.out.find("--threads: got '0'"), std::string::npos) << threads.out;
   }
   r = Bench("cache -h");
   EXPECT_EQ(r.code, 0);
