@@ -4,8 +4,7 @@
 // block's flat gradient). By default glibc serves a block above its mmap
 // threshold (at most 32 MiB) from a private mapping that free() unmaps, and
 // trims its heap's free top back to the OS, so the next step faults those
-// pages in again, zeroed by the kernel. Measured on GPT-2 124M, 1 rank, bf16:
-// 246,000 page faults a step, and the step 5.7x as long (docs/benchmarks.md).
+// pages in again, zeroed by the kernel (docs/benchmarks.md, session 15).
 #pragma once
 
 namespace tencache {
@@ -13,9 +12,10 @@ namespace tencache {
 // Makes malloc keep what is freed for the next allocation: no block is served
 // from a private mapping and no heap is trimmed.
 // REQUIRES: nothing; safe to call again and from any thread (process-wide).
-// GUARANTEES: after a step has run once, the same step faults in (almost) no
-// new host pages; the process's resident memory stays at its peak rather
-// than shrinking between steps. Under AddressSanitizer (its own allocator) it
+// GUARANTEES: once a step has run, a step like it faults in no new host pages
+// but where the heap still grows as its free blocks settle (now and then, not
+// every step); the process's resident memory stays at its peak rather than
+// shrinking between steps. Under AddressSanitizer (its own allocator) it
 // does nothing.
 void KeepFreedHostMemory();
 
