@@ -2,7 +2,6 @@
 
 #include <malloc.h>
 
-#include <cstddef>
 #include <limits>
 
 namespace tencache {
