@@ -7,8 +7,14 @@
 
 #include "bench/benchmarks.h"
 #include "common/cli.h"
+#ifdef TENCACHE_BENCH_TRAIN
+#include "worker/omp_wait_policy.h"
+#endif
 
 int main(int argc, char** argv) {
+#ifdef TENCACHE_BENCH_TRAIN
+  tencache::ExecAgainWithPassiveOmpWaitUnlessSet(argv);  // train and adamw compute as the worker does
+#endif
   namespace bench = tencache::bench;
   std::unique_ptr<CLI::App> app = tencache::MakeCliApp("tencache-bench", "Benchmarks of tencache's components.");
   app->require_subcommand(0, 1);  // none: the message below, naming them

@@ -21,6 +21,7 @@
 #include "common/cli.h"
 #include "launcher/resource_model.h"
 #include "worker/compute_device.h"
+#include "worker/omp_wait_policy.h"
 #include "worker/trainer.h"
 
 namespace tencache::bench {
@@ -169,10 +170,12 @@ Status RunTrainBench(const TrainFlags& f) {
   TC_ASSIGN_OR_RETURN(std::shared_ptr<TokenCorpus> corpus, TokenCorpus::Open(f.data));
 
   // Set, not torch's default, which differs between machines of the same shape.
-  torch::set_num_threads(f.threads);
+  const int blas_threads = SetComputeThreads(f.threads);
   nlohmann::ordered_json out;
   out["dtype"] = f.dtype;
   out["compute_threads"] = torch::get_num_threads();
+  out["openblas_threads"] = blas_threads;
+  out["omp_wait_policy"] = OmpWaitPolicy();
   out["regimes"] = nlohmann::ordered_json::array();
   for (const Regime& r : kRegimes) {
     if (regime == "all" ? !r.in_all : regime != r.name) continue;
@@ -190,10 +193,11 @@ Status RunTrainBench(const TrainFlags& f) {
     reg["host_budget"] = host_budget;
     reg["results"] = nlohmann::ordered_json::array();
     if (!f.json) {
-      std::printf("\n%s (model %s, micro_batch %d, seq_len %d, %s, device %s, host %s, %d compute threads): "
-                  "reference step %.3f s\n",
+      std::printf("\n%s (model %s, micro_batch %d, seq_len %d, %s, device %s, host %s, %d compute threads, "
+                  "OMP_WAIT_POLICY %s): reference step %.3f s\n",
                   r.name, r.model, r.micro_batch, r.seq_len, f.dtype.c_str(), device_budget.c_str(),
-                  host_budget.c_str(), torch::get_num_threads(), reference);
+                  host_budget.c_str(), torch::get_num_threads(), OmpWaitPolicy(),
+                  reference);
       std::printf("  %-13s %9s %8s %9s %9s %12s %21s %10s %7s %8s %-11s\n", "POLICY", "STEP s", "x NONE", "DEV HIT",
                   "STALL s", "MOVED/STEP", "NVME READ/WRITE/STEP", "NVME HELD", "ALLOCS", "OVERLAP", "BOUND LANE");
     }
@@ -242,7 +246,7 @@ Benchmark AddTrainBench(CLI::App& app) {
                   "the offloaded variants to run beside the in-memory reference (none), comma-separated; all by default")
       ->type_name("LIST")->delimiter(',')->check(CliOneOf({"tencache", "no-prefetch", "zero-infinity", "lru"}));
   cmd->add_option("--threads", f->threads,
-                  "torch compute threads (default 1: the other cores left to the cache's threads; a one-rank worker "
+                  "compute threads, torch's and OpenBLAS's (default 1: the other cores left to the cache's threads; a one-rank worker "
                   "would use " + std::to_string(ComputeThreadsPerRank(1)) + ")")
       ->type_name("N")->check(CliWholeNumber(1, 1024));
   cmd->add_flag("--json", f->json, "one JSON object instead of the tables");

@@ -117,17 +117,38 @@ Status Profiler::EndStep() {
   return status;
 }
 
+namespace {
+
+// `samples[i][j]`: access i's time in timed step j. The factor that makes the
+// per-access medians sum to the median step's total: a noisy CPU slows whole
+// stretches of a step, so most accesses' medians are from undisturbed steps and
+// their sum falls short of a typical step (docs/trace-format.md). 1 when the
+// medians sum to 0.
+double MedianStepScale(const std::vector<std::vector<double>>& samples) {
+  if (samples.empty()) return 1;
+  double medians = 0;
+  for (const std::vector<double>& s : samples) medians += std::max(0.0, Median(s));
+  std::vector<double> totals(samples[0].size(), 0.0);
+  for (const std::vector<double>& s : samples) {
+    for (size_t j = 0; j < totals.size() && j < s.size(); ++j) totals[j] += s[j];
+  }
+  return medians > 0 ? std::max(0.0, Median(totals)) / medians : 1;
+}
+
+}  // namespace
+
 Trace Profiler::timed_profile() const {
   Trace t = profile_;
   if (timed_steps_ == 0) return t;
+  const double duration_scale = MedianStepScale(durations_), lead_scale = MedianStepScale(leads_);
   double shift = 0;  // how much earlier (or later) the events from here on happen
   size_t a = 0;      // access events so far
   for (TraceEvent& e : t.events) {
     e.start_s += shift;
     e.end_s += shift;
     if (e.kind != EventKind::kAccess) continue;
-    const double median = std::max(0.0, Median(durations_[a]));
-    e.lead_s = Median(leads_[a]);
+    const double median = std::max(0.0, Median(durations_[a])) * duration_scale;
+    e.lead_s = std::max(0.0, Median(leads_[a])) * lead_scale;
     e.wait_s = Median(waits_[a++]);
     shift += median - e.duration_s();
     e.end_s = e.start_s + median;

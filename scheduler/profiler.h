@@ -86,8 +86,9 @@ class Profiler {
   int timed_steps() const { return timed_steps_ < kTimedSteps ? timed_steps_ : kTimedSteps; }
   // REQUIRES: has_profile(). The profile, with each access's duration (end_s -
   // start_s), lead_s and wait_s the medians over the last kTimedSteps timed steps
-  // where there are any; every later event is moved by the duration's change,
-  // so gaps and order stay.
+  // where there are any; the durations, and the leads, scaled alike so that they
+  // sum to the median over those steps of their step's sum. Every later event is
+  // moved by the duration's change, so gaps and order stay.
   Trace timed_profile() const;
 
  private:

@@ -351,14 +351,14 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   const std::vector<HostAcquire>& update = host_.update(x);
   s.held_.clear();
   size_t a = 0;
-  // A stored gradient: read, added into the reduced one, dropped (with the first part).
+  // A stored gradient: read, added into the reduced one, dropped (by the part that has it).
   for (; a < update.size() && update[a].consume; ++a) {
-    if (first > 0) continue;
+    if (!HostTierModel::InPart(update[a], e)) continue;
     wait_until(s.HostAcquire(update[a].tensor, update[a].use, issue));
     ++s.host_.pos;
   }
-  if (first == 0) {
-    for (size_t i = 0; i < a; ++i) s.DropHost(update[i].tensor, cpu);
+  for (size_t i = 0; i < a; ++i) {
+    if (HostTierModel::InPart(update[i], e)) s.DropHost(update[i].tensor, cpu);
   }
   while (a < update.size() && update[a].piece < first) ++a;
   // A later part writes the parameter the first part overwrote (mixed precision).

@@ -1,5 +1,7 @@
 #include "worker/compute_device.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -48,6 +50,19 @@ StatusOr<ComputeDevice> SelectComputeDevice(const std::string& choice, int local
 int ComputeThreadsPerRank(int local_ranks) {
   const int cores = std::max(1, int(std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, local_ranks));
+}
+
+int SetComputeThreads(int n) {
+  torch::set_num_threads(n);
+  // Looked up at run time: libtorch's BLAS is chosen by the system (Debian's
+  // alternatives), and another may have no such call.
+  using SetThreads = void (*)(int);
+  using GetThreads = int (*)();
+  auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (set == nullptr || get == nullptr) return 0;
+  set(n);
+  return get();
 }
 
 Status UseDevice(const ComputeDevice& d) {

@@ -47,6 +47,14 @@ const char* TorchDtypeName(torch::Dtype dtype);
 // (1 on a 2-vCPU machine whose two cores it takes for one).
 int ComputeThreadsPerRank(int local_ranks);
 
+// Makes this process compute on `n` threads: libtorch's intra-op threads and,
+// where libtorch's BLAS is OpenBLAS (Debian's libtorch: every fp32 matrix
+// product), OpenBLAS's own pool too, which otherwise keeps one thread per core
+// whatever torch's setting, spinning against torch's threads and other ranks'.
+// Returns the OpenBLAS threads now set, 0 where no OpenBLAS is loaded.
+// REQUIRES: n >= 1; no compute running.
+int SetComputeThreads(int n);
+
 // Makes `d` the calling thread's current device (cudaSetDevice); no-op on CPU.
 Status UseDevice(const ComputeDevice& d);
 

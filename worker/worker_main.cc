@@ -28,6 +28,7 @@
 #include "common/report_lines.h"
 #include "worker/machine_probe.h"
 #include "worker/compute_device.h"
+#include "worker/omp_wait_policy.h"
 #include "worker/mpi_communicator.h"
 #include "worker/nccl_communicator.h"
 #include "common/safetensors.h"
@@ -196,7 +197,7 @@ Status Run(const Args& args, int rank) {
     TC_ASSIGN_OR_RETURN(nccl, MakeNcclCommunicator(mpi.get(), device));
   }
   Communicator* comm = nccl ? nccl.get() : mpi.get();
-  torch::set_num_threads(ComputeThreadsPerRank(local_ranks));
+  const int blas_threads = SetComputeThreads(ComputeThreadsPerRank(local_ranks));
   auto log = [rank](const std::string& line) {
     if (rank == 0) std::cout << "tencache-worker: " << line << std::endl;
   };
@@ -207,7 +208,8 @@ Status Run(const Args& args, int rank) {
   }
   TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, comm, corpus, log, device));
   log(trainer->Describe() + "; " + std::to_string(torch::get_num_threads()) + " compute thread(s) per rank (" +
-      std::to_string(local_ranks) + " rank(s) on this machine)");
+      std::to_string(local_ranks) + " rank(s) on this machine; OpenBLAS threads " + std::to_string(blas_threads) +
+      ", OMP_WAIT_POLICY " + OmpWaitPolicy() + ")");
   std::ofstream metrics;
   if (rank == 0 && !args.metrics.empty()) {
     metrics.open(args.metrics);
@@ -242,7 +244,8 @@ Status Run(const Args& args, int rank) {
     if (!wrote.ok()) return wrote.WithContext("--trace");
     const int timed = trainer->profiler().timed_steps();
     log("trace: wrote " + args.trace + " (compute times: " +
-        (timed > 0 ? "each access's median over the " + std::to_string(timed) + " steps after the profiled one"
+        (timed > 0 ? "each access's median over the " + std::to_string(timed) +
+                             " steps after the profiled one, scaled to their median step"
                    : std::string("the profiled step's")) +
         "); replay: tencache-sim --trace " + args.trace + " " + trainer->SimFlags() +
         " --policy tencache (device_hit_rate compares with steps >= 2)");
@@ -277,6 +280,7 @@ Status Run(const Args& args, int rank) {
 }  // namespace tencache
 
 int main(int argc, char** argv) {
+  tencache::ExecAgainWithPassiveOmpWaitUnlessSet(argv);
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -100,7 +100,7 @@ TEST(ProfilerTest, TimedProfileTakesEachAccesssMedianComputeOverTheFollowedSteps
   ASSERT_TRUE(p.EndStep().ok());
   Step(p, {0, 1, 2}, {0.3, 0.5, 0.2});
   ASSERT_TRUE(p.EndStep().ok());
-  Step(p, {0, 1, 2}, {0.2, 0.6, 0.2});
+  Step(p, {0, 1, 2}, {0.2, 0.6, 0.1});  // the medians add up to the median step's 0.9: no scaling
   ASSERT_TRUE(p.EndStep().ok());
   EXPECT_EQ(p.timed_steps(), 3);
   const Trace t = p.timed_profile();
@@ -209,6 +209,34 @@ TEST(ProfilerTest, AnAccesssLeadIsTheThreadsOwnTimeSinceThePreviousEvent) {
   EXPECT_NEAR(back->events[1].wait_s, 0.1, 1e-12);
   EXPECT_EQ(back->events[2].lead_s, 0.0);
   EXPECT_EQ(back->events[2].wait_s, 0.0);
+}
+
+// A noisy CPU slows a stretch of each step, a different access each time:
+// every access's median is then an undisturbed time, and their sum would fall
+// short of every step. The trace's times are scaled to the median step's sum;
+// leads by their own factor.
+TEST(ProfilerTest, TimedProfileAddsUpToTheMedianStep) {
+  Profiler p(TraceHeader{}, nullptr);
+  p.set_followed_steps_timed(true);
+  LeadStep(p, {0.1, 0.1, 0.1}, {0, 0, 0});  // the profiled step
+  ASSERT_TRUE(p.EndStep().ok());
+  LeadStep(p, {0.5, 0.1, 0.1}, {0, 0, 0});
+  ASSERT_TRUE(p.EndStep().ok());
+  LeadStep(p, {0.1, 0.5, 0.1}, {0, 0, 0});
+  ASSERT_TRUE(p.EndStep().ok());
+  LeadStep(p, {0.1, 0.1, 0.3}, {0, 0, 0});
+  ASSERT_TRUE(p.EndStep().ok());
+  const Trace t = p.timed_profile();
+  double leads = 0, durations = 0;
+  for (const TraceEvent& e : t.events) {
+    if (e.kind != EventKind::kAccess) continue;
+    leads += e.lead_s;
+    durations += e.duration_s();
+    EXPECT_NEAR(e.lead_s, 0.1 * 0.7 / 0.3, 1e-12);  // medians 0.1, steps 0.7, 0.7 and 0.5
+  }
+  EXPECT_NEAR(leads, 0.7, 1e-12);
+  EXPECT_NEAR(durations, 0.6, 1e-12);  // every step computes 3 x 0.2: unscaled
+  EXPECT_TRUE(ValidateTrace(t, "scaled").ok());
 }
 
 }  // namespace

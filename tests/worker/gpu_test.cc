@@ -2,10 +2,12 @@
 // trainer computing on a GPU with the device tier in GPU memory. The tests that
 // need a GPU skip with a message without one (and with Debian's CPU-only
 // libtorch); `ctest -L gpu` selects this binary on the GPU machine
-// (scripts/gpu-check). The refusals run everywhere.
+// (scripts/gpu-check). The refusals and the thread setting run everywhere.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <thread>
@@ -85,6 +87,23 @@ TEST(ComputeDevice, AnotherWordIsInvalidArgument) {
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(d.status().message().find("expected auto, cuda or cpu, got 'gpu'"), std::string::npos);
+}
+
+// OpenBLAS (Debian's libtorch's fp32 products) keeps its own pool, one thread
+// per core, unless told: the worker's thread count must reach it.
+TEST(ComputeDevice, SetComputeThreadsReachesTorchAndOpenBlas) {
+  const int before = torch::get_num_threads();
+  const bool openblas = dlsym(RTLD_DEFAULT, "openblas_get_num_threads") != nullptr;
+  EXPECT_EQ(SetComputeThreads(1), openblas ? 1 : 0);
+  EXPECT_EQ(torch::get_num_threads(), 1);
+  if (openblas) {
+    auto get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    EXPECT_EQ(get(), 1);
+    const int two = std::min(2, int(std::thread::hardware_concurrency()));
+    EXPECT_EQ(SetComputeThreads(two), two);
+    EXPECT_EQ(get(), two);
+  }
+  SetComputeThreads(before);
 }
 
 TEST(Nccl, RefusesACpuRankAndTheTrainerRefusesDeviceBuffersOnTheCpu) {

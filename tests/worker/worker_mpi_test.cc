@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -92,6 +95,24 @@ TEST_F(WorkerMpi, CollectivesInPiecesGiveTheSameLosses) {
         << "step " << steps;
   }
   EXPECT_EQ(steps, 4);
+}
+
+// Each rank computes on its share of the cores, OpenBLAS's pool included, and
+// its OpenMP threads sleep between regions (worker/omp_wait_policy.cc) unless
+// the environment sets a policy of its own.
+TEST_F(WorkerMpi, ComputeThreadsAreTheRanksShareAndWaitPassivelyUnlessTold) {
+  const std::string job = " " + std::string(TENCACHE_WORKER_BIN) + " --job " + (dir_ / "job.yaml").string() +
+                          " --sample 0 --steps 1 2>&1";
+  CommandResult r = tencache::testing::RunCommand("env -u OMP_WAIT_POLICY mpirun --allow-run-as-root -n 1" + job);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+  EXPECT_NE(r.out.find(std::to_string(cores) + " compute thread(s) per rank (1 rank(s) on this machine; OpenBLAS threads " +
+                       std::to_string(cores) + ", OMP_WAIT_POLICY PASSIVE)"),
+            std::string::npos)
+      << r.out;
+  r = tencache::testing::RunCommand("OMP_WAIT_POLICY=ACTIVE mpirun --allow-run-as-root -x OMP_WAIT_POLICY -n 1" + job);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("OMP_WAIT_POLICY ACTIVE)"), std::string::npos) << r.out;
 }
 
 // Without a usable GPU, --device cuda stops with the reason; auto trains on the CPU.
