@@ -196,8 +196,7 @@ Status RunTrainBench(const TrainFlags& f) {
       std::printf("\n%s (model %s, micro_batch %d, seq_len %d, %s, device %s, host %s, %d compute threads, "
                   "OMP_WAIT_POLICY %s): reference step %.3f s\n",
                   r.name, r.model, r.micro_batch, r.seq_len, f.dtype.c_str(), device_budget.c_str(),
-                  host_budget.c_str(), torch::get_num_threads(), OmpWaitPolicy(),
-                  reference);
+                  host_budget.c_str(), torch::get_num_threads(), OmpWaitPolicy(), reference);
       std::printf("  %-13s %9s %8s %9s %9s %12s %21s %10s %7s %8s %-11s\n", "POLICY", "STEP s", "x NONE", "DEV HIT",
                   "STALL s", "MOVED/STEP", "NVME READ/WRITE/STEP", "NVME HELD", "ALLOCS", "OVERLAP", "BOUND LANE");
     }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
