@@ -46,6 +46,9 @@ struct TrainSpec {
   double eval_split = 0.05;
   int eval_sequences = 64;
   uint64_t seed = 1;
+  // Compute threads of each rank (torch's and OpenBLAS's); 0: the rank's share
+  // of its machine's cores (worker/compute_device.h ComputeThreadsPerRank).
+  int compute_threads = 0;
   int checkpoint_every = 0;       // 0: never
   std::string checkpoint_dir = "ckpt/";  // relative to the job file's folder
   int keep_checkpoints = 2;       // the newest complete checkpoints kept

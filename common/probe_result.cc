@@ -10,6 +10,7 @@ nlohmann::ordered_json ProbeResult::ToJson() const {
   j["embed_s"] = embed_s;
   j["layer_s"] = layer_s;
   j["head_s"] = head_s;
+  j["compute_page_faults"] = compute_page_faults;
   j["matmul_tflops"] = matmul_tflops;
   j["matmul_fp32_tflops"] = matmul_fp32_tflops;
   j["adamw_params_per_s"] = adamw_params_per_s;
@@ -30,6 +31,7 @@ StatusOr<ProbeResult> ProbeResult::FromJson(const nlohmann::json& j) {
     r.embed_s = j.at("embed_s").get<double>();
     r.layer_s = j.at("layer_s").get<double>();
     r.head_s = j.at("head_s").get<double>();
+    r.compute_page_faults = j.value("compute_page_faults", 0.0);  // absent from earlier probes' caches
     r.matmul_tflops = j.at("matmul_tflops").get<double>();
     r.matmul_fp32_tflops = j.at("matmul_fp32_tflops").get<double>();
     r.adamw_params_per_s = j.at("adamw_params_per_s").get<double>();

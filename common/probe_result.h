@@ -22,6 +22,10 @@ struct ProbeResult {
   double embed_s = 0;           // embedding block, forward + backward
   double layer_s = 0;           // one transformer layer, forward + recompute + backward
   double head_s = 0;            // final norm + LM head + loss, forward + backward, and the pass around them
+  // Minor page faults per micro-batch while it was timed (with the layers): 0
+  // or nearly, as in the worker's steps, which keep freed memory mapped; a
+  // probe that faults its tensors in afresh times more than the steps take.
+  double compute_page_faults = 0;
   double matmul_tflops = 0;     // the MLP's up-projection matmul alone, TFLOP/s
   double matmul_fp32_tflops = 0;  // the same matmul in fp32 (bf16 may have no native instructions here)
   double adamw_params_per_s = 0;  // AdamW on fp32 master + moments, this rank's threads

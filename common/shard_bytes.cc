@@ -64,4 +64,31 @@ ShardTensors ShardTensorBytes(const ModelShape& model, DType dtype, int ranks) {
   return t;
 }
 
+bool DeferredUpdates(const JobSpec& job) { return job.dtype == DType::kFp16 || job.train.grad_clip > 0; }
+
+bool SplitEmbeddingUpdate(const JobSpec& job) {
+  return job.model.tied_embeddings && job.dtype != DType::kFp32 && !DeferredUpdates(job);
+}
+
+uint64_t HeldRowElements(const ModelShape& model, int ranks, int micro_batch) {
+  const uint64_t block0 = model.BlockParamCounts()[0], count = (block0 + ranks - 1) / ranks;
+  const uint64_t tokens = uint64_t(model.vocab) * model.hidden;
+  const uint64_t rows = std::min<uint64_t>(model.vocab, uint64_t(micro_batch) * model.seq_len * ranks);
+  return std::min(count, block0 - std::min(block0, tokens) + rows * model.hidden);
+}
+
+WorkerHostBuffers WorkerHostBufferBytes(const JobSpec& job, int ranks, bool on_gpu) {
+  const std::vector<uint64_t> counts = ShardCounts(job.model, ranks);
+  const uint64_t largest = *std::max_element(counts.begin(), counts.end());  // elements of a shard
+  WorkerHostBuffers b;
+  if (ranks > 1) b.scatter = (largest + 1) * 4;
+  if (on_gpu) b.grad_staging = largest * uint64_t(ranks) * 4;
+  if (DeferredUpdates(job)) b.deferred_grad = (largest + 1) * 4;
+  if (SplitEmbeddingUpdate(job)) {
+    b.embed_grad = counts[0] * 4;
+    b.held_rows = 8 * HeldRowElements(job.model, ranks, job.train.micro_batch) * 4;
+  }
+  return b;
+}
+
 }  // namespace tencache

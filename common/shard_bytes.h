@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/job_spec.h"
 #include "common/model_shape.h"
 
 namespace tencache {
@@ -73,5 +74,29 @@ ShardTensors ShardTensorBytes(const ModelShape& model, DType dtype, int ranks);
 // The worker's cache keeps at least this many host slots per size class (a
 // tensor being updated, its next, and one being written back).
 constexpr uint64_t kWorkerHostSlotsPerClass = 3;
+
+// Host memory one rank of the worker allocates once, beside its cache and
+// beside the blocks it computes with (the resource model's working set; on a
+// CPU the gathered blocks are host buffers too), all fp32: the reduce-scatter's
+// output (more than one rank); a whole block's gradient staged on its way to
+// AdamW (on a GPU); the stored gradient of a deferred update (train.grad_clip
+// or fp16); and the split embedding update's copy of block 0's gradient shard
+// with its held rows (a tied embedding in mixed precision, not deferred). Each
+// is sized for the largest block; the trainer allocates exactly these.
+struct WorkerHostBuffers {
+  uint64_t scatter = 0, grad_staging = 0, deferred_grad = 0, embed_grad = 0, held_rows = 0;
+  uint64_t total() const { return scatter + grad_staging + deferred_grad + embed_grad + held_rows; }
+};
+// REQUIRES: job.model describes a model (layers, hidden, vocab > 0); ranks >= 1.
+WorkerHostBuffers WorkerHostBufferBytes(const JobSpec& job, int ranks, bool on_gpu);
+// Whether the worker updates after the whole backward (train.grad_clip, fp16),
+// and whether it splits a tied embedding's update around the lookup.
+bool DeferredUpdates(const JobSpec& job);
+bool SplitEmbeddingUpdate(const JobSpec& job);
+// Elements of block 0's shard on one rank that the split update holds back
+// (its other parameters, and the token rows the last micro-batch of every rank
+// may look up), at most: the capacity of each of its eight fp32 arrays (the
+// gradient, master and moments, of this step and of the previous one).
+uint64_t HeldRowElements(const ModelShape& model, int ranks, int micro_batch);
 
 }  // namespace tencache

@@ -216,6 +216,7 @@ std::string ProbeCacheKey(const JobSpec& job, const MachineFacts& facts, int ran
   k << facts.hostname << "|" << fs::absolute(job.cache.nvme_path).lexically_normal().string() << "|" << m.name
     << ":" << m.layers << "x" << m.hidden << "x" << m.ffn_hidden << "x" << m.heads << "/" << m.vocab << "@"
     << m.seq_len << "|" << DTypeName(job.dtype) << "|mb" << job.train.micro_batch << "|r" << ranks;
+  if (job.train.compute_threads > 0) k << "|t" << job.train.compute_threads;  // the probe computes on them
   if (job.cluster.target == Target::kHosts) {  // probed across those hosts
     k << "|hosts";
     for (const HostSlots& h : job.cluster.hosts.list) k << " " << h.host << ":" << h.slots;

@@ -155,6 +155,7 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
       {"train.eval_split", nlohmann::json(j.train.eval_split).dump()},
       {"train.eval_sequences", std::to_string(j.train.eval_sequences)},
       {"train.seed", std::to_string(j.train.seed)},
+      {"train.compute_threads", std::to_string(j.train.compute_threads)},
       {"train.checkpoint_every", std::to_string(j.train.checkpoint_every)},
       {"train.checkpoint_dir", Quote(std::filesystem::absolute(j.train.checkpoint_dir).string())},
       {"train.keep_checkpoints", std::to_string(j.train.keep_checkpoints)},

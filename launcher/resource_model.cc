@@ -289,6 +289,7 @@ std::string SetCapacities(const JobSpec& job, const InstanceSpec& inst, const St
   c->capacity[kGpu] = gpu_free > 0 ? static_cast<uint64_t>(gpu_free) : 0;
   double host = inst.ram_gib * double(kGiB) * (1 - a.host_reserved_fraction) / inst.gpu_count;
   if (a.device_in_host_memory) host -= double(c->gpu_fixed.activations + c->gpu_fixed.working_set);
+  host -= double(WorkerHostBufferBytes(job, c->ranks, !a.device_in_host_memory).total());
   c->capacity[kCpu] = host > 0 ? static_cast<uint64_t>(host) : 0;
   c->capacity[kNvme] = storage.bytes / inst.gpu_count;
   const std::optional<uint64_t> budgets[kNumTierIndices] = {job.cache.device_budget, job.cache.host_budget,

@@ -1,5 +1,6 @@
 #include "worker/machine_probe.h"
 
+#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "common/stats.h"
 #include "worker/adamw.h"
 #include "worker/decoder_model.h"
+#include "worker/host_malloc.h"
 #include "worker/trainer.h"
 
 namespace tencache {
@@ -32,12 +34,21 @@ double MedianSeconds(int repeats, const std::function<void()>& fn) {
   return Median(std::move(t));
 }
 
+long MinorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
 // Median over `repeats` of the slowest rank's seconds for `fn`, every rank
 // starting together: in training each collective waits for the slowest rank.
-StatusOr<double> SlowestRankSeconds(Communicator* comm, int repeats, const std::function<void()>& fn) {
+// `faults` (when given): this process's minor page faults per timed run.
+StatusOr<double> SlowestRankSeconds(Communicator* comm, int repeats, const std::function<void()>& fn,
+                                    double* faults = nullptr) {
   fn();
   std::vector<double> t;
   std::vector<double> all(comm->size());
+  const long faults_before = MinorFaults();
   for (int i = 0; i < repeats; ++i) {
     TC_RETURN_IF_ERROR(comm->Barrier());
     const double t0 = Now();
@@ -46,6 +57,7 @@ StatusOr<double> SlowestRankSeconds(Communicator* comm, int repeats, const std::
     TC_RETURN_IF_ERROR(comm->AllGather(&mine, all.data(), sizeof(double)));
     t.push_back(*std::max_element(all.begin(), all.end()));
   }
+  if (faults != nullptr) *faults = double(MinorFaults() - faults_before) / repeats;
   return Median(std::move(t));
 }
 
@@ -69,7 +81,8 @@ struct ProbeModel {
   std::vector<torch::Tensor> layers;
 };
 
-StatusOr<double> MicroBatchSeconds(const ProbeModel& p, int layers, int repeats, Communicator* comm) {
+StatusOr<double> MicroBatchSeconds(const ProbeModel& p, int layers, int repeats, Communicator* comm,
+                                   double* faults = nullptr) {
   return SlowestRankSeconds(comm, repeats, [&] {
     std::vector<torch::Tensor> inputs(layers);
     torch::Tensor x;
@@ -92,7 +105,7 @@ StatusOr<double> MicroBatchSeconds(const ProbeModel& p, int layers, int repeats,
     }
     torch::Tensor fe = p.embed.detach().requires_grad_(true);
     torch::autograd::grad({p.model.Embed(fe, p.tokens)}, {fe}, {dx});
-  });
+  }, faults);
 }
 
 Status ProbeCompute(const JobSpec& job, torch::Dtype dtype, Communicator* comm, ProbeResult* r) {
@@ -107,7 +120,8 @@ Status ProbeCompute(const JobSpec& job, torch::Dtype dtype, Communicator* comm, 
   for (int l = 0; l < layers; ++l) p.layers.push_back(BlockParams(p.model, 1 + l, dtype));
   const int repeats = 9;
   TC_ASSIGN_OR_RETURN(const double without_layers, MicroBatchSeconds(p, 0, repeats, comm));
-  TC_ASSIGN_OR_RETURN(const double with_layers, MicroBatchSeconds(p, layers, repeats, comm));
+  TC_ASSIGN_OR_RETURN(const double with_layers,
+                      MicroBatchSeconds(p, layers, repeats, comm, &r->compute_page_faults));
   r->layer_s = std::max(0.0, with_layers - without_layers) / layers;
   r->embed_s = MedianSeconds(repeats, [&] {
     torch::Tensor fe = p.embed.detach().requires_grad_(true);
@@ -189,6 +203,7 @@ StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int t
   TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
   const bool mixed = job.dtype != DType::kFp32;  // 2-byte parameter shards
   const torch::Dtype compute = ComputeDtypeFor(job.dtype, ComputeDevice{});  // the probe computes on the CPU
+  KeepFreedHostMemory();  // the steps it predicts keep their freed pages mapped: so does the probe
   ProbeResult r;
   r.dtype = TorchDtypeName(compute);
   r.threads = threads;

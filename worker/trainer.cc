@@ -170,10 +170,10 @@ Status Trainer::Init() {
   param_dtype_ = ParamDtypeFor(job_.dtype);
   compute_dtype_ = ComputeDtypeFor(job_.dtype, device_);
   fp16_ = job_.dtype == DType::kFp16;
-  deferred_ = fp16_ || job_.train.grad_clip > 0;
+  deferred_ = DeferredUpdates(job_);
   // In fp32 the parameter is its own master: its held rows would have to be
   // written where the device holds it, costing a copy of the whole shard a step.
-  split_embedding_ = job_.model.tied_embeddings && layout_.mixed && !deferred_;
+  split_embedding_ = SplitEmbeddingUpdate(job_);
   loss_scale_ = fp16_ ? job_.train.initial_loss_scale : 1.0;
   for (int b = 0; b < model_.num_blocks(); ++b) {
     const size_t n = size_t(model_.layout(b).numel);
@@ -195,7 +195,13 @@ Status Trainer::Init() {
     grad_host_.assign(largest, 0.0f);
   }
   if (deferred_) update_grad_.assign(largest / ranks_ + 1, 0.0f);
-  if (split_embedding_) embed_grad_.assign(layout_.counts[0], 0.0f);
+  if (split_embedding_) {
+    embed_grad_.assign(layout_.counts[0], 0.0f);
+    const size_t held = HeldRowElements(job_.model, ranks_, job_.train.micro_batch);
+    for (HeldRows* h : {&held_, &merging_}) {
+      for (std::vector<float>* a : {&h->grad, &h->master, &h->m, &h->v}) a->reserve(held);
+    }
+  }
   adamw_.lr = job_.train.lr;
   adamw_.beta1 = job_.train.beta1;
   adamw_.beta2 = job_.train.beta2;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
+#include "common/shard_bytes.h"
 #include "scheduler/plan.h"
 #include "scheduler/profiler.h"
 #include "worker/adamw.h"
@@ -121,6 +122,10 @@ class Trainer {
   // out), the profiled step's where none has run yet, as the trace carries
   // steady compute times.
   std::string SimFlags() const;
+  // The host buffers this rank allocated beside its cache, by what they hold
+  // (their capacities): what common/shard_bytes.h's WorkerHostBufferBytes
+  // says for the job, which the launcher's resource model counts.
+  WorkerHostBuffers HostBuffers() const;
 
  public:
   // Elements [begin, end) of this rank's block-0 shard held apart from the

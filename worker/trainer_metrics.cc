@@ -1,4 +1,5 @@
-// The trainer's step metrics: each rank's figures gathered into one StepMetrics.
+// The trainer's step metrics: each rank's figures gathered into one StepMetrics;
+// the host memory it holds beside its cache.
 #include <algorithm>
 #include <iterator>
 
@@ -94,6 +95,17 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.prefetches_deferred = int(c.prefetches_deferred);
   m.prefetches_declined = int(c.prefetches_declined);
   return m;
+}
+
+WorkerHostBuffers Trainer::HostBuffers() const {
+  auto bytes = [](const std::vector<float>& a) { return uint64_t(a.capacity()) * sizeof(float); };
+  WorkerHostBuffers b;
+  b.scatter = bytes(scatter_);
+  b.grad_staging = bytes(grad_host_);
+  b.deferred_grad = bytes(update_grad_);
+  b.embed_grad = bytes(embed_grad_);
+  for (const HeldRows* h : {&held_, &merging_}) b.held_rows += bytes(h->grad) + bytes(h->master) + bytes(h->m) + bytes(h->v);
+  return b;
 }
 
 }  // namespace tencache

@@ -85,6 +85,7 @@ TEST(LocalMachine, ProbeCacheRoundTripsByKey) {
   EXPECT_DOUBLE_EQ(back->compute.layer_s, 0.25);
   EXPECT_FALSE(ReadProbeCache(file.string(), ProbeCacheKey(Job(), f, 3)).ok());  // another rank count
   EXPECT_NE(ProbeCacheKey(Job({"model.dtype=bf16"}), f, 2), key);
+  EXPECT_NE(ProbeCacheKey(Job({"train.compute_threads=1"}), f, 2), key);
   fs::remove_all(file.parent_path());
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/byte_size.h"
+#include "common/shard_bytes.h"
 
 namespace tencache {
 namespace {
@@ -223,6 +224,31 @@ TEST_F(ResourceModelTest, AHostBudgetBelowTheCachesLeastIsInfeasible) {
       << c.reason;
   job.cache.policy = CachePolicy::kZeroInfinity;  // its own rule; not this one
   EXPECT_TRUE(Eval(job, "g5.xlarge", 1).feasible);
+}
+
+// The worker's own host buffers (common/shard_bytes.h) come out of the host
+// memory that states may use: GPT-2 on one GPU stages its largest block's fp32
+// gradient (the tied embedding and positions, 50,257 + 1,024 rows of 768), and
+// bf16 splits the embedding's update, where clipping stores a gradient instead.
+TEST_F(ResourceModelTest, HostCapacityLeavesTheWorkersOwnBuffers) {
+  JobSpec split = Job("gpt2", 8, 8), clip = split;
+  clip.train.grad_clip = 1.0;
+  const uint64_t block0 = (50257ull + 1024) * 768;
+  const WorkerHostBuffers s = WorkerHostBufferBytes(split, 1, true), k = WorkerHostBufferBytes(clip, 1, true);
+  EXPECT_EQ(s.grad_staging, block0 * 4);
+  EXPECT_EQ(s.scatter, 0u);
+  EXPECT_EQ(s.deferred_grad, 0u);
+  EXPECT_EQ(s.embed_grad, block0 * 4);
+  // Positions (1,024 rows) and 8 x 1,024 looked-up rows, eight fp32 arrays.
+  EXPECT_EQ(s.held_rows, (1024ull + 8 * 1024) * 768 * 8 * 4);
+  EXPECT_EQ(k.deferred_grad, (block0 + 1) * 4);
+  EXPECT_EQ(k.embed_grad + k.held_rows, 0u);
+  EXPECT_EQ(WorkerHostBufferBytes(split, 1, false).grad_staging, 0u);  // a CPU computes from host memory
+  EXPECT_EQ(WorkerHostBufferBytes(split, 4, true).scatter, ((block0 + 3) / 4 + 1) * 4);
+  const Candidate cs = Eval(split, "g5.xlarge", 1), ck = Eval(clip, "g5.xlarge", 1);
+  ASSERT_TRUE(cs.feasible && ck.feasible) << cs.reason << ck.reason;
+  EXPECT_EQ(cs.capacity[kCpu] + s.total(), ck.capacity[kCpu] + k.total());
+  EXPECT_LT(cs.capacity[kCpu], ck.capacity[kCpu]);
 }
 
 // Between nodes every ring step waits for the network: the catalog's latency,

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command_runner.h"
+#include "common/shard_bytes.h"
 #include "launcher/resource_model.h"
 #include "reference_gpt.h"
 #include "trainer_fixture.h"
@@ -386,6 +387,50 @@ TEST(Trainer, TheLeastHostBudgetThePlannerAllowsIsTheWorkers) {
       }
       fs::remove_all(NvmeDir(tag));
     }
+  }
+}
+
+// The host buffers a rank allocates beside its cache are, byte for byte, what
+// the launcher's resource model takes off the host memory for states
+// (common/shard_bytes.h WorkerHostBufferBytes), when created and after steps:
+// one rank splitting a large embedding's update, two ranks clipping (a stored
+// gradient, the reduce-scatter's output), two ranks splitting.
+TEST(Trainer, HostBuffersAreWhatThePlannerCounts) {
+  struct Case {
+    int ranks;
+    std::vector<std::string> sets;
+  };
+  const Case cases[] = {{1, {"model.dtype=bf16", "model.vocab=4096"}},
+                        {2, {"train.grad_clip=1.0"}},
+                        {2, {"model.dtype=bf16"}}};
+  for (const Case& c : cases) {
+    const std::string tag = "buffers" + std::to_string(&c - cases);
+    SCOPED_TRACE(tag);
+    const JobSpec job = SmallJob("tencache", tag, c.sets);
+    const WorkerHostBuffers want = WorkerHostBufferBytes(job, c.ranks, /*on_gpu=*/false);
+    EXPECT_EQ(want.scatter > 0, c.ranks > 1);
+    EXPECT_EQ(want.deferred_grad > 0, job.train.grad_clip > 0);
+    EXPECT_EQ(want.embed_grad > 0 && want.held_rows > 0, job.dtype == DType::kBf16);
+    auto expect_want = [&](const WorkerHostBuffers& got, const char* when) {
+      EXPECT_EQ(got.scatter, want.scatter) << when;
+      EXPECT_EQ(got.grad_staging, want.grad_staging) << when;
+      EXPECT_EQ(got.deferred_grad, want.deferred_grad) << when;
+      EXPECT_EQ(got.embed_grad, want.embed_grad) << when;
+      EXPECT_EQ(got.held_rows, want.held_rows) << when;
+    };
+    auto comms = MakeThreadCommunicators(c.ranks, 120000);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < c.ranks; ++r) {
+      threads.emplace_back([&, r] {
+        StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, comms[r].get(), Corpus(), [](const std::string&) {});
+        ASSERT_TRUE(t.ok()) << t.status().ToString();
+        expect_want((*t)->HostBuffers(), "created");
+        for (int s = 0; s < 3; ++s) ASSERT_TRUE((*t)->Step().ok());
+        expect_want((*t)->HostBuffers(), "after 3 steps");
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    fs::remove_all(NvmeDir(tag));
   }
 }
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command_runner.h"
+#include "common/report_lines.h"
 
 namespace {
 
@@ -112,6 +113,37 @@ TEST_F(WorkerMpi, ComputeThreadsAreTheRanksShareAndWaitPassivelyUnlessTold) {
   r = tencache::testing::RunCommand("OMP_WAIT_POLICY=ACTIVE mpirun --allow-run-as-root -x OMP_WAIT_POLICY -n 1" + job);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("OMP_WAIT_POLICY ACTIVE)"), std::string::npos) << r.out;
+  // train.compute_threads overrides the share, for torch and OpenBLAS alike.
+  const std::string n = cores > 1 ? "1" : "2";
+  r = tencache::testing::RunCommand("mpirun --allow-run-as-root -n 1" + job.substr(0, job.size() - 5) +
+                                    " --set train.compute_threads=" + n + " 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(n + " compute thread(s) per rank (1 rank(s) on this machine; OpenBLAS threads " + n + ","),
+            std::string::npos)
+      << r.out;
+  r = tencache::testing::RunCommand("mpirun --allow-run-as-root -n 1" + job.substr(0, job.size() - 5) +
+                                    " --set train.compute_threads=-1 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("train.compute_threads"), std::string::npos) << r.out;
+}
+
+// The probe times the model's compute as the worker's steps run it: with freed
+// memory kept mapped (worker/host_malloc.h), so a micro-batch faults in no new
+// pages. A 50 MB embedding (65,536 x 192) would otherwise fault its gradient
+// in afresh every repeat (12,288 pages), and the plan predicted steps 30-40 %
+// too long (docs/benchmarks.md, session 17).
+TEST_F(WorkerMpi, TheProbeComputesWithoutFaultingInFreshPages) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's allocator keeps its own pools";
+#endif
+  CommandResult r = Launch(1, "--probe --set model.vocab=65536 --set model.hidden=192");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find(tencache::kReportProbePrefix);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const size_t from = at + std::string(tencache::kReportProbePrefix).size();
+  const nlohmann::json probe = nlohmann::json::parse(r.out.substr(from, r.out.find('\n', from) - from));
+  const double embedding_pages = 65536.0 * 192 * sizeof(float) / 4096;
+  EXPECT_LT(probe.at("compute_page_faults").get<double>(), embedding_pages / 20) << r.out;
 }
 
 // Without a usable GPU, --device cuda stops with the reason; auto trains on the CPU.
