@@ -101,8 +101,9 @@ TEST_F(WorkerMpi, CollectivesInPiecesGiveTheSameLosses) {
 // its OpenMP threads sleep between regions (worker/omp_wait_policy.cc) unless
 // the environment sets a policy of its own.
 TEST_F(WorkerMpi, ComputeThreadsAreTheRanksShareAndWaitPassivelyUnlessTold) {
-  const std::string job = " " + std::string(TENCACHE_WORKER_BIN) + " --job " + (dir_ / "job.yaml").string() +
-                          " --sample 0 --steps 1 2>&1";
+  const std::string worker = " " + std::string(TENCACHE_WORKER_BIN) + " --job " + (dir_ / "job.yaml").string() +
+                             " --sample 0 --steps 1";
+  const std::string job = worker + " 2>&1";
   CommandResult r = tencache::testing::RunCommand("env -u OMP_WAIT_POLICY mpirun --allow-run-as-root -n 1" + job);
   ASSERT_EQ(r.code, 0) << r.out;
   const int cores = std::max(1, int(std::thread::hardware_concurrency()));
@@ -115,14 +116,13 @@ TEST_F(WorkerMpi, ComputeThreadsAreTheRanksShareAndWaitPassivelyUnlessTold) {
   EXPECT_NE(r.out.find("OMP_WAIT_POLICY ACTIVE)"), std::string::npos) << r.out;
   // train.compute_threads overrides the share, for torch and OpenBLAS alike.
   const std::string n = cores > 1 ? "1" : "2";
-  r = tencache::testing::RunCommand("mpirun --allow-run-as-root -n 1" + job.substr(0, job.size() - 5) +
-                                    " --set train.compute_threads=" + n + " 2>&1");
+  r = tencache::testing::RunCommand("mpirun --allow-run-as-root -n 1" + worker + " --set train.compute_threads=" + n +
+                                    " 2>&1");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(n + " compute thread(s) per rank (1 rank(s) on this machine; OpenBLAS threads " + n + ","),
             std::string::npos)
       << r.out;
-  r = tencache::testing::RunCommand("mpirun --allow-run-as-root -n 1" + job.substr(0, job.size() - 5) +
-                                    " --set train.compute_threads=-1 2>&1");
+  r = tencache::testing::RunCommand("mpirun --allow-run-as-root -n 1" + worker + " --set train.compute_threads=-1 2>&1");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("train.compute_threads"), std::string::npos) << r.out;
 }
