@@ -187,20 +187,21 @@ Status Trainer::Init() {
     const size_t floats = (largest * layout_.ElementBytes(ShardKind::kParam) + sizeof(float) - 1) / sizeof(float);
     gathered_.assign(2, std::vector<float>(floats, 0.0f));
   }
-  if (ranks_ > 1) scatter_.assign(largest / ranks_ + 1, 0.0f);
+  // The host buffers beside the cache, at the sizes the planner subtracts from
+  // the host's capacity (common/shard_bytes.h): allocated once, here.
+  const WorkerHostBuffers host = WorkerHostBufferBytes(job_, ranks_, device_.cuda());
+  auto floats = [](uint64_t bytes) { return size_t(bytes / sizeof(float)); };
+  scatter_.assign(floats(host.scatter), 0.0f);
+  grad_host_.assign(floats(host.grad_staging), 0.0f);
+  update_grad_.assign(floats(host.deferred_grad), 0.0f);
+  embed_grad_.assign(floats(host.embed_grad), 0.0f);
+  for (HeldRows* h : {&held_, &merging_}) {  // eight arrays of the held rows' bound
+    for (std::vector<float>* a : {&h->grad, &h->master, &h->m, &h->v}) a->reserve(floats(host.held_rows) / 8);
+  }
   if (device_.cuda()) {
     const auto on_gpu = torch::TensorOptions().device(device_.device);
     for (torch::Tensor& w : work_) w = torch::zeros({int64_t(largest)}, on_gpu.dtype(param_dtype_));
     if (comm_->device_buffers()) scatter_dev_ = torch::zeros({int64_t(largest / ranks_ + 1)}, on_gpu.dtype(torch::kFloat32));
-    grad_host_.assign(largest, 0.0f);
-  }
-  if (deferred_) update_grad_.assign(largest / ranks_ + 1, 0.0f);
-  if (split_embedding_) {
-    embed_grad_.assign(layout_.counts[0], 0.0f);
-    const size_t held = HeldRowElements(job_.model, ranks_, job_.train.micro_batch);
-    for (HeldRows* h : {&held_, &merging_}) {
-      for (std::vector<float>* a : {&h->grad, &h->master, &h->m, &h->v}) a->reserve(held);
-    }
   }
   adamw_.lr = job_.train.lr;
   adamw_.beta1 = job_.train.beta1;
