@@ -6,8 +6,10 @@
 # to 1 Gbit/s (tc tbf), beside 2 ranks on this one machine (shared memory).
 # Each run probes its hosts again (--reprobe), so the probe's noise is in the
 # spread; the configurations rotate from round to round. Needs root; run it on a
-# quiet machine. Prints one line per run, then the median and range per
-# configuration, and where the two-node step's extra time goes.
+# quiet machine. The namespace nodes share this machine's cores, so each node's
+# rank computes on its share of them (train.compute_threads: cores / nodes, at
+# least 1) rather than on every core it sees. Prints one line per run, then the
+# median and range per configuration.
 #   bench/multinode_prediction.sh [ROUNDS] [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,10 +37,11 @@ run_hosts() {  # n rate round
   local n=$1 rate=$2 round=$3 name="${1}nodes${2:+-$2}"
   "$nodes_sh" down "$out/nodes" >/dev/null 2>&1 || true
   "$nodes_sh" up "$out/nodes" "$n" $rate
-  local hosts="[$(seq -s, -f '192.0.2.%g' 1 "$n")]"
+  local hosts="[$(seq -s, -f '192.0.2.%g' 1 "$n")]" threads=$(( $(nproc) / n ))
+  [ "$threads" -ge 1 ] || threads=1
   nsenter -t "$(cat "$out/nodes/192.0.2.1.pid")" -n -u -- "$launch" "$job" "${batch[@]}" --reprobe --steps "$steps" \
     --set cluster.target=hosts --set "cluster.hosts=$hosts" --set "cluster.rsh_agent=$out/nodes/rsh" \
-    --set cluster.network_interface=eth0 --out "$out/$name-$round" >"$out/$name-$round.log" 2>&1 ||
+    --set cluster.network_interface=eth0 --set train.compute_threads=$threads --out "$out/$name-$round" >"$out/$name-$round.log" 2>&1 ||
     { echo "$name round $round failed: see $out/$name-$round.log"; exit 1; }
   report "$name" "$round" "$out/$name-$round"
 }
