@@ -54,6 +54,7 @@ std::string CacheMetrics::ToJson() const {
   j["prefetches"] = prefetches;
   j["prefetches_declined"] = prefetches_declined;
   j["prefetches_deferred"] = prefetches_deferred;
+  j["slot_waits"] = slot_waits;
   j["allocations_after_setup"] = allocations_after_setup;
   j["quarantined_slots"] = quarantined_slots;
   j["host_utilization"] = host_utilization();

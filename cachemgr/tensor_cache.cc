@@ -206,12 +206,17 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
   };
   // While this call waits, a move of the tensor (even one a Prefetch started
   // and a mover is running) is not a prefetch: TakeSlot does not decline it.
+  // A mover in TakeSlot treats a tensor an Acquire waits for differently (never
+  // a victim, a holder about to be pinned): it decides again when a wait begins or ends.
   struct Waiting {
+    TensorCache* cache = nullptr;
     Entry* e = nullptr;
     ~Waiting() {  // runs before `lock` is released
-      if (e != nullptr) --e->waiters;
+      if (e == nullptr) return;
+      --e->waiters;
+      cache->WakeSlotWaiters();
     }
-  } waiting;
+  } waiting{this};
   bool retried = false;
   std::shared_ptr<Completion> move;  // the move this call waits on
   for (;;) {
@@ -241,6 +246,7 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
       ++metrics_.tiers[t].misses;
       ++e.waiters;
       waiting.e = &e;
+      WakeSlotWaiters();
     }
     if (move) {
       bool done = false;
@@ -317,6 +323,7 @@ void TensorCache::ReleaseLocked(TensorId id, Tier tier, AccessMode mode) {
   --e.pins[t];
   if (mode != AccessMode::kRead) --e.write_pins[t];
   if (e.pins[t] == 0 && !e.valid[t] && e.slot[t] >= 0 && !e.busy) DropCopy(&e, tier);  // stale copy
+  if (e.pins[t] == 0) WakeSlotWaiters();  // its slot may be the victim a mover waits for
   WakeVictimWaiters(id);
   if (e.deferred.empty()) return;
   // Parked moves re-check what blocked them; those still blocked park again.

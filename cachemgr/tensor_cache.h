@@ -124,7 +124,9 @@ struct TensorCacheOptions {
   // (counted in allocations_after_setup) instead of failing with ResourceExhausted.
   bool grow_when_pinned = true;
   // How long a mover waits for a slot held by a tensor that is itself in flight
-  // before growing the pool instead.
+  // (or that an Acquire is waiting for) before growing the pool instead; it
+  // decides again whenever a copy ends, a handle's last pin is released or an
+  // Acquire's wait begins or ends (counted in CacheMetrics::slot_waits).
   std::chrono::milliseconds slot_wait{100};
   // Bytes of NVMe for the tensors' extents; nullopt: room for every tensor. The
   // file is reserved at min(budget, every tensor's slot bytes); 0: no file.
@@ -251,6 +253,10 @@ class TensorCache {
   int64_t VictimToAwait(const Entry& e, Tier tier);
   // Requeues the prefetches parked on `id` as their victim.
   void WakeVictimWaiters(TensorId id);
+  // Wakes the movers waiting out TakeSlot's grace, if any, after a change that
+  // can free or unblock a slot without a copy ending (a handle's last pin
+  // released, an Acquire's wait begun or ended). REQUIRES: mu_ held.
+  void WakeSlotWaiters();
   static void NextStep(const Entry& e, Tier target, Tier* from, Tier* to);
   static bool CopyBlocked(const Entry& e, Tier from, Tier to);
   static bool NeedsWriteBack(const Entry& v, Tier tier);
@@ -303,6 +309,7 @@ class TensorCache {
   };
   std::vector<VictimWait> victim_waits_;  // guarded by mu_: prefetches parked on their victim
   bool stop_ = false;                   // guarded by mu_
+  int slot_waiters_ = 0;                // guarded by mu_: movers waiting out TakeSlot's grace
   const NextUseOracle* oracle_ = nullptr;  // guarded by mu_
   AccessIndex access_ = 0;              // guarded by mu_: acquires so far this step
   uint64_t clock_ = 0;                  // guarded by mu_: LRU clock

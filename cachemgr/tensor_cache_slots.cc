@@ -43,7 +43,10 @@ StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tie
     }
     // Slots held by tensors in flight free up soon; slots pinned by handles may not.
     if (HasBusyHolder(tier, cls, for_id) && Clock::now() < grace) {
+      ++metrics_.slot_waits;
+      ++slot_waiters_;
       cv_.wait_until(*lock, grace);
+      --slot_waiters_;
       continue;
     }
     if (unfit != nullptr)  // the evictable tensors are dirty and NVMe has no room for them
@@ -57,6 +60,10 @@ StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tie
                                        " are pinned by live handles or in flight; raise the budget");
     return pool.Grow(cls);
   }
+}
+
+void TensorCache::WakeSlotWaiters() {
+  if (slot_waiters_ > 0) cv_.notify_all();
 }
 
 bool TensorCache::HasBusyHolder(Tier tier, int cls, TensorId for_id) const {
