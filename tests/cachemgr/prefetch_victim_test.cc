@@ -8,6 +8,7 @@
 
 #include "cache_fixture.h"
 #include "cachemgr/fault_injection_file_env.h"
+#include "gated_tier.h"
 
 namespace tencache {
 namespace {
@@ -206,46 +207,45 @@ TEST(PrefetchVictim, ATensorAnAcquireWaitsForIsNotEvictedWhenItArrives) {
 }
 
 // A mover that finds no victim while a holder is in flight waits out
-// slot_wait; releasing a handle that frees a victim wakes it then. Before the
-// fix the release woke nobody and the mover slept the whole grace (here ten
+// slot_wait; releasing the handle that pinned a victim wakes it then. Before
+// the fix the release woke nobody and the mover slept the whole grace (here ten
 // minutes; the worker's 100 ms cost zero-infinity 40-90 ms a step).
 TEST(SlotWait, ReleasingAVictimsLastPinWakesAMoverWaitingForASlot) {
   testing::TempDir dir;
-  FaultInjectionFileEnv faulty(PosixFileEnv());
   TensorCacheOptions o;
-  o.device_budget = kBytes;
-  o.host_budget = 2 * kBytes;
+  o.device_budget = 2 * kBytes;
+  o.host_budget = 4 * kBytes;
   o.mover_threads = 2;
   o.slot_wait = std::chrono::minutes(10);
-  constexpr TensorId kPinned = 0, kHeldRead = 1, kY = 2;
-  std::unique_ptr<TensorCache> c = MakeCache(dir, o, UniformSpecs(3, kBytes), &faulty);
+  constexpr TensorId kPinned = 0, kGated = 1, kY = 2;
+  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  testing::GatedTierStore* gate = gated.get();
+  std::unique_ptr<TensorCache> c = MakeCache(dir, o, UniformSpecs(3, kBytes), nullptr, std::move(gated));
   ASSERT_NE(c, nullptr);
-  Write(c.get(), kHeldRead, 10);
-  Write(c.get(), kY, 11);
-  ASSERT_TRUE(c->Discard(kHeldRead, Tier::kHost).ok());  // both to NVMe: the host's two slots free
-  ASSERT_TRUE(c->Discard(kY, Tier::kHost).ok());
-  Write(c.get(), kPinned, 12);
-  auto pinned = c->Acquire(kPinned, Tier::kHost, AccessMode::kRead, kWait);  // one slot, pinned
+  Write(c.get(), kPinned, 10);
+  Write(c.get(), kGated, 11);
+  Write(c.get(), kY, 12);
+  auto pinned = c->Acquire(kPinned, Tier::kDevice, AccessMode::kRead, kWait);  // one device slot, pinned
   ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
+  ASSERT_TRUE(gate->WaitEntered(1, kWait));
 
-  faulty.AddFault({FaultKind::kHeld, IoOp::kRead, 0, ~0ull, 1});
-  PrefetchHandle held = c->Prefetch(kHeldRead, Tier::kHost);  // the other slot; its read is held
+  gate->Close();
+  PrefetchHandle held = c->Prefetch(kGated, Tier::kDevice);  // the other slot; its copy waits at the gate
+  ASSERT_TRUE(gate->WaitEntered(2, kWait));
+  PrefetchHandle py = c->Prefetch(kY, Tier::kDevice);  // the second mover: no victim, a holder in flight
   const auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (faulty.held_requests() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-  ASSERT_EQ(faulty.held_requests(), 1u);
-  PrefetchHandle py = c->Prefetch(kY, Tier::kHost);  // the second mover: no victim, a holder in flight
   while (c->Snapshot().slot_waits == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   ASSERT_EQ(c->Snapshot().slot_waits, 1u);
-  EXPECT_FALSE(py.ready());
 
   ASSERT_TRUE(c->Release(&*pinned).ok());  // the pinned tensor is a victim now
-  EXPECT_TRUE(py.Wait(kWait).ok());         // well before the grace ends
-  EXPECT_FALSE(c->IsResident(kPinned, Tier::kHost));
-  faulty.ReleaseHeld();
-  ASSERT_TRUE(held.Wait(kWait).ok());
-  EXPECT_TRUE(Read(c.get(), kY, 11));
-  EXPECT_TRUE(Read(c.get(), kHeldRead, 10));
-  EXPECT_TRUE(Read(c.get(), kPinned, 12));  // written back when evicted
+  // Y's copy reaches the gate in its freed slot well before the grace ends.
+  EXPECT_TRUE(gate->WaitEntered(3, kWait));
+  EXPECT_FALSE(c->IsResident(kPinned, Tier::kDevice));
+  gate->Open();
+  EXPECT_TRUE(py.Wait(kWait).ok());
+  EXPECT_TRUE(held.Wait(kWait).ok());
+  EXPECT_TRUE(testing::ReadMatches(c.get(), kY, 12, Tier::kDevice));
+  EXPECT_TRUE(testing::ReadMatches(c.get(), kGated, 11, Tier::kDevice));
 }
 
 }  // namespace
