@@ -207,9 +207,9 @@ TEST(PrefetchVictim, ATensorAnAcquireWaitsForIsNotEvictedWhenItArrives) {
 }
 
 // A mover that finds no victim while a holder is in flight waits out
-// slot_wait; releasing the handle that pinned a victim wakes it then. Before
-// the fix the release woke nobody and the mover slept the whole grace (here ten
-// minutes; the worker's 100 ms cost zero-infinity 40-90 ms a step).
+// slot_wait; releasing the handle that pinned a victim wakes it then, well
+// before the grace (here ten minutes) ends. Before the fix the release woke
+// nobody and the mover slept the whole grace.
 TEST(SlotWait, ReleasingAVictimsLastPinWakesAMoverWaitingForASlot) {
   testing::TempDir dir;
   TensorCacheOptions o;
