@@ -10,6 +10,7 @@
 #include "cachemgr/fault_injection_file_env.h"
 #include "cachemgr/host_tier.h"
 #include "cachemgr/tensor_cache.h"
+#include "gated_tier.h"
 #include "test_util.h"
 
 namespace tencache::testing {
@@ -53,6 +54,15 @@ inline std::unique_ptr<TensorCache> MakeCache(const TempDir& dir, TensorCacheOpt
   auto cache = TensorCache::Create(options, std::move(specs), MakeTiers(dir, env, std::move(device)));
   EXPECT_TRUE(cache.ok()) << cache.status().ToString();
   return cache.ok() ? std::move(*cache) : nullptr;
+}
+
+// A cache whose device tier is a GatedTierStore over a simulated one; *gate
+// points at it (owned by the cache).
+inline std::unique_ptr<TensorCache> MakeGatedCache(const TempDir& dir, TensorCacheOptions options,
+                                                   std::vector<TensorSpec> specs, GatedTierStore** gate) {
+  auto gated = std::make_unique<GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  *gate = gated.get();
+  return MakeCache(dir, std::move(options), std::move(specs), nullptr, std::move(gated));
 }
 
 // Writes a pattern from `seed` into tensor `id` in `tier` (a gtest failure if the acquire fails).

@@ -8,7 +8,6 @@
 
 #include "cache_fixture.h"
 #include "cachemgr/fault_injection_file_env.h"
-#include "gated_tier.h"
 
 namespace tencache {
 namespace {
@@ -218,9 +217,8 @@ TEST(SlotWait, ReleasingAVictimsLastPinWakesAMoverWaitingForASlot) {
   o.mover_threads = 2;
   o.slot_wait = std::chrono::minutes(10);
   constexpr TensorId kPinned = 0, kGated = 1, kY = 2;
-  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
-  testing::GatedTierStore* gate = gated.get();
-  std::unique_ptr<TensorCache> c = MakeCache(dir, o, UniformSpecs(3, kBytes), nullptr, std::move(gated));
+  testing::GatedTierStore* gate = nullptr;
+  std::unique_ptr<TensorCache> c = testing::MakeGatedCache(dir, o, UniformSpecs(3, kBytes), &gate);
   ASSERT_NE(c, nullptr);
   Write(c.get(), kPinned, 10);
   Write(c.get(), kGated, 11);

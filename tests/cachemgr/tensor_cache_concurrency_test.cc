@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "cache_fixture.h"
-#include "gated_tier.h"
 
 namespace tencache {
 namespace {
@@ -84,9 +83,7 @@ TensorCacheOptions OneMover(uint64_t device_slots, uint64_t host_slots) {
 // A cache of `tensors` tensors of kBytes whose device tier is gated (*gate).
 std::unique_ptr<TensorCache> GatedCache(const testing::TempDir& dir, const TensorCacheOptions& o, int tensors,
                                         testing::GatedTierStore** gate) {
-  auto gated = std::make_unique<testing::GatedTierStore>(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
-  *gate = gated.get();
-  return testing::MakeCache(dir, o, testing::UniformSpecs(tensors, kBytes), nullptr, std::move(gated));
+  return testing::MakeGatedCache(dir, o, testing::UniformSpecs(tensors, kBytes), gate);
 }
 
 void WriteTensor(TensorCache* c, TensorId id, uint32_t seed, Tier tier) {
