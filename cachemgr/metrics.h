@@ -63,7 +63,7 @@ struct CacheMetrics {
   uint64_t prefetches = 0;            // prefetch calls that started a move
   uint64_t prefetches_declined = 0;   // of which declined: room only by evicting a tensor needed sooner
   uint64_t prefetches_deferred = 0;   // of which parked until their victim's last use before them
-  uint64_t slot_waits = 0;            // waits of a mover for a slot held by a tensor in flight or awaited
+  uint64_t slot_waits = 0;            // slots a mover had to wait for: held by a tensor in flight or awaited
   uint64_t allocations_after_setup = 0;  // cumulative since the pools were carved
   uint64_t quarantined_slots = 0;     // copies that timed out; their slots stay reserved until each ends (cumulative)
 

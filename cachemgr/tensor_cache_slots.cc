@@ -23,6 +23,7 @@ StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tie
                                           bool urgent) {
   SizeClassPool& pool = *pools_[Index(tier)];
   const Clock::time_point grace = Clock::now() + options_.slot_wait;
+  bool waited = false;  // counted once in slot_waits, however often it is woken
   for (;;) {
     if (std::optional<uint64_t> off = pool.Allocate(cls)) return *off;
     // A prefetch may only evict what is needed after the tensor it brings.
@@ -43,7 +44,8 @@ StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tie
     }
     // Slots held by tensors in flight free up soon; slots pinned by handles may not.
     if (HasBusyHolder(tier, cls, for_id) && Clock::now() < grace) {
-      ++metrics_.slot_waits;
+      if (!waited) ++metrics_.slot_waits;
+      waited = true;
       ++slot_waiters_;
       cv_.wait_until(*lock, grace);
       --slot_waiters_;
