@@ -17,6 +17,15 @@
 
 namespace tencache {
 
+// How many device accesses ahead of the device the host tier works: as access
+// k-1 is released, the worker (and tencache-sim's tencache policy) issues the
+// device fetches planned before access k and the host-tier work of access
+// k + kHostTierLead — the NVMe reads of the parameters those fetches will copy
+// and the optimizer states of the updates that follow it. The cache parks each
+// such read until the victim it displaces has had its last use, so running
+// ahead moves no byte that reading on demand would not.
+constexpr AccessIndex kHostTierLead = 1;
+
 class AccessSequence {
  public:
   // Keeps the forward and backward accesses of `trace`, in order.

@@ -63,7 +63,7 @@ class TencachePolicy : public SimPolicy {
         if (!f.streamed && s.PredictArrival(f.tensor) > s.NextPcieCollective()) return;
       }
       for (TensorId v : f.evict) s.Evict(v);
-      if (!f.streamed && !s.Fetch(f.tensor)) ++deviations_;
+      if (!f.streamed && !s.Fetch(f.tensor, /*staged=*/!demand)) ++deviations_;
       ++next_;
     }
   }

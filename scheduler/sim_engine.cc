@@ -182,20 +182,20 @@ void SimContext::DropHost(uint32_t t, double at) {
   --host_.used[sim_.host_.size_class(t)];
 }
 
-double SimContext::CopyToDevice(TensorId id) {
+double SimContext::CopyToDevice(TensorId id, double host_request) {
   const uint64_t b = sim_.seq_.bytes(id);
   const uint32_t t = sim_.host_.param(id);
-  const double ready = HostAcquire(t, HostUse::kRead, now_);
+  const double ready = std::max(now_, HostAcquire(t, HostUse::kRead, host_request));
   const double end = h2d_.Reserve(ready, sim_.CopySeconds(b, h2d_));
   host_.free_at[t] = std::max(host_.free_at[t], end);  // the host copy is in use until then
   if (counting_) totals_.bytes_h2d += b;
   return end;
 }
 
-bool SimContext::Fetch(TensorId id) {
+bool SimContext::Fetch(TensorId id, bool staged) {
   const uint64_t b = sim_.seq_.bytes(id);
   if (resident_[id] || b > free_bytes()) return false;
-  arrival_[id] = CopyToDevice(id);
+  arrival_[id] = CopyToDevice(id, staged ? std::min(now_, HostIssueTime(kHostTierLead)) : now_);
   resident_[id] = true;
   fresh_[id] = true;
   used_ += b;
@@ -273,7 +273,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
     ready = s.arrival_[x];
   } else {
     if (seq_.bytes(x) <= layout_.device_capacity) policy.MakeRoom(x, g, s);
-    ready = s.Fetch(x) ? s.arrival_[x] : s.CopyToDevice(x);  // streamed when it does not fit
+    ready = s.Fetch(x) ? s.arrival_[x] : s.CopyToDevice(x, s.now_);  // streamed when it does not fit
   }
   if (s.counting_) {
     s.hits_ += hit;
@@ -282,9 +282,9 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
   wait_until(ready);
   s.fresh_[x] = false;
   policy.OnAccess(g, s);
-  s.states_issue_ = s.access_end_;
   s.now_ += e.duration_s();
-  s.access_end_ = s.now_;
+  std::copy_backward(s.access_ends_.begin(), s.access_ends_.end() - 1, s.access_ends_.end());
+  s.access_ends_[0] = s.now_;
   s.compute_busy_ += e.duration_s();
   if (e.phase == Phase::kBackward) {  // the gradient shard goes to the host
     s.grad_ready_[x] = s.d2h_.Reserve(s.now_, CopySeconds(e.bytes, s.d2h_));
@@ -323,9 +323,10 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
 
 // The update of one tensor's shard, piece by piece, as the worker runs it
 // (HostTierModel::update): each piece's states are acquired in host memory —
-// read ahead, when the policy prefetches them, from the end of the access
-// before the one the update follows (where the worker issues them) — then the
-// CPU updates that piece and releases them, dirty.
+// read ahead, when the policy prefetches them, from the release where the
+// worker issues them (kHostTierLead accesses before the release of the access
+// before the one the update follows) — then the CPU updates that piece and
+// releases them, dirty.
 // The parameter is held from its acquire to the end: in fp32 it is the master,
 // read first; in mixed precision it is overwritten once the first piece is
 // updated, the CPU waiting for its slot. The CPU time is shared evenly by the pieces.
@@ -337,7 +338,9 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   const TensorId x = e.id;
   const uint64_t b = e.bytes;
   const uint32_t param = host_.param(x);
-  const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.states_issue_) : s.now_;
+  // Issued kHostTierLead accesses before the release of the access before the
+  // one the update follows (the latest).
+  const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.HostIssueTime(1 + kHostTierLead)) : s.now_;
   double cpu = std::max(s.now_, s.grad_ready_[x]);  // the training thread, running the update
   auto wait_until = [&](double t) {
     if (t <= cpu) return;

@@ -15,6 +15,7 @@
 // one simulator are safe. A SimContext belongs to one Run.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -110,13 +111,19 @@ class SimContext {
   bool in_flight(TensorId id) const { return resident_[id] && arrival_[id] > now_; }
   void Evict(TensorId id);
   // Starts a fetch now from the tensor's home. False (and nothing happens) when
-  // the tensor is resident or does not fit in the free bytes.
-  bool Fetch(TensorId id);
+  // the tensor is resident or does not fit in the free bytes. `staged`: a
+  // planned fetch whose NVMe read (when the parameter is only on NVMe) the
+  // worker started kHostTierLead accesses earlier (HostIssueTime).
+  bool Fetch(TensorId id, bool staged = false);
   // When a fetch issued now would finish on the host->device lane (an NVMe
   // read first when the parameter is not in host memory), placed on each lane
   // as Lane::Reserve would place it. The wait for a host victim's slot and
   // write-back is left out: a lower bound when the host tier is full.
   double PredictArrival(TensorId id) const;
+  // The release `back` accesses before the latest one (0: the latest access's
+  // compute end), where the worker issues host-tier work ahead (kHostTierLead).
+  // REQUIRES: back <= kHostTierLead + 1.
+  double HostIssueTime(int back) const { return access_ends_[size_t(back)]; }
   // The host thread blocks until `id`'s fetch has arrived (a synchronous copy):
   // the current access's compute starts no earlier, and the wait counts as
   // stall. REQUIRES: called from SimPolicy::OnAccess.
@@ -138,9 +145,10 @@ class SimContext {
   double HostAcquire(uint32_t t, HostUse use, double request);
   // Frees host tensor `t`'s slot without a write-back (a consumed gradient), at time `at`.
   void DropHost(uint32_t t, double at);
-  // Copies `id`'s parameter from host memory (HostAcquire'd first) to the
-  // device, requested now; returns when it has arrived. Counts bytes_h2d.
-  double CopyToDevice(TensorId id);
+  // Copies `id`'s parameter from host memory (HostAcquire'd first, requested at
+  // `host_request` <= now) to the device, requested now; returns when it has
+  // arrived. Counts bytes_h2d.
+  double CopyToDevice(TensorId id, double host_request);
 
   const CacheSimulator& sim_;
   int step_ = 0;
@@ -156,11 +164,9 @@ class SimContext {
   HostTierState host_;
   std::vector<uint32_t> held_;  // host tensors the update in progress holds
   double compute_busy_ = 0, cpu_busy_ = 0;  // seconds the device computed and the CPU ran Adam
-  // When the compute of the device access before the latest one ended: the
-  // worker issues the fetches planned for access k, an update's states among
-  // them, as it releases access k-1.
-  double states_issue_ = 0;
-  double access_end_ = 0;  // when the latest access's compute ended
+  // When the compute of the latest device accesses ended, the latest first:
+  // the releases at which the worker issues host-tier work (kHostTierLead).
+  std::array<double, kHostTierLead + 2> access_ends_{};
   std::map<int, double> gather_end_;  // block -> pending all-gather's end
   bool counting_ = false;
   PolicyResult totals_;
@@ -181,10 +187,10 @@ class SimPolicy {
   // Compute of access g finished.
   virtual void AfterAccess(AccessIndex g, SimContext& s) {}
   // Whether it reads each update's NVMe-resident optimizer states ahead (as
-  // tencache's worker does): the read may then start when the access before
-  // the one the update follows has ended, instead of at the update. Either way it starts
-  // no earlier than its victim's slot is free and written back (TensorCache's
-  // host-tier rule, SimContext::HostAcquire).
+  // tencache's worker does): the read may then start kHostTierLead + 1
+  // accesses before the update's, at that access's release, instead of at the
+  // update. Either way it starts no earlier than its victim's slot is free and
+  // written back (TensorCache's host-tier rule, SimContext::HostAcquire).
   virtual bool PrefetchesStates() const { return false; }
 };
 

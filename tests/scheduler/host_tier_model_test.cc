@@ -281,5 +281,61 @@ TEST(HostTierModel, AStreamedUpdateWaitsLessForTheSameBytes) {
   EXPECT_LE(s.bytes_nvme_read, w.bytes_nvme_read);
 }
 
+// Read ahead (from kHostTierLead accesses before the release of the access
+// before the update), each update's states are mostly read while the
+// backward computes; on demand every read is waited for. The same bytes either way.
+TEST(HostTierModel, StatesReadAheadOverlapTheBackward) {
+  const std::vector<uint64_t> params(6, 64 * kKiB);  // 128 KiB fp32 state pieces, three per update
+  const Trace trace = BlockTrace(params, "bf16", 1e-3, 1e-3);
+  const double read_s = 2.5e-3;  // one update's three pieces; an update every 3 ms
+  SimConfig c;
+  c.budgets.device = 4 * trace.TotalTensorBytes();
+  c.budgets.host = HostTierModel::LeastBudget(trace) + 6 * 128 * kKiB;
+  c.links.nvme_read_bps = 3 * 128 * kKiB / read_s;
+  c.links.nvme_write_bps = 1000 * c.links.nvme_read_bps;  // the reads alone
+  c.steps = 2;
+  StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
+  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+  DemandPolicy ahead(true), demand(false);
+  const PolicyResult a = sim->Run(ahead), d = sim->Run(demand);
+  std::printf("stall: ahead %.6f s, on demand %.6f s; NVMe read %llu / %llu bytes\n", a.stall_s, d.stall_s,
+              (unsigned long long)a.bytes_nvme_read, (unsigned long long)d.bytes_nvme_read);
+  EXPECT_LT(a.stall_s, 0.2 * d.stall_s);  // measured: 1.50 against 9.99 ms (1.74 ms issued one access later)
+  EXPECT_EQ(a.bytes_nvme_read, d.bytes_nvme_read);
+}
+
+// Records, at each access's end, that end and when the simulator says the
+// worker issued the host-tier work it runs ahead (HostIssueTime).
+class LeadProbe : public SimPolicy {
+ public:
+  const char* name() const override { return "lead-probe"; }
+  void MakeRoom(TensorId, AccessIndex, SimContext&) override {}
+  void AfterAccess(AccessIndex, SimContext& s) override {
+    ends.push_back(s.now());
+    issued.push_back(s.HostIssueTime(kHostTierLead));
+  }
+  std::vector<double> ends, issued;
+};
+
+// At access g's release the worker issues the device fetches for g + 1 and the
+// host-tier work for g + 1 + kHostTierLead: the host-tier work for g + 1 was
+// issued kHostTierLead releases earlier, at access g - kHostTierLead's end.
+TEST(HostTierModel, HostTierWorkIsIssuedKHostTierLeadAccessesAhead) {
+  const Trace trace = BlockTrace(std::vector<uint64_t>(4, 64 * kKiB), "bf16", 1e-3, 0);
+  SimConfig c;
+  c.budgets.device = 4 * trace.TotalTensorBytes();
+  c.budgets.host = 64 * kMiB;
+  c.steps = 1;
+  StatusOr<CacheSimulator> sim = CacheSimulator::Create(trace, c);
+  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+  LeadProbe probe;
+  sim->Run(probe);
+  ASSERT_EQ(probe.ends.size(), probe.issued.size());
+  ASSERT_GT(probe.ends.size(), size_t(kHostTierLead) + 2);
+  for (size_t g = kHostTierLead; g < probe.ends.size(); ++g) {
+    EXPECT_EQ(probe.issued[g], probe.ends[g - kHostTierLead]) << "access " << g;
+  }
+}
+
 }  // namespace
 }  // namespace tencache
