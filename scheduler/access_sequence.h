@@ -17,13 +17,13 @@
 
 namespace tencache {
 
-// How many device accesses ahead of the device the host tier works: as access
-// k-1 is released, the worker (and tencache-sim's tencache policy) issues the
-// device fetches planned before access k and the host-tier work of access
-// k + kHostTierLead — the NVMe reads of the parameters those fetches will copy
-// and the optimizer states of the updates that follow it. The cache parks each
-// such read until the victim it displaces has had its last use, so running
-// ahead moves no byte that reading on demand would not.
+// How many device accesses ahead of the device the host tier stages
+// parameters: as access k-1 is released, the worker (and tencache-sim's
+// tencache policy) issues the device fetches planned before access k and reads
+// to the host each parameter that the fetches planned before access
+// k + kHostTierLead will copy and that is only on NVMe, so that NVMe read is
+// off the later fetch's critical path. The cache gives such a read the victim
+// a demand miss would take and parks it until that victim's last use.
 constexpr AccessIndex kHostTierLead = 1;
 
 class AccessSequence {

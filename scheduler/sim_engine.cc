@@ -323,10 +323,9 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
 
 // The update of one tensor's shard, piece by piece, as the worker runs it
 // (HostTierModel::update): each piece's states are acquired in host memory —
-// read ahead, when the policy prefetches them, from the release where the
-// worker issues them (kHostTierLead accesses before the release of the access
-// before the one the update follows) — then the CPU updates that piece and
-// releases them, dirty.
+// read ahead, when the policy prefetches them, from the end of the access
+// before the one the update follows (where the worker issues them) — then the
+// CPU updates that piece and releases them, dirty.
 // The parameter is held from its acquire to the end: in fp32 it is the master,
 // read first; in mixed precision it is overwritten once the first piece is
 // updated, the CPU waiting for its slot. The CPU time is shared evenly by the pieces.
@@ -338,9 +337,8 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   const TensorId x = e.id;
   const uint64_t b = e.bytes;
   const uint32_t param = host_.param(x);
-  // Issued kHostTierLead accesses before the release of the access before the
-  // one the update follows (the latest).
-  const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.HostIssueTime(1 + kHostTierLead)) : s.now_;
+  // Issued at the release of the access before the one the update follows (the latest).
+  const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.HostIssueTime(1)) : s.now_;
   double cpu = std::max(s.now_, s.grad_ready_[x]);  // the training thread, running the update
   auto wait_until = [&](double t) {
     if (t <= cpu) return;

@@ -121,7 +121,8 @@ class SimContext {
   // write-back is left out: a lower bound when the host tier is full.
   double PredictArrival(TensorId id) const;
   // The release `back` accesses before the latest one (0: the latest access's
-  // compute end), where the worker issues host-tier work ahead (kHostTierLead).
+  // compute end), where the worker issues host-tier work ahead: an update's
+  // states (back 1), a staged parameter (back kHostTierLead).
   // REQUIRES: back <= kHostTierLead + 1.
   double HostIssueTime(int back) const { return access_ends_[size_t(back)]; }
   // The host thread blocks until `id`'s fetch has arrived (a synchronous copy):
@@ -187,10 +188,10 @@ class SimPolicy {
   // Compute of access g finished.
   virtual void AfterAccess(AccessIndex g, SimContext& s) {}
   // Whether it reads each update's NVMe-resident optimizer states ahead (as
-  // tencache's worker does): the read may then start kHostTierLead + 1
-  // accesses before the update's, at that access's release, instead of at the
-  // update. Either way it starts no earlier than its victim's slot is free and
-  // written back (TensorCache's host-tier rule, SimContext::HostAcquire).
+  // tencache's worker does): the read may then start when the access before
+  // the one the update follows has ended, instead of at the update. Either way it starts
+  // no earlier than its victim's slot is free and written back (TensorCache's
+  // host-tier rule, SimContext::HostAcquire).
   virtual bool PrefetchesStates() const { return false; }
 };
 

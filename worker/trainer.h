@@ -330,7 +330,6 @@ class Trainer {
   uint64_t allocations_at_warmup_ = 0;
   int prefetches_ = 0;                        // planned fetches issued this step
   int64_t issued_for_ = -1;                   // the access whose planned fetches were issued last
-  int64_t states_issued_for_ = -1;            // the last access whose updates' states were issued this step
   // Device hits as tencache-sim counts them (NoteDeviceAccess).
   std::vector<int64_t> arrivals_seen_;        // per block: device arrivals at its last access, -1: none
   std::vector<PrefetchHandle> refresh_;       // per block: the optimizer's refresh since then
