@@ -123,7 +123,7 @@ class SimContext {
   // The release `back` accesses before the latest one (0: the latest access's
   // compute end), where the worker issues host-tier work ahead: an update's
   // states (back 1), a staged parameter (back kHostTierLead).
-  // REQUIRES: back <= kHostTierLead + 1.
+  // REQUIRES: back <= kHostTierLead.
   double HostIssueTime(int back) const { return access_ends_[size_t(back)]; }
   // The host thread blocks until `id`'s fetch has arrived (a synchronous copy):
   // the current access's compute starts no earlier, and the wait counts as
@@ -167,7 +167,8 @@ class SimContext {
   double compute_busy_ = 0, cpu_busy_ = 0;  // seconds the device computed and the CPU ran Adam
   // When the compute of the latest device accesses ended, the latest first:
   // the releases at which the worker issues host-tier work (kHostTierLead).
-  std::array<double, kHostTierLead + 2> access_ends_{};
+  static_assert(kHostTierLead >= 1, "the states' issue point, one release back, must be kept");
+  std::array<double, kHostTierLead + 1> access_ends_{};
   std::map<int, double> gather_end_;  // block -> pending all-gather's end
   bool counting_ = false;
   PolicyResult totals_;

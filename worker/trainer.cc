@@ -528,14 +528,11 @@ void Trainer::IssuePlannedFetches() {
   }
   // The NVMe reads of the parameters the device fetches kHostTierLead
   // accesses later will copy start now, off those fetches' critical path.
-  const AccessIndex ahead = k + kHostTierLead;
-  if (ahead < plan_->sequence().size()) {
-    TensorCache* cache = store_->cache();
-    for (const PlannedFetch* f : plan_->FetchesBefore(ahead)) {
-      const TensorId id = ShardTensorId(int(f->tensor), ShardKind::kParam);
-      if (!cache->IsResident(id, Tier::kDevice) && !cache->IsResident(id, Tier::kHost)) {
-        store_->Prefetch(int(f->tensor), ShardKind::kParam, 0, Tier::kHost);
-      }
+  TensorCache* cache = store_->cache();
+  for (const PlannedFetch* f : plan_->FetchesBefore(k + kHostTierLead)) {  // none past the step's end
+    const TensorId id = ShardTensorId(int(f->tensor), ShardKind::kParam);
+    if (!cache->IsResident(id, Tier::kDevice) && !cache->IsResident(id, Tier::kHost)) {
+      store_->Prefetch(int(f->tensor), ShardKind::kParam, 0, Tier::kHost);
     }
   }
   // Then each update's states, needed later than the device fetches above.
