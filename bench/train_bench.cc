@@ -46,8 +46,19 @@ struct Regime {
   const char* device_budget = nullptr;
   const char* host_budget = nullptr;
   bool in_all = true;  // run by --regime all
-  std::string DeviceBudget(const std::string& flag) const { return device_budget ? device_budget : flag; }
+  // The regime's own; otherwise the flag when given, or kDevicePerParamByte
+  // times the dtype's bytes per parameter.
+  std::string DeviceBudget(const std::string& flag, const std::string& dtype) const {
+    if (device_budget) return device_budget;
+    if (!flag.empty()) return flag;
+    return std::to_string(kDevicePerParamMiB * (dtype == "fp32" ? 4 : 2)) + "MiB";
+  }
   std::string HostBudget(const std::string& flag) const { return host_budget ? host_budget : flag; }
+  // The small model's device budget, MiB per byte of a parameter: 4 MiB for
+  // 2-byte parameters (two of its 1.5 MiB layer blocks at a time), 8 MiB for
+  // fp32's 3 MiB blocks, so that the device holds the same share of the
+  // parameters in either dtype.
+  static constexpr int kDevicePerParamMiB = 2;
   static constexpr const char* kSmallModel =
       "{layers: 4, hidden: 256, heads: 4, ffn_hidden: 1024, seq_len: 128, vocab: 256}";
 };
@@ -62,7 +73,8 @@ const Regime kRegimes[] = {{"compute-bound", 8, 128},
 
 struct TrainFlags {  // the flags, with their defaults
   int steps = 8;
-  std::string device_budget = "4MiB", host_budget = "24MiB";
+  std::string device_budget;  // empty: the regime's (Regime::DeviceBudget)
+  std::string host_budget = "24MiB";
   std::string nvme_dir = "/tmp/tencache-train-bench";
   std::string data = "/usr/share/common-licenses/GPL-3";
   std::string regime = "all";
@@ -91,7 +103,7 @@ StatusOr<JobSpec> RegimeJob(const Variant& v, const Regime& r, const TrainFlags&
   const std::string nvme = f.nvme_dir + "/" + v.name;
   const std::vector<std::string> sets = {
       "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
-      "cache.device_budget=" + r.DeviceBudget(f.device_budget), "cache.nvme_path=" + nvme,
+      "cache.device_budget=" + r.DeviceBudget(f.device_budget, f.dtype), "cache.nvme_path=" + nvme,
       "train.micro_batch=" + std::to_string(r.micro_batch), "train.global_batch=" + std::to_string(r.micro_batch),
       "model.seq_len=" + std::to_string(r.seq_len),   "model.dtype=" + f.dtype};
   const std::string job_text =
@@ -179,7 +191,7 @@ Status RunTrainBench(const TrainFlags& f) {
   out["regimes"] = nlohmann::ordered_json::array();
   for (const Regime& r : kRegimes) {
     if (regime == "all" ? !r.in_all : regime != r.name) continue;
-    const std::string device_budget = r.DeviceBudget(f.device_budget);
+    const std::string device_budget = r.DeviceBudget(f.device_budget, f.dtype);
     TC_ASSIGN_OR_RETURN(JobSpec job, RegimeJob(kVariants[1], r, f, *corpus));
     const std::string host_budget = FormatBytes(double(job.cache.host_budget.value_or(0)));
     TC_ASSIGN_OR_RETURN(std::vector<Outcome> results, RunRegime(r, f, f.steps, corpus));
@@ -229,7 +241,9 @@ Benchmark AddTrainBench(CLI::App& app) {
       "train", "step time of offloaded training (tencache, no-prefetch, zero-infinity, lru) against in-memory training");
   cmd->add_option("--steps", f->steps, "steps per variant, the first two warm-up")->type_name("N")
       ->check(CliWholeNumber(3, 100000));
-  cmd->add_option("--device-budget", f->device_budget, "cache.device_budget (compute-bound and io-bound)")
+  cmd->add_option("--device-budget", f->device_budget,
+                  "cache.device_budget (compute-bound and io-bound; default 4MiB in bf16, 8MiB in fp32: two layer "
+                  "blocks)")
       ->type_name("SIZE")->check(CliByteSize());
   cmd->add_option("--host-budget", f->host_budget, "cache.host_budget (compute-bound and io-bound)")
       ->type_name("SIZE")->check(CliByteSize());

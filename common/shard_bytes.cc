@@ -86,7 +86,7 @@ WorkerHostBuffers WorkerHostBufferBytes(const JobSpec& job, int ranks, bool on_g
   if (DeferredUpdates(job)) b.deferred_grad = (largest + 1) * 4;
   if (SplitEmbeddingUpdate(job)) {
     b.embed_grad = counts[0] * 4;
-    b.held_rows = 8 * HeldRowElements(job.model, ranks, job.train.micro_batch) * 4;
+    b.held_rows = kHeldRowArrays * HeldRowElements(job.model, ranks, job.train.micro_batch) * 4;
   }
   return b;
 }

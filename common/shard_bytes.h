@@ -95,8 +95,10 @@ bool DeferredUpdates(const JobSpec& job);
 bool SplitEmbeddingUpdate(const JobSpec& job);
 // Elements of block 0's shard on one rank that the split update holds back
 // (its other parameters, and the token rows the last micro-batch of every rank
-// may look up), at most: the capacity of each of its eight fp32 arrays (the
-// gradient, master and moments, of this step and of the previous one).
+// may look up), at most: the capacity of each of its kHeldRowArrays fp32
+// arrays (the gradient, master and moments, of this step and of the previous
+// one); WorkerHostBuffers::held_rows is that many arrays of it.
+inline constexpr int kHeldRowArrays = 8;
 uint64_t HeldRowElements(const ModelShape& model, int ranks, int micro_batch);
 
 }  // namespace tencache

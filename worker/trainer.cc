@@ -195,8 +195,11 @@ Status Trainer::Init() {
   grad_host_.assign(floats(host.grad_staging), 0.0f);
   update_grad_.assign(floats(host.deferred_grad), 0.0f);
   embed_grad_.assign(floats(host.embed_grad), 0.0f);
-  for (HeldRows* h : {&held_, &merging_}) {  // eight arrays of the held rows' bound
-    for (std::vector<float>* a : {&h->grad, &h->master, &h->m, &h->v}) a->reserve(floats(host.held_rows) / 8);
+  static_assert(kHeldRowArrays == 2 * 4, "held_ and merging_, four arrays each");
+  for (HeldRows* h : {&held_, &merging_}) {
+    for (std::vector<float>* a : {&h->grad, &h->master, &h->m, &h->v}) {
+      a->reserve(floats(host.held_rows) / kHeldRowArrays);
+    }
   }
   if (device_.cuda()) {
     const auto on_gpu = torch::TensorOptions().device(device_.device);
