@@ -46,7 +46,7 @@ struct Regime {
   const char* device_budget = nullptr;
   const char* host_budget = nullptr;
   bool in_all = true;  // run by --regime all
-  // The regime's own; otherwise the flag when given, or kDevicePerParamByte
+  // The regime's own; otherwise the flag when given, or kDevicePerParamMiB
   // times the dtype's bytes per parameter.
   std::string DeviceBudget(const std::string& flag, const std::string& dtype) const {
     if (device_budget) return device_budget;
