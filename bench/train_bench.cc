@@ -19,6 +19,7 @@
 #include "bench/benchmarks.h"
 #include "common/byte_size.h"
 #include "common/cli.h"
+#include "common/model_shape.h"
 #include "launcher/resource_model.h"
 #include "worker/compute_device.h"
 #include "worker/omp_wait_policy.h"
@@ -48,10 +49,10 @@ struct Regime {
   bool in_all = true;  // run by --regime all
   // The regime's own; otherwise the flag when given, or kDevicePerParamMiB
   // times the dtype's bytes per parameter.
-  std::string DeviceBudget(const std::string& flag, const std::string& dtype) const {
+  std::string DeviceBudget(const std::string& flag, DType dtype) const {
     if (device_budget) return device_budget;
     if (!flag.empty()) return flag;
-    return std::to_string(kDevicePerParamMiB * (dtype == "fp32" ? 4 : 2)) + "MiB";
+    return std::to_string(kDevicePerParamMiB * DTypeBytes(dtype)) + "MiB";
   }
   std::string HostBudget(const std::string& flag) const { return host_budget ? host_budget : flag; }
   // The small model's device budget, MiB per byte of a parameter: 4 MiB for
@@ -79,6 +80,8 @@ struct TrainFlags {  // the flags, with their defaults
   std::string data = "/usr/share/common-licenses/GPL-3";
   std::string regime = "all";
   std::string dtype = "bf16";
+  // The parameters' dtype the flag names (checked to be bf16 or fp32).
+  DType ParamDType() const { return dtype == DTypeName(DType::kFp32) ? DType::kFp32 : DType::kBf16; }
   std::vector<std::string> variants;  // empty: every variant; "none" always runs (the reference)
   // torch compute threads. One leaves the other cores to the cache's threads,
   // as a GPU machine's CPU is left to them while the GPU computes; a one-rank
@@ -103,7 +106,7 @@ StatusOr<JobSpec> RegimeJob(const Variant& v, const Regime& r, const TrainFlags&
   const std::string nvme = f.nvme_dir + "/" + v.name;
   const std::vector<std::string> sets = {
       "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
-      "cache.device_budget=" + r.DeviceBudget(f.device_budget, f.dtype), "cache.nvme_path=" + nvme,
+      "cache.device_budget=" + r.DeviceBudget(f.device_budget, f.ParamDType()), "cache.nvme_path=" + nvme,
       "train.micro_batch=" + std::to_string(r.micro_batch), "train.global_batch=" + std::to_string(r.micro_batch),
       "model.seq_len=" + std::to_string(r.seq_len),   "model.dtype=" + f.dtype};
   const std::string job_text =
@@ -191,7 +194,7 @@ Status RunTrainBench(const TrainFlags& f) {
   out["regimes"] = nlohmann::ordered_json::array();
   for (const Regime& r : kRegimes) {
     if (regime == "all" ? !r.in_all : regime != r.name) continue;
-    const std::string device_budget = r.DeviceBudget(f.device_budget, f.dtype);
+    const std::string device_budget = r.DeviceBudget(f.device_budget, f.ParamDType());
     TC_ASSIGN_OR_RETURN(JobSpec job, RegimeJob(kVariants[1], r, f, *corpus));
     const std::string host_budget = FormatBytes(double(job.cache.host_budget.value_or(0)));
     TC_ASSIGN_OR_RETURN(std::vector<Outcome> results, RunRegime(r, f, f.steps, corpus));
