@@ -19,6 +19,7 @@ nlohmann::ordered_json ProbeResult::ToJson() const {
   j["reduce_scatter_gbps"] = reduce_scatter_gbps;
   j["collective_latency_s"] = collective_latency_s;
   j["reference_step_s"] = reference_step_s;
+  j["reference_layers"] = reference_layers;
   return j;
 }
 
@@ -40,6 +41,7 @@ StatusOr<ProbeResult> ProbeResult::FromJson(const nlohmann::json& j) {
     r.reduce_scatter_gbps = j.at("reduce_scatter_gbps").get<double>();
     r.collective_latency_s = j.at("collective_latency_s").get<double>();
     r.reference_step_s = j.at("reference_step_s").get<double>();
+    r.reference_layers = j.value("reference_layers", 0);
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("probe result: ") + e.what());
   }

@@ -38,8 +38,11 @@ struct ProbeResult {
   double collective_latency_s = 0;
   // The whole step of the in-memory reference (cache.policy none) at the
   // probe's micro-batch and ranks: what the blocks' compute, collectives and
-  // AdamW leave over is the per-step overhead (data, loss, framework).
+  // AdamW leave over is the per-step overhead (data, loss, framework). Where
+  // the job's states would not fit in memory, the reference is the same model
+  // cut to `reference_layers` layers (0: all of the job's).
   double reference_step_s = 0;
+  int reference_layers = 0;
   nlohmann::ordered_json ToJson() const;
   static StatusOr<ProbeResult> FromJson(const nlohmann::json& j);
 };

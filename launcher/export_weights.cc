@@ -4,9 +4,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/byte_size.h"
 #include "common/hf_layout.h"
 #include "common/job_spec.h"
 #include "common/safetensors.h"
+#include "common/safetensors_shards.h"
 #include "launcher/launch_run.h"
 
 namespace tencache {
@@ -34,10 +36,15 @@ Status Export(const ExportOptions& o) {
   TC_ASSIGN_OR_RETURN(JobSpec job, LoadJobFile((run / "job.resolved.yaml").string()));
   const fs::path weights = run / "weights";
   std::error_code ec;
-  if (!fs::exists(weights / "model.safetensors", ec)) {
-    return Status::InvalidArgument(o.run_dir + ": no weights/model.safetensors: the run did not finish (the workers "
-                                   "write it after the last step)");
+  if (!fs::exists(weights / "model.safetensors", ec) && !fs::exists(weights / "model.safetensors.index.json", ec)) {
+    return Status::InvalidArgument(o.run_dir + ": no weights/model.safetensors or model.safetensors.index.json: the "
+                                   "run did not finish (the workers write them after the last step)");
   }
+  const StatusOr<uint64_t> max_shard_size = ParseByteSize(o.max_shard_size);
+  if (!max_shard_size.ok() || *max_shard_size == 0) {
+    return Status::InvalidArgument("--max-shard-size '" + o.max_shard_size + "': expected a positive size such as 5GB or 2GiB");
+  }
+  const uint64_t max_shard = *max_shard_size;
   TC_ASSIGN_OR_RETURN(DType dtype, ExportDType(o.dtype, job.dtype));
   TC_ASSIGN_OR_RETURN(HfArch arch, HfArchFor(job.model));
   TC_ASSIGN_OR_RETURN(nlohmann::ordered_json config, HfConfig(job.model, dtype));
@@ -54,8 +61,8 @@ Status Export(const ExportOptions& o) {
   }
   fs::create_directories(o.out, ec);
   if (ec) return Status::IoError(o.out + ": cannot create: " + ec.message());
-  TC_ASSIGN_OR_RETURN(SafetensorsWriter out, SafetensorsWriter::Begin((fs::path(o.out) / "model.safetensors").string(),
-                                                                      entries, {{"format", "pt"}}));
+  TC_ASSIGN_OR_RETURN(ShardedSafetensorsWriter out,
+                      ShardedSafetensorsWriter::Begin(o.out, entries, {{"format", "pt"}}, max_shard));
   for (const SafetensorsWriter::Entry& e : entries) {
     const StTensor* s = in.Find(e.name);
     std::vector<float> values(s->numel());
@@ -66,8 +73,9 @@ Status Export(const ExportOptions& o) {
   }
   TC_RETURN_IF_ERROR(out.Finish());
   std::ofstream(fs::path(o.out) / "config.json") << config.dump(2) << "\n";
-  std::printf("Exported %zu tensors of %s (%s, %s) to %s/model.safetensors and config.json\n", entries.size(),
-              job.model.name.c_str(), arch.architecture.c_str(), DTypeName(dtype), o.out.c_str());
+  std::printf("Exported %zu tensors of %s (%s, %s) to %s: %zu safetensors file(s)%s and config.json\n", entries.size(),
+              job.model.name.c_str(), arch.architecture.c_str(), DTypeName(dtype), o.out.c_str(), out.files().size(),
+              out.files().size() > 1 ? " with model.safetensors.index.json" : "");
   return Status::Ok();
 }
 

@@ -144,11 +144,14 @@ int Main(int argc, char** argv) {
 
   ExportOptions exp;
   CLI::App* export_cmd = app->add_subcommand("export", "write a finished run's weights in Hugging Face's layout "
-                                                       "(model.safetensors and config.json) for transformers");
+                                                       "(safetensors shards, their index, config.json) for transformers");
   export_cmd->add_option("dir", exp.run_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
   export_cmd->add_option("--format", exp.format, "safetensors")->capture_default_str();
   export_cmd->add_option("--out", exp.out, "the folder to write")->required();
   export_cmd->add_option("--dtype", exp.dtype, "bf16, fp16 or fp32 (default: the job's model.dtype)");
+  export_cmd->add_option("--max-shard-size", exp.max_shard_size,
+                         "the largest shard (transformers' max_shard_size); one model.safetensors when all fits")
+      ->capture_default_str();
 
   RenderOptions render;
   CLI::App* render_cmd = app->add_subcommand("render", "print (or write to --out) the Kubernetes objects that run "

@@ -13,6 +13,7 @@
 #include "common/byte_size.h"
 #include "common/job_spec.h"
 #include "common/report_lines.h"
+#include "launcher/disk_check.h"
 #include "launcher/launch_k8s.h"
 #include "launcher/local_machine.h"
 #include "launcher/local_runner.h"
@@ -260,6 +261,17 @@ StatusOr<Catalog> LoadCatalog(const std::string& flag, const JobSpec& job) {
   return Catalog::Load(CatalogPathFor(flag, job.cluster.catalog));
 }
 
+// How long the ranks may take to stop after a signal: the step in progress
+// and a checkpoint (when the job writes them) at the disk's measured write
+// speed, each with half again as margin, and 30 s.
+double StopGraceSeconds(const JobSpec& job, const Candidate& plan, double write_gbps) {
+  double s = 30 + 1.5 * plan.step.step_s;
+  if (job.train.checkpoint_every > 0 && write_gbps > 0) {
+    s += 1.5 * double(CheckpointBytes(job, std::max(1, job.ranks()))) / (write_gbps * 1e9);
+  }
+  return s;
+}
+
 Status CheckLocalJob(const JobSpec& job) {
   if (job.cluster.target == Target::kHosts) return Status::Ok();  // cluster.hosts fixed the nodes
   if (job.cluster.nodes > 1) {
@@ -357,6 +369,12 @@ int LaunchRun(const LaunchOptions& opt) {
   if (StatusOr<JobSpec> back = ParseJobText(resolved_text, (out / "job.resolved.yaml").string()); !back.ok()) {
     return Fail(Status::Internal("the resolved job does not read back: " + back.status().message()));
   }
+  // Refused before anything is written: a disk that fills mid-run leaves a
+  // half-written checkpoint or a failed NVMe write behind.
+  const std::vector<DiskDemand> disk =
+      RunDiskDemands(resolved->job, plan->local->placement.bytes[kNvme], std::max(1, resolved->job.ranks() / nodes),
+                     out.string(), CountCheckpoints(resolved->job.train.checkpoint_dir));
+  if (Status s = CheckDiskSpace(disk); !s.ok()) return Fail(s.WithContext(opt.job_path));
   MpirunSpec spec;
   spec.mpirun = opt.mpirun;
   spec.worker = opt.worker.empty() ? DefaultWorker() : opt.worker;
@@ -393,6 +411,7 @@ int LaunchRun(const LaunchOptions& opt) {
   run.total_steps = resolved->job.train.steps;
   run.progress_in_place = isatty(1);
   run.progress_every_s = opt.progress_every_s;
+  run.stop_grace_s = StopGraceSeconds(resolved->job, *plan->local, local.instance.nvme.write_gbps_per_disk);
   StatusOr<RunOutcome> outcome = RunLocal(run);
   if (!outcome.ok()) return Fail(outcome.status());
   if (outcome->exit_code != 0 && hosts && outcome->failed_host.empty()) {
@@ -407,7 +426,8 @@ int LaunchRun(const LaunchOptions& opt) {
                                      {"steps_done", outcome->steps_done}, {"failed_rank", outcome->failed_rank},
                                      {"failure", outcome->failure}, {"failed_host", outcome->failed_host},
                                      {"last_stderr", outcome->last_stderr},
-                                     {"stop_seconds", outcome->stop_seconds}, {"command", argv},
+                                     {"stop_seconds", outcome->stop_seconds}, {"stop_forced", outcome->forced},
+                                     {"command", argv},
                                      {"rank_hosts", RankHostsToJson(outcome->rank_hosts)}};
   (void)WriteFile(out / "run.json", run_json.dump(2) + "\n");
   const Candidate predicted =

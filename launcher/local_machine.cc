@@ -346,6 +346,7 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   reference.cache.host_budget.reset();
   reference.cache.nvme_budget.reset();
   reference.train.micro_batch = std::max(1, job.train.micro_batch);
+  if (c.reference_layers > 0) reference.model.layers = c.reference_layers;  // the probe's cut model
   const Candidate modelled = EvaluateCandidate(reference, in, g, l.nodes, a);
   if (c.reference_step_s > 0 && modelled.feasible) {
     a.step_overhead_s = std::max(0.0, c.reference_step_s - modelled.step.step_s);
@@ -357,7 +358,10 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
                                                      " (not used: the worker computes on the CPU)"
                                                : std::string("no GPU")) +
                     "; device tier simulated in host memory, " + FormatBytes(device) + " per rank");
-  l.notes.push_back("reference step measured" + when + " (in memory, cache.policy none): " +
+  const std::string cut = c.reference_layers > 0 ? ", the model cut to " + std::to_string(c.reference_layers) +
+                                                        " layers: the whole one's states exceed half the free memory"
+                                                  : std::string();
+  l.notes.push_back("reference step measured" + when + " (in memory, cache.policy none" + cut + "): " +
                     Num(c.reference_step_s * 1e3, "%.1f") + " ms, of which " +
                     Num(a.step_overhead_s * 1e3, "%.1f") +
                     " ms outside the blocks' compute, collectives and AdamW (data, loss, framework), charged per step");

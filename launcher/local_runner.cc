@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "launcher/run_follower.h"
@@ -75,7 +76,8 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
   bool out_open = true, err_open = true, exited = false;
   int wait_status = 0;
   double stop_started = 0, term_sent = 0;  // when a stop began; when mpirun was sent SIGTERM
-  bool killed = false;
+  bool killed = false, asked = false;      // asked: the ranks were sent SIGUSR1 (stop after the step)
+  int user_signals = 0;
   auto stop = [&](bool by_signal) {
     if (stop_started == 0) stop_started = Now();
     if (by_signal) outcome.interrupted = true;
@@ -86,17 +88,30 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
     if (err_open) fds.push_back({child.err, POLLIN, 0});
     if (signals.fd() >= 0) fds.push_back({signals.fd(), POLLIN, 0});
     poll(fds.data(), fds.size(), 200);
-    if (signals.Take()) stop(true);
+    if (const int n = signals.Take(); n > 0) {
+      user_signals += n;
+      stop(true);
+    }
     if (out_open) out_open = DrainLines(child.out, &out_partial, [&](const std::string& l) { follower.Line(l, false); });
     if (err_open) err_open = DrainLines(child.err, &err_partial, [&](const std::string& l) { follower.Line(l, true); });
     if (follower.failed()) stop(false);
     if (!exited && waitpid(child.pid, &wait_status, WNOHANG) == child.pid) exited = true;
     if (stop_started > 0 && !exited) {
       const double since = Now() - stop_started;
-      // A death: mpirun normally ends the job itself; give it 3 s. A signal: at once.
-      if (term_sent == 0 && (outcome.interrupted || since > 3)) {
+      const bool graceful = outcome.interrupted && user_signals < 2 && !follower.failed() && o.stop_grace_s > 0;
+      if (graceful && !asked) {
+        kill(child.pid, SIGUSR1);
+        asked = true;
+        std::fprintf(stderr, "\ntencache-launch: stopping: every rank finishes its step and writes its checkpoint "
+                             "(up to %.0f s); interrupt again to stop at once\n", o.stop_grace_s);
+      }
+      // A death: mpirun normally ends the job itself; give it 3 s. A signal:
+      // once the ranks had their grace (at once without one, or at a second signal).
+      const bool force = graceful ? since > o.stop_grace_s : outcome.interrupted || since > 3;
+      if (term_sent == 0 && force) {
         kill(child.pid, SIGTERM);
         term_sent = Now();
+        outcome.forced = outcome.interrupted;
       }
       if (!killed && term_sent > 0 && Now() - term_sent > 4) {
         kill(-child.pid, SIGKILL);

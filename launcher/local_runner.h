@@ -3,10 +3,13 @@
 // its own process group, with --tag-output so that every line names its rank;
 // the runner files each rank's stdout and stderr under OUT/logs/, picks rank 0's
 // per-step metrics out of its stdout (the worker's --report-lines protocol) into
-// OUT/metrics.jsonl and a progress line, forwards SIGINT / SIGTERM, and when a
-// rank dies names it with its last stderr lines. Every rank is gone within
-// 10 s of a signal or a death: mpirun is asked first (SIGTERM), then mpirun and
-// every rank that reported its PID are killed.
+// OUT/metrics.jsonl and a progress line, and when a rank dies names it with its
+// last stderr lines. A first SIGINT / SIGTERM asks every rank, on every host, to
+// stop after its current step and write its checkpoint (SIGUSR1, which mpirun
+// forwards to the ranks; a SIGTERM to mpirun would have Open MPI kill them a
+// second later, mid-checkpoint), for up to RunOptions::stop_grace_s; past
+// that, at a second signal, or after a death, mpirun is asked to end the job
+// (SIGTERM) and 4 s later mpirun and every rank that reported its PID are killed.
 // One run at a time per process (it installs signal handlers while running).
 // The line following (rank logs, metrics, progress) is RunFollower in
 // launcher/run_follower.h, shared with the Kubernetes runner.
@@ -53,6 +56,9 @@ struct RunOptions {
   int total_steps = 0;             // for step k/N and the ETA
   bool progress_in_place = false;  // a terminal: one line rewritten in place; else a line every few seconds
   double progress_every_s = 5;
+  // After a first signal, how long the ranks may take to finish the step and
+  // write a checkpoint before they are stopped by force; 0: at once.
+  double stop_grace_s = 0;
   // Called with each metrics object as it arrives (may be empty).
   std::function<void(const nlohmann::json&)> on_metrics;
 };
@@ -60,6 +66,7 @@ struct RunOptions {
 struct RunOutcome {
   int exit_code = 0;                      // 0: every rank finished
   bool interrupted = false;               // stopped by SIGINT / SIGTERM
+  bool forced = false;                    // the ranks were stopped before they finished stopping
   int failed_rank = -1;                   // the rank that died first, where known
   std::string failed_host;                // the host it ran on, or the node that was lost, where known
   std::map<int, std::string> rank_hosts;  // the host each rank said it runs on (its PID line)

@@ -63,11 +63,11 @@ SignalScope::~SignalScope() {
 
 int SignalScope::fd() const { return g_signal_pipe[0]; }
 
-bool SignalScope::Take() {
-  bool any = false;
+int SignalScope::Take() {
+  int n = 0;
   char sig;
-  while (g_signal_pipe[0] >= 0 && read(g_signal_pipe[0], &sig, 1) == 1) any = true;
-  return any;
+  while (g_signal_pipe[0] >= 0 && read(g_signal_pipe[0], &sig, 1) == 1) ++n;
+  return n;
 }
 
 StatusOr<ChildProcess> SpawnChild(const std::vector<std::string>& args,

@@ -36,8 +36,8 @@ class SignalScope {
   SignalScope(const SignalScope&) = delete;
   SignalScope& operator=(const SignalScope&) = delete;
   int fd() const;
-  // True when a signal arrived since the last call (consumes them).
-  bool Take();
+  // The signals that arrived since the last call (consumes them); 0: none.
+  int Take();
 };
 
 // A started program: its PID (leader of its own process group) and the

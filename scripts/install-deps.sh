@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libtorch-dev libopenblas0-pthread
   fio
+  sentencepiece  # spm_train, spm_encode: the scale ladder's tokenised corpus (bench/scale_ladder.sh)
   libcli11-dev gnuplot-nox
   iproute2 util-linux  # ip, tc, unshare, nsenter: the multi-node tests (tests/multinode)
   clang libclang-rt-dev  # libFuzzer and the sanitizers' runtimes: the fuzz targets (tests/fuzz, bench/fuzz)

@@ -78,7 +78,7 @@ Status HfCheckpointReader::ReadBlock(int block, float* out, int64_t begin, int64
 }
 
 StatusOr<HfCheckpointWriter> HfCheckpointWriter::Begin(const std::string& dir, const DecoderModel& model,
-                                                      StDType dtype, DType config_dtype) {
+                                                      StDType dtype, DType config_dtype, uint64_t max_shard_bytes) {
   TC_ASSIGN_OR_RETURN(HfArch arch, HfArchFor(model.shape()));
   TC_ASSIGN_OR_RETURN(nlohmann::ordered_json config, HfConfig(model.shape(), config_dtype));
   std::error_code ec;
@@ -87,8 +87,8 @@ StatusOr<HfCheckpointWriter> HfCheckpointWriter::Begin(const std::string& dir, c
   std::ofstream(fs::path(dir) / "config.json") << config.dump(2) << "\n";
   std::vector<SafetensorsWriter::Entry> entries;
   for (const HfTensor& t : arch.tensors) entries.push_back({t.theirs, dtype, t.their_dims});
-  TC_ASSIGN_OR_RETURN(SafetensorsWriter w, SafetensorsWriter::Begin((fs::path(dir) / "model.safetensors").string(),
-                                                                    std::move(entries), {{"format", "pt"}}));
+  TC_ASSIGN_OR_RETURN(ShardedSafetensorsWriter w,
+                      ShardedSafetensorsWriter::Begin(dir, std::move(entries), {{"format", "pt"}}, max_shard_bytes));
   return HfCheckpointWriter(std::move(w), model, std::move(arch), dtype);
 }
 
@@ -105,5 +105,17 @@ Status HfCheckpointWriter::WriteBlock(int block, const float* flat) {
 }
 
 Status HfCheckpointWriter::Finish() { return writer_.Finish(); }
+
+Status WriteInitialWeights(const DecoderModel& model, uint64_t seed, DType config_dtype, const std::string& dir,
+                           uint64_t max_shard_bytes) {
+  TC_ASSIGN_OR_RETURN(HfCheckpointWriter out,
+                      HfCheckpointWriter::Begin(dir, model, StDType::kF32, config_dtype, max_shard_bytes));
+  for (int b = 0; b < model.num_blocks(); ++b) {
+    std::vector<float> flat(size_t(model.layout(b).numel));
+    model.InitBlock(b, seed, flat.data());
+    TC_RETURN_IF_ERROR(out.WriteBlock(b, flat.data()));
+  }
+  return out.Finish();
+}
 
 }  // namespace tencache

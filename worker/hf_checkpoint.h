@@ -13,6 +13,7 @@
 
 #include "common/hf_layout.h"
 #include "common/safetensors.h"
+#include "common/safetensors_shards.h"
 #include "worker/decoder_model.h"
 
 namespace tencache {
@@ -41,22 +42,32 @@ class HfCheckpointReader {
 
 class HfCheckpointWriter {
  public:
-  // DIR/model.safetensors holding `dtype` values (written under a temporary
-  // name until Finish) and DIR/config.json. InvalidArgument naming the model
-  // key when transformers has no such architecture.
+  // DIR's safetensors holding `dtype` values, cut into shards of at most
+  // `max_shard_bytes` as transformers cuts them (ShardedSafetensorsWriter:
+  // model.safetensors, or model-*-of-*.safetensors and their index; written
+  // under temporary names until Finish), and DIR/config.json. InvalidArgument
+  // naming the model key when transformers has no such architecture.
   static StatusOr<HfCheckpointWriter> Begin(const std::string& dir, const DecoderModel& model, StDType dtype,
-                                            DType config_dtype);
+                                            DType config_dtype, uint64_t max_shard_bytes = kDefaultMaxShardBytes);
   // Block `block`'s values in our layout (model.layout(block).numel floats).
   Status WriteBlock(int block, const float* flat);
   Status Finish();
 
  private:
-  HfCheckpointWriter(SafetensorsWriter writer, const DecoderModel& model, HfArch arch, StDType dtype)
+  HfCheckpointWriter(ShardedSafetensorsWriter writer, const DecoderModel& model, HfArch arch, StDType dtype)
       : writer_(std::move(writer)), model_(&model), arch_(std::move(arch)), dtype_(dtype) {}
-  SafetensorsWriter writer_;
+  ShardedSafetensorsWriter writer_;
   const DecoderModel* model_;
   HfArch arch_;
   StDType dtype_;
 };
+
+// The weights a run of `model` starts from when it has no model.init (every
+// block drawn from `seed`, as the trainer draws them), written to `dir` as an
+// fp32 Hugging Face checkpoint (HfCheckpointWriter). One block in memory at a
+// time. A run whose model.init names `dir` starts from the same values, bit
+// for bit.
+Status WriteInitialWeights(const DecoderModel& model, uint64_t seed, DType config_dtype, const std::string& dir,
+                           uint64_t max_shard_bytes);
 
 }  // namespace tencache

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <vector>
 
+#include "common/shard_bytes.h"
 #include "common/stats.h"
 #include "worker/adamw.h"
 #include "worker/decoder_model.h"
@@ -179,11 +181,32 @@ Status ProbeCollectives(const JobSpec& job, Communicator* comm, ProbeResult* r, 
   return Status::Ok();
 }
 
+// Layers of the in-memory reference: the job's, unless every rank's states
+// together would take more than half of this machine's available memory (the
+// point of an offloaded job); then kProbeLayers of them (0: all).
+int ReferenceLayers(const JobSpec& job, int ranks) {
+  const uint64_t states = ShardBytesPerRank(job.model, job.dtype, ranks).total() * uint64_t(ranks);
+  long long available = -1;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::sscanf(line, "MemAvailable: %lld kB", &available) == 1) break;
+    }
+    std::fclose(f);
+  }
+  if (available <= 0 || states <= uint64_t(available) * 1024 / 2 || job.model.layers <= kProbeLayers) return 0;
+  return kProbeLayers;
+}
+
 // The median step of the in-memory reference after two warm-up steps.
-StatusOr<double> ReferenceStepSeconds(const JobSpec& job, Communicator* comm,
+StatusOr<double> ReferenceStepSeconds(const JobSpec& job, int layers, Communicator* comm,
                                       std::shared_ptr<const TokenCorpus> corpus) {
   JobSpec ref = job;
   ref.cache.policy = CachePolicy::kNone;
+  if (layers > 0) {
+    ref.model.layers = layers;
+    ref.init.clear();  // the whole model's checkpoint does not fit the cut one; values do not change the time
+  }
   TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Trainer::Create(ref, comm, std::move(corpus), [](const std::string&) {}));
   std::vector<double> times;
   for (int s = 0; s < 12; ++s) {
@@ -215,7 +238,8 @@ StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int t
     return Status::Internal(std::string("probe: libtorch: ") + e.what_without_backtrace());
   }
   TC_RETURN_IF_ERROR(ProbeCollectives(job, comm, &r, mixed));
-  TC_ASSIGN_OR_RETURN(r.reference_step_s, ReferenceStepSeconds(job, comm, std::move(corpus)));
+  r.reference_layers = ReferenceLayers(job, comm->size());
+  TC_ASSIGN_OR_RETURN(r.reference_step_s, ReferenceStepSeconds(job, r.reference_layers, comm, std::move(corpus)));
   return r;
 }
 

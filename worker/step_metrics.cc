@@ -56,6 +56,8 @@ std::string StepMetrics::ToJson() const {
   column("bytes_nvme_write", &RankFigures::bytes_nvme_write);
   column("host_used_bytes", &RankFigures::host_used_bytes);
   column("nvme_used_bytes", &RankFigures::nvme_used_bytes);
+  column("peak_rss_bytes", &RankFigures::peak_rss_bytes);
+  column("setup_peak_rss_bytes", &RankFigures::setup_peak_rss_bytes);
   for (int l = 0; l < kStepLanes; ++l) {
     nlohmann::json v = nlohmann::json::array();
     for (const RankFigures& r : per_rank) v.push_back(r.lanes.seconds[l]);

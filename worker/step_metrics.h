@@ -57,11 +57,15 @@ struct StepMetrics {
   LaneBusy lanes;
   double overlap_efficiency = 0;
   // Each rank's own figures, by rank (the launcher groups them by node): step
-  // time, stall, bytes moved per link, peak host and NVMe bytes.
+  // time, stall, bytes moved per link, peak host and NVMe bytes, and the
+  // process's resident peak (VmHWM) over the training steps so far and over
+  // its initialisation (model.init loaded, states placed), -1 where /proc
+  // cannot say.
   struct RankFigures {
     double step_time_s = 0, stall_s = 0;
     double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;
     double host_used_bytes = 0, nvme_used_bytes = 0;
+    double peak_rss_bytes = -1, setup_peak_rss_bytes = -1;
     LaneBusy lanes;
   };
   std::vector<RankFigures> per_rank;

@@ -16,6 +16,7 @@
 #include "common/stats.h"
 #include "worker/checkpoint.h"
 #include "worker/host_malloc.h"
+#include "worker/process_memory.h"
 
 namespace tencache {
 namespace {
@@ -267,6 +268,9 @@ Status Trainer::Init() {
   step_acquires_.clear();  // initialisation is not a step's order
   if (store_->cache() != nullptr) allocations_at_warmup_ = store_->cache()->Snapshot().allocations_after_setup;
   store_->EndStep();  // initialisation traffic is not a training step
+  // Loading's peak (model.init streamed to the tiers) apart from training's.
+  setup_peak_rss_ = double(ReadResidentBytes().peak);
+  ResetPeakResidentBytes();
   return Status::Ok();
 }
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
+#include "common/safetensors_shards.h"
 #include "common/shard_bytes.h"
 #include "scheduler/plan.h"
 #include "scheduler/profiler.h"
@@ -91,10 +92,11 @@ class Trainer {
   // REQUIRES: no step has run. Collective.
   Status Resume();
   int64_t step() const { return step_; }  // steps done: the next step's number
-  // Writes the weights (the fp32 masters) to DIR/model.safetensors in
-  // transformers' layout, with DIR/config.json; rank 0 writes, block by block
-  // as the ranks gather them. Collective: every rank calls it.
-  Status SaveWeights(const std::string& dir);
+  // Writes the weights (the fp32 masters) to DIR in transformers' layout
+  // (HfCheckpointWriter: shards of at most `max_shard_bytes`), with
+  // DIR/config.json; rank 0 writes, block by block as the ranks gather them.
+  // Collective: every rank calls it.
+  Status SaveWeights(const std::string& dir, uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
   std::string Describe() const;
   int accum_steps() const { return accum_; }
@@ -328,6 +330,7 @@ class Trainer {
   double acquire_s_ = 0;     // seconds inside Trainer::Acquire, cumulative
   double acquire_mark_ = 0;  // acquire_s_ when the step's latest access ended (or the step began)
   uint64_t allocations_at_warmup_ = 0;
+  double setup_peak_rss_ = -1;  // this rank's resident peak up to the end of initialisation (-1: unknown)
   int prefetches_ = 0;                        // planned fetches issued this step
   int64_t issued_for_ = -1;                   // the access whose planned fetches were issued last
   // Device hits as tencache-sim counts them (NoteDeviceAccess).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "worker/process_memory.h"
 #include "worker/trainer.h"
 
 namespace tencache {
@@ -37,13 +38,15 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   // (after the metrics, during validation) is not this step's work beyond its length.
   for (double& busy : lanes.seconds) busy = std::min(busy, seconds);
   // Per rank: peaks (device used, device reserved, host used, host reserved,
-  // NVMe used), then this rank's own step time, stall, bytes per link and lanes.
-  constexpr int kFixed = 11, kFields = kFixed + kStepLanes;
+  // NVMe used), then this rank's own step time, stall, bytes per link, its
+  // resident peaks (training so far, initialisation) and lanes.
+  constexpr int kFixed = 13, kFields = kFixed + kStepLanes;
   double mine[kFields] = {double(dev.peak_used_bytes), double(dev.reserved_bytes),
                           double(c.tier(Tier::kHost).peak_used_bytes), double(c.tier(Tier::kHost).reserved_bytes),
                           double(c.tier(Tier::kNvme).used_bytes), seconds, c.stall_seconds,
                           double(c.bytes_host_to_device), double(c.bytes_device_to_host),
-                          double(c.bytes_nvme_to_host), double(c.bytes_host_to_nvme)};
+                          double(c.bytes_nvme_to_host), double(c.bytes_host_to_nvme),
+                          double(ReadResidentBytes().peak), setup_peak_rss_};
   std::copy(std::begin(lanes.seconds), std::end(lanes.seconds), mine + kFixed);
   std::vector<double> all(kFields * ranks_);
   TC_RETURN_IF_ERROR(comm_->AllGather(mine, all.data(), sizeof mine));
@@ -53,7 +56,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   for (int r = 0; r < ranks_; ++r) {
     const double* f = &all[size_t(r) * kFields];
     for (int i = 0; i < 5; ++i) peak[i] = std::max(peak[i], f[i]);
-    per_rank[r] = {f[5], f[6], f[7], f[8], f[9], f[10], f[2], f[4], LaneBusy{}};  // lanes: below
+    per_rank[r] = {f[5], f[6], f[7], f[8], f[9], f[10], f[2], f[4], f[11], f[12], LaneBusy{}};  // lanes: below
     for (int l = 0; l < kStepLanes; ++l) {
       per_rank[r].lanes.seconds[l] = f[kFixed + l];
       busiest.seconds[l] = std::max(busiest.seconds[l], f[kFixed + l]);

@@ -86,11 +86,11 @@ void Trainer::WriteComputeCopy(const ShardRef& param, size_t begin, size_t count
       .copy_(torch::from_blob(const_cast<float*>(master), {int64_t(count)}, torch::kFloat32));
 }
 
-Status Trainer::SaveWeights(const std::string& dir) {
+Status Trainer::SaveWeights(const std::string& dir, uint64_t max_shard_bytes) {
   TC_RETURN_IF_ERROR(FlushHeldRows());
   std::unique_ptr<HfCheckpointWriter> out;
   if (comm_->rank() == 0) {
-    StatusOr<HfCheckpointWriter> w = HfCheckpointWriter::Begin(dir, model_, StDType::kF32, job_.dtype);
+    StatusOr<HfCheckpointWriter> w = HfCheckpointWriter::Begin(dir, model_, StDType::kF32, job_.dtype, max_shard_bytes);
     if (!w.ok()) return w.status().WithContext("--save-weights " + dir);
     out = std::make_unique<HfCheckpointWriter>(std::move(*w));
   }

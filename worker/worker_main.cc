@@ -11,17 +11,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "common/byte_size.h"
 #include "common/cli.h"
 #include "common/hf_layout.h"
 #include "common/job_spec.h"
@@ -32,6 +35,8 @@
 #include "worker/mpi_communicator.h"
 #include "worker/nccl_communicator.h"
 #include "common/safetensors.h"
+#include "worker/checkpoint.h"
+#include "worker/hf_checkpoint.h"
 #include "worker/trainer.h"
 
 namespace tencache {
@@ -44,11 +49,14 @@ struct Args {
   std::string metrics;
   std::string trace;
   std::string save_weights;
+  std::string write_init;
+  std::string max_shard_size = "5GB";
   std::string logits;
   bool resume = false;
   int sample = 48;
   bool report_lines = false;
   bool probe = false;
+  bool evaluate = false;
   std::string device = "auto";
   size_t mpi_max_count = 0;  // 0: MPI's int limit
 };
@@ -124,14 +132,35 @@ void PrintStep(const StepMetrics& m, const Args& args, std::ofstream& metrics,
   if (args.report_lines) std::cout << kReportMetricsPrefix << json << std::endl;
 }
 
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// "FOLDER (12.4 GB in 20.1 s, 0.62 GB/s)": the bytes of the files in a
+// checkpoint folder, moved in `seconds`.
+std::string Throughput(const std::string& folder, double seconds) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(folder, ec)) {
+    if (e.is_regular_file(ec)) bytes += e.file_size(ec);
+  }
+  char text[96];
+  std::snprintf(text, sizeof text, " (%.2f GB in %.1f s, %.2f GB/s)", double(bytes) / 1e9, seconds,
+                seconds > 0 ? double(bytes) / 1e9 / seconds : 0.0);
+  return folder + text;
+}
+
 volatile std::sig_atomic_t g_stop_requested = 0;
 
+// SIGINT, SIGTERM and SIGUSR1 (what tencache-launch sends mpirun, which
+// forwards it to every rank) ask for a stop after the current step.
 void InstallStopHandlers() {
   struct sigaction sa = {};
   sa.sa_handler = [](int) { g_stop_requested = 1; };
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
 }
 
 std::unique_ptr<CLI::App> MakeApp(Args* a) {
@@ -146,8 +175,15 @@ std::unique_ptr<CLI::App> MakeApp(Args* a) {
                 "print lines for tencache-launch (common/report_lines.h): each rank's PID, rank 0's metrics");
   app->add_option("--trace", a->trace, "rank 0 writes its profiled step's trace for tencache-sim --trace FILE");
   app->add_option("--save-weights", a->save_weights,
-                  "after training, write the weights to DIR/model.safetensors (transformers' layout, fp32) and "
-                  "DIR/config.json");
+                  "after training, write the weights to DIR (transformers' layout, fp32: model.safetensors, or "
+                  "shards and model.safetensors.index.json past --max-shard-size) and DIR/config.json");
+  app->add_option("--write-init", a->write_init,
+                  "write the weights a run starts from without model.init (drawn from train.seed) to DIR, as "
+                  "--save-weights writes them, and exit without training (a job whose model.init names DIR starts "
+                  "from the same values)");
+  app->add_option("--max-shard-size", a->max_shard_size,
+                  "the largest safetensors shard --save-weights and --write-init write (transformers' max_shard_size)")
+      ->capture_default_str();
   app->add_flag("--resume", a->resume,
                 "continue from the newest complete checkpoint in train.checkpoint_dir (exit 2 when there is none)");
   app->add_option("--logits", a->logits,
@@ -161,6 +197,9 @@ std::unique_ptr<CLI::App> MakeApp(Args* a) {
   app->add_option("--mpi-max-count", a->mpi_max_count,
                   "testing: split MPI collectives into pieces of at most N elements (default: MPI's int limit)")
       ->check(CLI::Range(size_t(1), size_t(INT_MAX)));
+  app->add_flag("--evaluate", a->evaluate,
+                "print the validation loss (train.eval_*) of the weights the run starts from (model.init, the seed, "
+                "or with --resume the checkpoint) and exit without training");
   app->add_flag("--probe", a->probe,
                 std::string("measure this machine's speed at the job's work instead of training; rank 0 prints "
                             "one JSON line after '") + kReportProbePrefix + "'");
@@ -174,6 +213,19 @@ Status Run(const Args& args, int rank) {
     std::cout << kReportPidPrefix << getpid() << " " << host << std::endl;
   }
   TC_ASSIGN_OR_RETURN(JobSpec job, LoadJobFile(args.job, args.overrides));
+  StatusOr<uint64_t> max_shard = ParseByteSize(args.max_shard_size);
+  if (!max_shard.ok() || *max_shard == 0) {
+    return Status::InvalidArgument("--max-shard-size '" + args.max_shard_size + "': expected a positive size such as 5GB or 2GiB");
+  }
+  if (!args.write_init.empty()) {
+    if (rank != 0) return Status::Ok();
+    TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
+    Status wrote = WriteInitialWeights(DecoderModel(job.model), job.train.seed, job.dtype, args.write_init, *max_shard);
+    if (!wrote.ok()) return wrote.WithContext("--write-init " + args.write_init);
+    std::cout << "tencache-worker: wrote the initial weights (train.seed " << job.train.seed << ") of "
+              << job.model.name << " to " << args.write_init << std::endl;
+    return Status::Ok();
+  }
   if (job.train.data.empty()) {
     return Status::InvalidArgument(job.source + ": key 'train.data': the worker needs a corpus to train on");
   }
@@ -207,6 +259,8 @@ Status Run(const Args& args, int rank) {
     if (rank == 0) std::cout << kReportProbePrefix << probe.ToJson().dump() << std::endl;
     return Status::Ok();
   }
+  InstallStopHandlers();  // a stop asked during set-up takes effect after the first step
+  if (args.evaluate && job.train.eval_every == 0) job.train.eval_every = 1;  // the same windows; none is trained on
   TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, comm, corpus, log, device));
   log(trainer->Describe() + "; " + std::to_string(torch::get_num_threads()) + " compute thread(s) per rank (" +
       std::to_string(local_ranks) + " rank(s) on this machine; OpenBLAS threads " + std::to_string(blas_threads) +
@@ -216,9 +270,20 @@ Status Run(const Args& args, int rank) {
     metrics.open(args.metrics);
     if (!metrics) return Status::InvalidArgument("--metrics: cannot write '" + args.metrics + "'");
   }
-  if (args.resume) TC_RETURN_IF_ERROR(trainer->Resume());
+  if (args.resume) {
+    const double t0 = Seconds();
+    TC_RETURN_IF_ERROR(trainer->Resume());
+    log("resumed at step " + std::to_string(trainer->step()) + " from " +
+        Throughput(CheckpointFolder(job.train.checkpoint_dir, trainer->step()), Seconds() - t0));
+  }
+  if (args.evaluate) {
+    TC_ASSIGN_OR_RETURN(const double loss, trainer->Evaluate());
+    char line[96];
+    std::snprintf(line, sizeof line, "eval loss %.17g at step %lld", loss, static_cast<long long>(trainer->step()));
+    log(line);
+    return Status::Ok();
+  }
   const int steps = args.steps >= 0 ? args.steps : job.train.steps;
-  InstallStopHandlers();
   for (int s = int(trainer->step()); s < steps; ++s) {
     TC_ASSIGN_OR_RETURN(StepMetrics m, trainer->Step());
     const int every = job.train.eval_every;
@@ -232,8 +297,10 @@ Status Run(const Args& args, int rank) {
     TC_RETURN_IF_ERROR(comm->AllReduceSum(&stop, 1));
     const int ckpt = job.train.checkpoint_every;
     if (ckpt > 0 && ((s + 1) % ckpt == 0 || stop > 0)) {
+      const double t0 = Seconds();
       TC_RETURN_IF_ERROR(trainer->SaveCheckpoint());
-      if (rank == 0) log("checkpoint: step " + std::to_string(s + 1) + " in " + job.train.checkpoint_dir);
+      log("checkpoint: step " + std::to_string(s + 1) + " in " +
+          Throughput(CheckpointFolder(job.train.checkpoint_dir, s + 1), Seconds() - t0));
     }
     if (stop > 0) {
       if (rank == 0) log("stopped after step " + std::to_string(s + 1) + " (a signal asked it)");
@@ -255,8 +322,8 @@ Status Run(const Args& args, int rank) {
     if (StatusOr<HfArch> arch = HfArchFor(job.model); !arch.ok()) {  // a model transformers has no class for
       log("weights not saved: " + arch.status().message());
     } else {
-      TC_RETURN_IF_ERROR(trainer->SaveWeights(args.save_weights));
-      log("weights: wrote " + args.save_weights + "/model.safetensors and config.json (" + arch->architecture + ")");
+      TC_RETURN_IF_ERROR(trainer->SaveWeights(args.save_weights, *max_shard));
+      log("weights: wrote " + args.save_weights + " (safetensors and config.json, " + arch->architecture + ")");
     }
   }
   if (!args.logits.empty()) {

@@ -168,6 +168,41 @@ TEST(LocalRunner, SigtermIsForwardedAndTheRunStops) {
   fs::remove_all(dir);
 }
 
+TEST(LocalRunner, AFirstSignalLetsTheRanksFinishTheirStepAndCheckpoint) {
+  // mpirun's stand-in: SIGUSR1 (forwarded to the ranks) ends it after its
+  // "checkpoint"; SIGTERM would be Open MPI killing the ranks mid-way.
+  const fs::path dir = Scratch("grace");
+  RunOptions o = Options(dir,
+      "trap 'echo usr1 >&2; echo checkpoint written >&2; exit 1' USR1; trap 'echo term >&2; exit 143' TERM;"
+      "echo '[1,0]<stdout>:TENCACHE_METRICS {\"step\":0,\"loss\":5.5,\"step_time_s\":0.1}';"
+      "while :; do sleep 0.05; done");
+  o.stop_grace_s = 60;
+  o.on_metrics = [](const nlohmann::json&) { raise(SIGTERM); };
+  StatusOr<RunOutcome> r = RunLocal(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->interrupted);
+  EXPECT_FALSE(r->forced);
+  EXPECT_EQ(Read(dir / "logs" / "mpirun.err"), "usr1\ncheckpoint written\n");
+  fs::remove_all(dir);
+}
+
+TEST(LocalRunner, RanksThatDoNotStopWithinTheGraceAreStopped) {
+  const fs::path dir = Scratch("grace-over");
+  RunOptions o = Options(dir,
+      "trap 'echo usr1 >&2' USR1; trap 'echo term >&2; exit 143' TERM;"
+      "echo '[1,0]<stdout>:TENCACHE_METRICS {\"step\":0,\"loss\":5.5,\"step_time_s\":0.1}';"
+      "while :; do sleep 0.05; done");
+  o.stop_grace_s = 0.5;
+  o.on_metrics = [](const nlohmann::json&) { raise(SIGTERM); };
+  StatusOr<RunOutcome> r = RunLocal(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->interrupted);
+  EXPECT_TRUE(r->forced);
+  EXPECT_LT(r->stop_seconds, 10.0);
+  EXPECT_EQ(Read(dir / "logs" / "mpirun.err"), "usr1\nterm\n");
+  fs::remove_all(dir);
+}
+
 TEST(LocalRunner, CaptureOutputReportsFailures) {
   StatusOr<std::string> ok = CaptureOutput({"/bin/sh", "-c", "echo hello"}, {{"X", "1"}}, 30);
   ASSERT_TRUE(ok.ok());

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# The scale ladder: three Llama-family models in fp32, each run end to end
+# through `tencache-launch JOB.yaml` on this machine (cluster.target local,
+# every budget auto: the planner decides), on a tokenised Debian corpus
+# (bench/debian_corpus.sh):
+#   rung 1  ~134M   GPT-2 small's width as a Llama (hidden 768, 12 layers): states fit in memory
+#   rung 2  ~1.1B   TinyLlama-1.1B's shape: states about the size of RAM
+#   rung 3  ~2.2B   OpenLLaMA-3B's width and heads, 16 of its 26 layers: states >= 1.3x RAM
+# Each rung:
+#   init    tencache-worker --write-init writes the seeded weights as a sharded
+#           Hugging Face checkpoint (index + shards), model.init reads them
+#   A       the uninterrupted run (its weights exported, and read back by
+#           `tencache-worker --evaluate`: the same validation loss, bit for bit)
+#   B       the same run with train.checkpoint_every, SIGTERM once a
+#           checkpoint is complete; then `--resume B`: the losses of B and its
+#           resumption equal A's, bit for bit
+# and bench/scale_ladder_report.py writes the rung's row (docs/benchmarks.md,
+# "Scale ladder"): parameters, states vs RAM, budgets, peak RSS vs host budget,
+# step time measured vs predicted, overlap, NVMe bytes read vs placed, the
+# times of each phase, loss first -> last.
+#   bench/scale_ladder.sh [--rungs 1,2,3] [--work DIR] [--steps N] [--build DIR]
+# Needs the build (scripts/build.sh), sentencepiece and python3; rung 3 writes
+# about 70 GB at its peak under --work (the NVMe tier, two checkpoints while a
+# new one is written, the weights): the plan refuses before it starts when the
+# disk cannot hold that. Everything large it writes is removed at the end of a
+# rung; the results stay in WORK/results/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+rungs=1,2,3
+work=/tmp/tencache-ladder
+steps=8
+ckpt_every=3
+build=build
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rungs) rungs=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    *) echo "scale_ladder: unknown argument '$1'; expected --rungs, --work, --steps or --build" >&2; exit 2 ;;
+  esac
+done
+launch=$root/$build/launcher/tencache-launch
+worker=$root/$build/worker/tencache-worker
+for p in "$launch" "$worker"; do
+  [ -x "$p" ] || { echo "scale_ladder: $p not found: run scripts/build.sh first" >&2; exit 2; }
+done
+command -v python3 >/dev/null || { echo "scale_ladder: python3 not found" >&2; exit 2; }
+mpi=(mpirun --oversubscribe)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$work/results"
+bench/debian_corpus.sh "$work/corpus" 32000
+
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
+
+# rung -> "layers hidden heads kv_heads ffn shard_size"
+shape() {
+  case $1 in
+    1) echo "12 768 12 12 2048 200MB" ;;
+    2) echo "22 2048 32 4 5632 2GB" ;;
+    3) echo "16 3200 32 32 8640 4GB" ;;
+    *) echo "scale_ladder: no rung $1 (1, 2 or 3)" >&2; exit 2 ;;
+  esac
+}
+
+run_rung() {
+  local r=$1 dir=$work/rung$1 res=$work/results/rung$1
+  read -r layers hidden heads kv ffn shard <<<"$(shape "$r")"
+  rm -rf "$dir" "$res"
+  mkdir -p "$dir" "$res"
+  cat >"$dir/job.yaml" <<EOF
+# The scale ladder's rung $r (bench/scale_ladder.sh).
+name: ladder-rung$r
+model:
+  layers: $layers
+  hidden: $hidden
+  heads: $heads
+  kv_heads: $kv
+  ffn_hidden: $ffn
+  seq_len: 128
+  vocab: 32000
+  mlp: swiglu
+  norm: rmsnorm
+  position: rotary
+  bias: false
+  tied_embeddings: false
+  norm_eps: 1.0e-5
+  dtype: fp32
+train:
+  data: $work/corpus/corpus.bin
+  micro_batch: auto
+  global_batch: 2
+  steps: $steps
+  lr: 6.0e-4
+  seed: 1
+  eval_every: $steps
+  eval_sequences: 2
+  keep_checkpoints: 1
+cluster:
+  target: local
+  nodes: auto
+  ranks_per_node: auto
+  max_nodes: 1
+  instance_types: [g5.xlarge, g6e.xlarge, g6.2xlarge, g2-standard-12, p4d.24xlarge, p5.48xlarge]
+cache:
+  policy: tencache
+  device_budget: auto
+  host_budget: auto
+  nvme_budget: auto
+  nvme_path: $work/nvme
+EOF
+  local job=$dir/job.yaml init=$dir/init times=$res/times.env
+  : >"$times"
+  echo "== rung $r: $layers layers, hidden $hidden, heads $heads/$kv, ffn $ffn ($(date -u +%H:%M:%S)); free disk $(df -h --output=avail "$work" | tail -1)"
+
+  local t0
+  t0=$(now)
+  "${mpi[@]}" -n 1 "$worker" --job "$job" --write-init "$init" --max-shard-size "$shard" >"$res/init.log" 2>&1
+  echo "init_s=$(since "$t0")" >>"$times"
+  ls -l "$init" >"$res/init.ls"
+  echo "   init: $(ls "$init" | tr '\n' ' ')"
+
+  local set=(--set "model.init=$init")
+  t0=$(now)
+  "$launch" "$job" "${set[@]}" --set train.checkpoint_every=0 --out "$dir/A" --progress-every 60 >"$res/A.log" 2>&1 ||
+    { tail -30 "$res/A.log"; return 1; }
+  echo "a_s=$(since "$t0")" >>"$times"
+  echo "   A: $(grep -E '^Measured|step time' "$res/A.log" | head -2 | tr '\n' ' ')"
+
+  t0=$(now)
+  "$launch" export "$dir/A" --out "$dir/export" --max-shard-size "$shard" >"$res/export.log" 2>&1 ||
+    { cat "$res/export.log"; return 1; }
+  echo "export_s=$(since "$t0")" >>"$times"
+  ls -l "$dir/export" >"$res/export.ls"
+  rm -rf "$dir/A/weights"
+  local ranks
+  ranks=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['local']['ranks'])" "$dir/A/plan.json")
+  t0=$(now)
+  "${mpi[@]}" -n "$ranks" "$worker" --job "$dir/A/job.resolved.yaml" --set "model.init=$dir/export" --evaluate \
+    >"$res/evaluate.log" 2>&1 || { tail -20 "$res/evaluate.log"; return 1; }
+  echo "evaluate_s=$(since "$t0")" >>"$times"
+  rm -rf "$dir/export"
+
+  # B: checkpoints every $ckpt_every steps; SIGTERM once the first is complete.
+  t0=$(now)
+  "$launch" "$job" "${set[@]}" --set train.checkpoint_every=$ckpt_every --out "$dir/B" --progress-every 60 \
+    >"$res/B.log" 2>&1 &
+  local pid=$! first
+  first=$(printf '%s/B/checkpoints/step-%08d' "$dir" "$ckpt_every")
+  while [ ! -d "$first" ] && kill -0 "$pid" 2>/dev/null; do sleep 1; done
+  [ -d "$first" ] || { wait "$pid" || true; tail -30 "$res/B.log"; return 1; }
+  local term
+  term=$(now)
+  kill -TERM "$pid"
+  local code=0
+  wait "$pid" || code=$?
+  echo "b_s=$(since "$t0")" >>"$times"
+  echo "b_stop_s=$(since "$term")" >>"$times"
+  echo "b_exit=$code" >>"$times"
+  ls -l "$dir/B/checkpoints" >"$res/B.checkpoints.ls"
+  echo "   B: exit $code after SIGTERM; checkpoints: $(ls "$dir/B/checkpoints" | tr '\n' ' ')"
+
+  t0=$(now)
+  "$launch" "$job" "${set[@]}" --set train.checkpoint_every=$ckpt_every --resume "$dir/B" --out "$dir/B2" \
+    --progress-every 60 >"$res/B2.log" 2>&1 || { tail -30 "$res/B2.log"; return 1; }
+  echo "b2_s=$(since "$t0")" >>"$times"
+
+  for run in A B B2; do
+    mkdir -p "$res/$run"
+    for f in job.resolved.yaml plan.json plan.txt machine.json metrics.jsonl report.json report.md run.json; do
+      [ -f "$dir/$run/$f" ] && cp "$dir/$run/$f" "$res/$run/"
+    done
+    cp -r "$dir/$run/logs" "$res/$run/" 2>/dev/null || true
+  done
+  rm -rf "$dir"
+  python3 bench/scale_ladder_report.py "$res" "$r" | tee "$res/row.md"
+}
+
+IFS=, read -r -a list <<<"$rungs"
+for r in "${list[@]}"; do run_rung "$r"; done
+python3 bench/scale_ladder_report.py --table "$work/results"

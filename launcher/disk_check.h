@@ -1,0 +1,55 @@
+// The disk a run on this machine will fill, checked before anything starts:
+// the NVMe tier's files (the state bytes the plan places on NVMe, per rank,
+// times the ranks here) at cache.nvme_path; the checkpoints
+// (train.keep_checkpoints + 1 of them at the peak: a new one is complete before
+// the oldest goes, less those already there) in train.checkpoint_dir; and the
+// weights the workers write after the last step (fp32) in the run folder.
+// Demands on one file system are added up against its free space (statvfs's
+// blocks available to this user). Pure arithmetic apart from the injected
+// file-system query; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "common/status.h"
+
+namespace tencache {
+
+struct DiskDemand {
+  std::string key;   // the job key or flag that names the place, e.g. "cache.nvme_path"
+  std::string path;  // where the files go
+  uint64_t bytes = 0;
+  std::string what;  // e.g. "the NVMe tier of 2 rank(s)"
+};
+
+// Bytes of one checkpoint of `job` over all ranks: each rank's fp32 masters
+// and both moments (worker/checkpoint.h), a manifest aside.
+uint64_t CheckpointBytes(const JobSpec& job, int ranks);
+
+// `nvme_bytes_per_rank`: what the plan places on NVMe for one rank;
+// `local_ranks`: the ranks that write here; `existing_checkpoints`: complete
+// ones already in train.checkpoint_dir (resuming).
+std::vector<DiskDemand> RunDiskDemands(const JobSpec& job, uint64_t nvme_bytes_per_rank, int local_ranks,
+                                       const std::string& run_dir, int existing_checkpoints);
+
+struct FsSpace {
+  uint64_t device = 0;      // st_dev of the nearest existing folder
+  uint64_t free_bytes = 0;  // available to this user
+  bool known = false;       // false when no folder on the path could be queried
+};
+FsSpace QueryFsSpace(const std::string& path);
+
+// InvalidArgument naming every key whose file system lacks room, with the
+// bytes each demand needs and the free bytes there; Ok when all fit. A path
+// whose space cannot be queried is not checked.
+Status CheckDiskSpace(const std::vector<DiskDemand>& demands,
+                      const std::function<FsSpace(const std::string&)>& query = QueryFsSpace);
+
+// Complete checkpoints (step-N folders without ".tmp") in `dir`.
+int CountCheckpoints(const std::string& dir);
+
+}  // namespace tencache
