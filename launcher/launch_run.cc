@@ -494,13 +494,9 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   LocalProbes probes;
   int ranks = 1, mb = 1;
   try {
-    const nlohmann::json& f = m.at("facts");
-    facts.hostname = f.at("hostname").get<std::string>();
-    facts.cores = f.at("cores").get<int>();
-    facts.ram_bytes = f.at("ram_bytes").get<uint64_t>();
-    facts.gpus = f.at("gpus").get<int>();
-    facts.nvme_path = f.at("nvme_path").get<std::string>();
-    facts.nvme_free_bytes = f.at("nvme_free_bytes").get<uint64_t>();
+    StatusOr<MachineFacts> read_facts = MachineFacts::FromJson(m.at("facts"));
+    if (!read_facts.ok()) return Fail(read_facts.status().WithContext((dir / "machine.json").string()));
+    facts = *read_facts;
     ranks = m.at("ranks").get<int>();
     mb = m.at("probe_micro_batch").get<int>();
     StatusOr<LocalProbes> read = LocalProbes::FromJson(m.at("probes"));

@@ -26,19 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-uint64_t MeminfoBytes(const std::string& field) {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) != 0) continue;
-    std::istringstream fields(line.substr(field.size() + 1));
-    uint64_t kib = 0;
-    fields >> kib;
-    return kib * 1024;
-  }
-  return 0;
-}
-
 // The CUDA driver, where one is installed: device count, first name, memory.
 void ReadGpus(MachineFacts* f) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -94,11 +81,45 @@ std::string Num(double v, const char* fmt) {
 }  // namespace
 
 nlohmann::ordered_json MachineFacts::ToJson() const {
-  return {{"hostname", hostname},           {"cores", cores},
-          {"ram_bytes", ram_bytes},         {"ram_available_bytes", ram_available_bytes},
-          {"gpus", gpus},                   {"gpu_name", gpu_name},
-          {"gpu_memory_bytes", gpu_memory_bytes}, {"nvme_path", nvme_path},
-          {"nvme_free_bytes", nvme_free_bytes}, {"links", links}};
+  return {{"hostname", hostname},
+          {"cores", cores},
+          {"ram_bytes", memory.mem_total.bytes.value_or(0)},
+          {"ram_available_bytes", memory.mem_available.bytes.value_or(0)},
+          {"memory", memory.ToJson()},
+          {"gpus", gpus},
+          {"gpu_name", gpu_name},
+          {"gpu_memory_bytes", gpu_memory_bytes},
+          {"nvme_path", nvme_path},
+          {"nvme_free_bytes", nvme_free_bytes},
+          {"links", links}};
+}
+
+StatusOr<MachineFacts> MachineFacts::FromJson(const nlohmann::json& j) {
+  MachineFacts f;
+  try {
+    f.hostname = j.at("hostname").get<std::string>();
+    f.cores = j.at("cores").get<int>();
+    f.gpus = j.at("gpus").get<int>();
+    f.gpu_name = j.value("gpu_name", "");
+    f.gpu_memory_bytes = j.value("gpu_memory_bytes", uint64_t(0));
+    f.nvme_path = j.at("nvme_path").get<std::string>();
+    f.nvme_free_bytes = j.at("nvme_free_bytes").get<uint64_t>();
+    f.links = j.value("links", "");
+    if (!j.contains("memory")) {
+      f.memory.mem_total = {true, j.at("ram_bytes").get<uint64_t>(), "/proc/meminfo MemTotal"};
+      if (j.value("ram_available_bytes", uint64_t(0)) > 0) {
+        f.memory.mem_available = {true, j["ram_available_bytes"].get<uint64_t>(), "/proc/meminfo MemAvailable"};
+      }
+      f.memory.pins_host_memory = f.gpus > 0;
+      return f;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("machine facts: ") + e.what());
+  }
+  StatusOr<MemoryLimits> memory = MemoryLimits::FromJson(j["memory"]);
+  if (!memory.ok()) return memory.status().WithContext("machine facts");
+  f.memory = *memory;
+  return f;
 }
 
 std::string ReadLinks(const std::string& interface) {
@@ -144,9 +165,12 @@ MachineFacts ReadMachineFacts(const std::string& nvme_path) {
   if (gethostname(host, sizeof host - 1) == 0) f.hostname = host;
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   f.cores = online > 0 ? int(online) : std::max(1, int(std::thread::hardware_concurrency()));
-  f.ram_bytes = MeminfoBytes("MemTotal");
-  f.ram_available_bytes = MeminfoBytes("MemAvailable");
   ReadGpus(&f);
+  MemoryLimitsOptions memory;
+  // The worker's --device auto computes on a GPU wherever one answers (and
+  // its build has CUDA), and then page-locks its host tier for the GPU's DMA.
+  memory.pins_host_memory = f.gpus > 0;
+  f.memory = ReadMemoryLimits(memory);
   f.nvme_path = nvme_path;
   f.nvme_free_bytes = FreeBytesAt(nvme_path);
   return f;
@@ -305,7 +329,7 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   in.gpu_count = per_node;  // one simulated device per rank
   in.gpu_memory_gib = double(device) / double(kGiB);
   in.vcpus = facts.cores;
-  in.ram_gib = double(facts.ram_bytes) / double(kGiB);
+  in.ram_gib = double(facts.memory.usable_bytes()) / double(kGiB);
   in.nvme.disks = 1;
   in.nvme.disk_gb = double(facts.nvme_free_bytes) / 1e9;
   in.nvme.read_gbps_per_disk = probes.disk.read_gbps;
@@ -353,11 +377,13 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   }
 
   const std::string when = probes.cached ? " (cached probe)" : "";
-  l.notes.push_back("this machine: " + std::to_string(facts.cores) + " cores, " + FormatBytes(facts.ram_bytes) +
+  l.notes.push_back("this machine: " + std::to_string(facts.cores) + " cores, " +
+                    FormatBytes(facts.memory.mem_total.bytes.value_or(0)) +
                     " RAM, " + (facts.gpus > 0 ? std::to_string(facts.gpus) + " x " + facts.gpu_name +
                                                      " (not used: the worker computes on the CPU)"
                                                : std::string("no GPU")) +
                     "; device tier simulated in host memory, " + FormatBytes(device) + " per rank");
+  l.notes.push_back("host memory: " + facts.memory.Describe());
   const std::string cut = c.reference_layers > 0 ? ", the model cut to " + std::to_string(c.reference_layers) +
                                                         " layers: the whole one's states exceed half the free memory"
                                                   : std::string();

@@ -1,6 +1,7 @@
 // LocalMachine: the machine tencache-launch runs on, as a plan candidate for
-// `cluster.target: local`. Its facts are read from the OS (cores, RAM, GPUs
-// through the CUDA driver when one is present, free space at cache.nvme_path);
+// `cluster.target: local`. Its facts are read from the OS (cores, the host
+// memory the process may use (launcher/memory_limits.h), GPUs through the CUDA
+// driver when one is present, free space at cache.nvme_path);
 // its speeds are measured by two short probes: the NVMe tier's own O_DIRECT
 // engine writing and reading a file at cache.nvme_path, and
 // `tencache-worker --probe` running the job's model under mpirun with the run's
@@ -19,6 +20,7 @@
 #include "common/job_spec.h"
 #include "common/probe_result.h"
 #include "launcher/catalog.h"
+#include "launcher/memory_limits.h"
 #include "launcher/resource_model.h"
 
 namespace tencache {
@@ -26,15 +28,21 @@ namespace tencache {
 struct MachineFacts {
   std::string hostname;
   int cores = 1;
-  uint64_t ram_bytes = 0;            // MemTotal
-  uint64_t ram_available_bytes = 0;  // MemAvailable
+  // MemTotal, MemAvailable, cgroup and memlock limits; the host tier pins for a GPU when gpus > 0.
+  MemoryLimits memory;
   int gpus = 0;                      // CUDA devices (0 where no driver answers)
   std::string gpu_name;
   uint64_t gpu_memory_bytes = 0;     // per GPU
   std::string nvme_path;
   uint64_t nvme_free_bytes = 0;      // at nvme_path (or its nearest existing parent)
   std::string links;                 // ReadLinks, where the launch needs it (cluster.target hosts)
+  // As machine.json holds them: "ram_bytes" and "ram_available_bytes" are
+  // MemTotal and MemAvailable, "memory" every limit (MemoryLimits::ToJson).
   nlohmann::ordered_json ToJson() const;
+  // The facts ToJson wrote; InvalidArgument naming a missing field. A
+  // machine.json without "memory" (written before the limits were read) gives
+  // MemTotal and MemAvailable alone, from "ram_bytes" and "ram_available_bytes".
+  static StatusOr<MachineFacts> FromJson(const nlohmann::json& j);
 };
 
 // Never fails: what cannot be read is left at its default and the rest stands.
@@ -79,7 +87,8 @@ int LocalRanks(const JobSpec& job, const MachineFacts& facts);
 
 // This machine as an instance type, its GPU (or the simulated device: its
 // memory is the device budget, cache.device_budget or, with auto, every
-// parameter shard of a rank) and the model assumptions its probes replace.
+// parameter shard of a rank) and the model assumptions its probes replace. Its
+// RAM is facts.memory.usable_bytes(), and a note says which limit bound it.
 struct LocalCandidate {
   int nodes = 1;         // cluster.target hosts: the hosts, each one `instance`
   InstanceSpec instance;

@@ -31,8 +31,10 @@ JobSpec Job(const std::vector<std::string>& overrides = {}) {
 TEST(LocalMachine, FactsComeFromTheOs) {
   const MachineFacts f = ReadMachineFacts("/tmp/does/not/exist/yet");
   EXPECT_GE(f.cores, 1);
-  EXPECT_GT(f.ram_bytes, 0u);
-  EXPECT_GT(f.ram_available_bytes, 0u);
+  EXPECT_GT(f.memory.mem_total.bytes.value_or(0), 0u);
+  EXPECT_GT(f.memory.mem_available.bytes.value_or(0), 0u);
+  EXPECT_GT(f.memory.usable_bytes(), 0u);
+  EXPECT_EQ(f.memory.pins_host_memory, f.gpus > 0);
   EXPECT_FALSE(f.hostname.empty());
   EXPECT_GT(f.nvme_free_bytes, 0u);  // measured at the nearest existing parent
 }
@@ -103,7 +105,7 @@ TEST(LocalMachine, CandidateChargesExactlyTheProbedCompute) {
   const JobSpec job = Job({"train.micro_batch=2"});
   MachineFacts f;
   f.cores = 2;
-  f.ram_bytes = 8ull << 30;
+  f.memory.mem_total = {true, 8ull << 30, "/proc/meminfo MemTotal"};
   f.nvme_free_bytes = 10ull << 30;
   f.nvme_path = "/tmp";
   LocalProbes p;
@@ -123,6 +125,72 @@ TEST(LocalMachine, CandidateChargesExactlyTheProbedCompute) {
   Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
   ASSERT_TRUE(c.feasible) << c.reason;
   EXPECT_NEAR(c.step.compute_s, 0.001 + job.model.layers * 0.01 + 0.004, 1e-6);
+}
+
+LocalProbes SomeProbes() {
+  LocalProbes p;
+  p.disk = {2, 1, 0, "x"};
+  p.compute.threads = 1;
+  p.compute.embed_s = p.compute.head_s = 0.001;
+  p.compute.layer_s = 0.01;
+  p.compute.adamw_params_per_s = 1e9;
+  p.compute.copy_gbps = 10;
+  p.compute.allgather_gbps = 1;
+  return p;
+}
+
+// A pod's cgroup limit, not the node's MemTotal, is the host memory the plan
+// budgets: a host budget above it is refused, and the plan says which bound it.
+TEST(LocalMachine, CandidateRamIsTheCgroupLimit) {
+  MachineFacts f;
+  f.cores = 2;
+  f.memory.mem_total = {true, 64ull << 30, "/proc/meminfo MemTotal"};
+  f.memory.mem_available = {true, 60ull << 30, "/proc/meminfo MemAvailable"};
+  f.memory.cgroup_v2 = {true, 2ull << 30, "/sys/fs/cgroup/kubepods/pod/memory.max"};
+  f.nvme_free_bytes = 10ull << 30;
+  f.nvme_path = "/tmp";
+  const LocalCandidate l = MakeLocalCandidate(Job(), f, SomeProbes(), 2);
+  EXPECT_DOUBLE_EQ(l.instance.ram_gib, 2.0);
+  bool noted = false;
+  for (const std::string& n : l.notes) {
+    noted |= n.rfind("host memory: 2.00 GiB usable (bound by cgroup v2 memory.max "
+                     "(/sys/fs/cgroup/kubepods/pod/memory.max); MemTotal 64.0 GiB", 0) == 0;
+  }
+  EXPECT_TRUE(noted) << ::testing::PrintToString(l.notes);
+  const JobSpec over = Job({"cache.host_budget=3GiB"});
+  const Candidate c = EvaluateCandidate(over, l.instance, l.gpu, 1, l.assumptions);
+  EXPECT_FALSE(c.feasible);
+  EXPECT_NE(c.reason.find("cache.host_budget"), std::string::npos) << c.reason;
+}
+
+TEST(LocalMachine, FactsRoundTripThroughMachineJson) {
+  MachineFacts f;
+  f.hostname = "box";
+  f.cores = 4;
+  f.gpus = 1;
+  f.gpu_name = "H200";
+  f.memory.mem_total = {true, 16ull << 30, "/proc/meminfo MemTotal"};
+  f.memory.cgroup_v1 = {true, 4ull << 30, "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  f.memory.memlock = {true, 8ull << 20, "RLIMIT_MEMLOCK"};
+  f.memory.pins_host_memory = true;
+  f.nvme_path = "/tmp";
+  const nlohmann::json j = nlohmann::json::parse(f.ToJson().dump());
+  EXPECT_EQ(j["ram_bytes"], 16ull << 30);
+  EXPECT_EQ(j["memory"]["bound_by"], "RLIMIT_MEMLOCK");
+  StatusOr<MachineFacts> back = MachineFacts::FromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->ToJson(), f.ToJson());
+
+  // A machine.json from before the limits were read: MemTotal alone.
+  nlohmann::json old = j;
+  old.erase("memory");
+  StatusOr<MachineFacts> older = MachineFacts::FromJson(old);
+  ASSERT_TRUE(older.ok()) << older.status().message();
+  EXPECT_EQ(older->memory.usable_bytes(), 16ull << 30);
+  EXPECT_EQ(older->memory.bound_by(), "MemTotal");
+  EXPECT_FALSE(older->memory.cgroup_v1.known);
+  old.erase("ram_bytes");
+  EXPECT_FALSE(MachineFacts::FromJson(old).ok());
 }
 
 JobSpec HostsJob(const std::string& hosts, const std::string& type) {

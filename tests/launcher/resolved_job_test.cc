@@ -37,7 +37,7 @@ MachineFacts Facts() {
   MachineFacts f;
   f.hostname = "test";
   f.cores = 2;
-  f.ram_bytes = 16ull << 30;
+  f.memory.mem_total = {true, 16ull << 30, "/proc/meminfo MemTotal"};
   f.nvme_path = "/tmp/x";
   f.nvme_free_bytes = 100ull << 30;
   return f;
