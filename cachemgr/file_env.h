@@ -27,6 +27,10 @@ namespace tencache {
 constexpr uint64_t kDirectIoAlignment = 4096;
 // io_uring refuses a fixed buffer larger than this (one registration entry).
 constexpr uint64_t kMaxFixedBuffer = uint64_t{1} << 30;
+// The most bytes one request transfers: Linux's cap on one read or write
+// (INT_MAX rounded down to a page), which also keeps an io_uring completion's
+// 32-bit result exact. A longer request completes short, after this many bytes.
+constexpr uint64_t kMaxIoTransfer = 0x7ffff000;
 
 enum class IoOp : uint8_t { kRead, kWrite };
 
@@ -63,7 +67,9 @@ class BlockFile {
   // Unavailable, saying why, when the engine, the kernel or RLIMIT_MEMLOCK
   // refuses; I/O keeps working without them.
   virtual Status RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& buffers) = 0;
-  // Queues one request. REQUIRES: fewer than queue_depth() requests in flight.
+  // Queues one request, of any length: it moves at most kMaxIoTransfer bytes
+  // (a short completion; the caller submits the rest).
+  // REQUIRES: fewer than queue_depth() requests in flight.
   virtual Status Submit(const IoRequest& request) = 0;
   // Pushes queued requests to the kernel.
   virtual Status Flush() = 0;

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -52,8 +53,9 @@ class SyncBlockFile final : public BlockFile {
 
   Status Submit(const IoRequest& r) override {
     if (done_.size() >= depth_) return Status::Internal(path_ + ": submit beyond queue depth");
-    ssize_t n = r.op == IoOp::kRead ? ::pread(fd_, r.buf, r.len, static_cast<off_t>(r.offset))
-                                    : ::pwrite(fd_, r.buf, r.len, static_cast<off_t>(r.offset));
+    const size_t len = static_cast<size_t>(std::min(r.len, kMaxIoTransfer));
+    ssize_t n = r.op == IoOp::kRead ? ::pread(fd_, r.buf, len, static_cast<off_t>(r.offset))
+                                    : ::pwrite(fd_, r.buf, len, static_cast<off_t>(r.offset));
     done_.push_back({r.tag, n < 0 ? -static_cast<int64_t>(errno) : static_cast<int64_t>(n)});
     return Status::Ok();
   }
@@ -122,7 +124,8 @@ class UringBlockFile final : public BlockFile {
       sqe = io_uring_get_sqe(&ring_);
       if (sqe == nullptr) return Status::Internal(path_ + ": io_uring submission queue full");
     }
-    const unsigned len = static_cast<unsigned>(r.len);
+    // The SQE's length is 32 bits: a longer request would be cut to its low bits.
+    const unsigned len = static_cast<unsigned>(std::min(r.len, kMaxIoTransfer));
     const bool fixed = fixed_ && r.fixed_buffer >= 0;
     if (r.op == IoOp::kRead) {
       if (fixed) io_uring_prep_read_fixed(sqe, fd_, r.buf, len, r.offset, r.fixed_buffer);

@@ -1,12 +1,17 @@
 // The NVMe budget: extents assigned on a tensor's first write-back within
 // TensorCacheOptions::nvme_budget, a clear ResourceExhausted (and no lost data)
-// when a write-back would exceed it, budget 0 = no file, and the check at Create.
+// when a write-back would exceed it, budget 0 = no file, the check at Create,
+// and extents past 4 GiB (a sparse file).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
 #include "cache_fixture.h"
+#include "cachemgr/nvme_extents.h"
 #include "cachemgr/tensor_cache.h"
+#include "sparse_file_env.h"
 
 namespace tencache {
 namespace {
@@ -187,6 +192,85 @@ TEST_F(NvmeBudgetTest, ZeroBudgetWithTooSmallAHostBudgetFailsAtCreate) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("cache.nvme_budget 1.00 KiB holds not one 4 KiB extent"), std::string::npos)
       << s.ToString();
+}
+
+constexpr uint64_t kFourGib = uint64_t{1} << 32;
+
+TEST(NvmeExtents, BudgetsAndOffsetsPastFourGibKeepAll64Bits) {
+  // A 30 GB file as a 2B-parameter run's: the budget floored to 4 KiB, extents
+  // bump-allocated past 2^32 from the file's base.
+  const uint64_t budget = 30'000'000'123;
+  NvmeExtents e(budget, uint64_t{40} << 30, "cache.nvme_budget", "cache.host_budget");
+  EXPECT_EQ(e.capacity(), budget / 4096 * 4096);
+  const uint64_t base = uint64_t{3} << 20;
+  e.set_base(base);
+  EXPECT_EQ(*e.Assign("embed.tokens", (uint64_t{5} << 30) + 4096), base);
+  EXPECT_EQ(*e.Assign("layers.0", kBytes), base + (uint64_t{5} << 30) + 4096);
+  EXPECT_EQ(e.used(), (uint64_t{5} << 30) + 4096 + kBytes);
+  const uint64_t left = e.capacity() - e.used();
+  EXPECT_TRUE(e.Fits(left));
+  EXPECT_FALSE(e.Fits(left + 4096));
+  EXPECT_FALSE(e.Fits(left + kFourGib)) << "a 32-bit sum would fit";
+  const Status over = e.Assign("layers.1", left + kBytes).status();
+  EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("cache.nvme_budget 27.9 GiB is exceeded: 5.00 GiB already on NVMe, 22.9 GiB more"),
+            std::string::npos)
+      << over.ToString();
+  const uint64_t next = base + e.used();
+  EXPECT_EQ(*e.Assign("layers.1", left), next);
+  EXPECT_EQ(e.used(), e.capacity());
+}
+
+// A write-back whose write fails (here: every write below 4 GiB, injected, so
+// no disk is used) keeps its extent, as any first write-back does; the next
+// tensor's extent then starts at 4 GiB, and its bytes go there and come back.
+TEST_F(NvmeBudgetTest, ATensorPastTheFirstFourGibOfTheFileIsWrittenThereAndReadBack) {
+  const std::string why = testing::SparseFilesUnsupported(dir_.path());
+  if (!why.empty()) GTEST_SKIP() << why;
+  testing::SparseFileEnv sparse;
+  FaultInjectionFileEnv faulty(&sparse);
+  faulty.AddFault({FaultKind::kEio, IoOp::kWrite, 0, kFourGib});
+  std::vector<TensorSpec> specs = {{0, "embed.tokens", kFourGib, ElementType::kBFloat16, Tier::kNvme, false},
+                                   {1, "layers.0.attn.q.weight", kBytes, ElementType::kBFloat16, Tier::kNvme, false}};
+  TierSet tiers;
+  tiers.device = std::move(MakeDeviceTier(DeviceBackend::kSimulatedHost).value());
+  HostTierOptions ho;
+  ho.pin = false;  // 4 GiB of address space; only the 64 KiB tensor is ever touched
+  tiers.host = std::make_unique<HostTier>(ho);
+  NvmeTierOptions no;
+  no.dir = dir_.path();
+  no.block_size = kBytes;
+  no.force_sync_engine = true;  // io_uring would pin the 4 GiB host region as fixed buffers
+  no.env = &faulty;
+  tiers.nvme = std::move(NvmeTier::Open(no).value());
+  TensorCacheOptions o = Budgets(0, 1, std::nullopt);
+  o.host_budget += kFourGib;  // one slot of each size
+  StatusOr<std::unique_ptr<TensorCache>> made = TensorCache::Create(o, std::move(specs), std::move(tiers));
+  if (!made.ok() && made.status().message().find("host arena: mmap") != std::string::npos)
+    GTEST_SKIP() << "no 4 GiB of address space for the host tier: " << made.status().ToString();
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  TensorCache* c = made->get();
+  ASSERT_EQ(c->Snapshot().tier(Tier::kNvme).reserved_bytes, kFourGib + kBytes);
+
+  {
+    auto h = c->Acquire(0, Tier::kHost, AccessMode::kOverwrite, kWait);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+  }
+  Status st = c->Discard(0, Tier::kHost);
+  EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
+  EXPECT_EQ(c->Snapshot().tier(Tier::kNvme).used_bytes, kFourGib);
+
+  WriteTensor(c, 1, 70, Tier::kHost);
+  ASSERT_TRUE(c->Discard(1, Tier::kHost).ok());
+  EXPECT_FALSE(c->IsResident(1, Tier::kHost));
+  EXPECT_TRUE(ReadMatches(c, 1, 70, Tier::kHost));  // from NVMe, at 4 GiB
+  EXPECT_EQ(c->Snapshot().tier(Tier::kNvme).used_bytes, kFourGib + kBytes);
+  std::vector<uint8_t> file(kBytes);
+  const int fd = ::open(testing::NvmeFile(dir_).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::pread(fd, file.data(), kBytes, static_cast<off_t>(kFourGib)), ssize_t(kBytes));
+  ::close(fd);
+  EXPECT_TRUE(testing::CheckPattern(file.data(), kBytes, 70)) << "the tensor's bytes are not at 4 GiB in the file";
 }
 
 }  // namespace

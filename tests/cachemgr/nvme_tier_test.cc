@@ -1,7 +1,9 @@
 // NvmeTier: round trips, chunking and backpressure, the pread/pwrite fallback,
-// and one test per injected fault (EIO, short I/O, ENOSPC, corruption, slow I/O).
+// one test per injected fault (EIO, short I/O, ENOSPC, corruption, slow I/O),
+// and extents past 4 GiB in a sparse file.
 #include "cachemgr/nvme_tier.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "cachemgr/fault_injection_file_env.h"
+#include "sparse_file_env.h"
 #include "test_util.h"
 
 namespace tencache {
@@ -389,6 +392,111 @@ TEST_F(NvmeTierTest, TheSwapFileIsPrivateAndASymlinkInItsPlaceIsRefused) {
   EXPECT_NE(r.status().message().find("symlink"), std::string::npos) << r.status().ToString();
   EXPECT_NE(::access(target.c_str(), F_OK), 0) << "the symlink's target was created";
 }
+
+// A 5 GiB NVMe file that is sparse: extents past 2^32 bytes cost only the
+// blocks written. Both engines; each test skips where the file system under
+// /tmp keeps no holes.
+class NvmeTierPastFourGibTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static constexpr uint64_t kFourGib = uint64_t{1} << 32;
+  static constexpr uint64_t kFileBytes = kFourGib + (uint64_t{1} << 30);
+
+  void SetUp() override {
+    const std::string why = testing::SparseFilesUnsupported(dir_.path());
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+  std::unique_ptr<NvmeTier> OpenTier(FileEnv* env) {
+    NvmeTierOptions o;
+    o.dir = dir_.path() + "/nvme";
+    o.queue_depth = 4;
+    o.block_size = kBlock;
+    o.force_sync_engine = GetParam();
+    o.env = env;
+    auto tier = NvmeTier::Open(o);
+    EXPECT_TRUE(tier.ok()) << tier.status().ToString();
+    if (!tier.ok()) return nullptr;
+    auto base = (*tier)->Reserve(kFileBytes);
+    EXPECT_TRUE(base.ok()) << base.status().ToString();
+    return base.ok() ? std::move(*tier) : nullptr;
+  }
+  // The file's bytes, read with plain pread past the tier.
+  static bool FileHolds(const NvmeTier& t, uint64_t offset, uint64_t len, uint32_t seed) {
+    std::vector<uint8_t> bytes(len);
+    const int fd = ::open(t.file_path().c_str(), O_RDONLY | O_CLOEXEC);
+    const bool read = fd >= 0 && ::pread(fd, bytes.data(), len, static_cast<off_t>(offset)) == ssize_t(len);
+    if (fd >= 0) ::close(fd);
+    return read && testing::CheckPattern(bytes.data(), len, seed);
+  }
+
+  testing::TempDir dir_;
+  testing::SparseFileEnv sparse_;
+};
+
+// A 32-bit offset would put `high` on top of `low` (the same low 32 bits) and
+// key both chunks' checksums alike; each extent must verify against its own
+// checksum and lie at its own offset in the file.
+TEST_P(NvmeTierPastFourGibTest, ExtentsAroundTwoToThe32RoundTripAndLandAtTheirOffsets) {
+  auto t = OpenTier(&sparse_);
+  ASSERT_NE(t, nullptr);
+  struct Extent {
+    uint64_t offset, len;
+  };
+  const Extent extents[] = {
+      {kBlock, kBlock},                              // low
+      {kFourGib + kBlock, kBlock},                   // high: low's offset + 2^32
+      {kFourGib - 3 * kBlock / 2, 2 * kBlock},       // up to 2^32 + kBlock / 2: its second chunk straddles 2^32
+      {kFileBytes - 2 * kBlock, 2 * kBlock},         // the file's last bytes
+  };
+  for (size_t i = 0; i < std::size(extents); ++i) {
+    auto out = testing::MakeAligned(extents[i].len);
+    testing::FillPattern(out.get(), extents[i].len, uint32_t(40 + i));
+    Status st = t->Write(extents[i].offset, out.get(), extents[i].len, "e" + std::to_string(i), kWait);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  for (size_t i = 0; i < std::size(extents); ++i) {
+    SCOPED_TRACE("extent at " + std::to_string(extents[i].offset));
+    auto in = testing::MakeAligned(extents[i].len);
+    Status st = t->Read(extents[i].offset, in.get(), extents[i].len, "e" + std::to_string(i), kWait);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_TRUE(testing::CheckPattern(in.get(), extents[i].len, uint32_t(40 + i)));
+    EXPECT_TRUE(FileHolds(*t, extents[i].offset, extents[i].len, uint32_t(40 + i)));
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(t->file_path().c_str(), &st), 0);
+  EXPECT_EQ(uint64_t(st.st_size), kFileBytes);
+  EXPECT_LT(uint64_t(st.st_blocks) * 512, uint64_t{8} << 20) << "the sparse file took real disk";
+}
+
+// Fault rules match the full 64-bit offset: a rule for an extent past 4 GiB
+// leaves the extent at the same offset modulo 2^32 alone.
+TEST_P(NvmeTierPastFourGibTest, FaultsPastFourGibHitOnlyTheirExtent) {
+  FaultInjectionFileEnv faulty(&sparse_);
+  auto t = OpenTier(&faulty);
+  ASSERT_NE(t, nullptr);
+  const uint64_t low = kBlock, high = kFourGib + kBlock;
+  auto a = testing::MakeAligned(kBlock), b = testing::MakeAligned(kBlock), in = testing::MakeAligned(kBlock);
+  testing::FillPattern(a.get(), kBlock, 51);
+  testing::FillPattern(b.get(), kBlock, 52);
+  ASSERT_TRUE(t->Write(low, a.get(), kBlock, "low", kWait).ok());
+  ASSERT_TRUE(t->Write(high, b.get(), kBlock, "high", kWait).ok());
+
+  faulty.AddFault({FaultKind::kEio, IoOp::kRead, high, high + kBlock});
+  ASSERT_TRUE(t->Read(low, in.get(), kBlock, "low", kWait).ok());
+  EXPECT_TRUE(testing::CheckPattern(in.get(), kBlock, 51));
+  Status st = t->Read(high, in.get(), kBlock, "high", kWait);
+  EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
+  EXPECT_NE(st.message().find("offset " + std::to_string(high)), std::string::npos) << st.ToString();
+
+  faulty.ClearFaults();
+  faulty.AddFault({FaultKind::kCorruptRead, IoOp::kRead, high, high + kBlock, 1});
+  EXPECT_EQ(t->Read(high, in.get(), kBlock, "high", kWait).code(), StatusCode::kCorruption);
+  ASSERT_TRUE(t->Read(high, in.get(), kBlock, "high", kWait).ok());
+  EXPECT_TRUE(testing::CheckPattern(in.get(), kBlock, 52));
+  EXPECT_EQ(faulty.faults_injected(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, NvmeTierPastFourGibTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "PreadPwrite" : "IoUring"; });
 
 }  // namespace
 }  // namespace tencache

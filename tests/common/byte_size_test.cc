@@ -29,6 +29,16 @@ TEST(ParseByteSize, SizesAboveTwoToTheSixtyThreeKeepTheirValue) {
   EXPECT_FALSE(ParseByteSize("1.8e19").ok());
 }
 
+TEST(ParseByteSize, SizesPastFourGibAreExact) {
+  // A 2B-parameter run's NVMe file and shards: past 2^32, odd byte counts included.
+  EXPECT_EQ(*ParseByteSize("4294967297"), 4294967297ull);
+  EXPECT_EQ(*ParseByteSize("4GiB"), uint64_t{1} << 32);
+  EXPECT_EQ(*ParseByteSize("4.5GiB"), 4831838208ull);
+  EXPECT_EQ(*ParseByteSize("30GB"), 30000000000ull);
+  EXPECT_EQ(FormatBytes(uint64_t{30000000000}), "27.9 GiB");
+  EXPECT_EQ(FormatBytes((uint64_t{1} << 32) + 1), "4.00 GiB");
+}
+
 TEST(ParseByteSize, RejectsWhatDoesNotParse) {
   // A NUL byte inside the text is not its end ("5\0GB" was read as 5 bytes).
   const std::vector<std::string> bad_texts = {"", "abc", "-1GiB", "12 parsecs", "GiB", "1.5.3G", "1e400",

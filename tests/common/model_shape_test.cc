@@ -93,5 +93,34 @@ TEST(ModelShape, UnknownPresetListsTheKnownOnes) {
   EXPECT_TRUE(FindPreset("gpt2-1.5b").ok());  // alias
 }
 
+// A 256000-token vocabulary at hidden 16384: an embedding of 4.19e9 elements,
+// past 2^31 and 2^32, and layers of 3.2e9.
+ModelShape BigVocab() {
+  ModelShape m;
+  m.name = "custom";
+  m.layers = 2;
+  m.hidden = 16384;
+  m.heads = m.kv_heads = 128;
+  m.ffn_hidden = 65536;
+  m.seq_len = m.max_positions = 2048;
+  m.vocab = 256000;
+  m.position = PositionKind::kRotary;
+  m.norm = NormKind::kRmsNorm;
+  m.bias = false;
+  return m;
+}
+
+TEST(ModelShape, AnEmbeddingOfMoreThanTwoToThe32ElementsIsCountedExactly) {
+  const ModelShape m = BigVocab();
+  ASSERT_TRUE(ValidateModelShape(m, "model").ok());
+  const std::vector<TensorShape> t = m.Tensors();
+  EXPECT_EQ(t[0].name, "embed.tokens");
+  EXPECT_EQ(t[0].numel, 4194304000ull);
+  EXPECT_EQ(t[0].dims, (std::vector<int64_t>{256000, 16384}));
+  // A layer: four 16384^2 attention matrices, up and down of 16384 x 65536, two norms.
+  EXPECT_EQ(m.BlockParamCounts(), (std::vector<uint64_t>{4194304000ull, 3221258240ull, 3221258240ull, 16384}));
+  EXPECT_EQ(m.ParamCount(), 10636836864ull);
+}
+
 }  // namespace
 }  // namespace tencache

@@ -1,11 +1,15 @@
 // Safetensors: a round trip in every dtype, sharded folders, byte-identical
-// rewrites, dtype conversion, and headers that are hostile in each way the
-// parser checks (each refused with the tensor named).
+// rewrites, dtype conversion, headers that are hostile in each way the parser
+// checks (each refused with the tensor named), and sizes beyond 32 bits:
+// tensors of more than 2^31 elements and files of more than 4 GiB (sparse).
 #include "common/safetensors.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -232,6 +236,131 @@ TEST(SafetensorsConvert, SixteenBitRoundsToNearestEven) {
   ConvertToF32(StDType::kBF16, bf, 9, back);
   EXPECT_TRUE(std::isnan(back[8]));
   EXPECT_EQ(back[7], INFINITY);
+}
+
+// ------------------------------------------------- sizes beyond 32 bits
+
+constexpr uint64_t kFourGib = uint64_t{1} << 32;
+
+// An embedding of 256000 x 16384 (4.19e9 elements, 8.4 GB in BF16) and a
+// tensor of 2^31 + 1 elements: counted, sized and placed without a 32-bit cut.
+// A product cut to 32 bits would take [0, 8388608000 mod 2^32) for the
+// embedding's bytes; that range is refused.
+TEST(SafetensorsHeader, TensorsOfMoreThanTwoToThe31ElementsKeepTheirNumbers) {
+  const uint64_t embed = 256000ull * 16384 * 2, wide = (2147483648ull + 1) * 4;
+  const std::string header = R"({"embed":{"dtype":"BF16","shape":[256000,16384],"data_offsets":[0,)" +
+                             std::to_string(embed) + R"(]},"wide":{"dtype":"F32","shape":[2147483649],)"
+                             R"("data_offsets":[)" + std::to_string(embed) + "," + std::to_string(embed + wide) + "]}}";
+  StatusOr<std::vector<StTensor>> t = ParseSafetensorsHeader(header, embed + wide, "big.safetensors");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[0].name, "embed");
+  EXPECT_EQ((*t)[0].numel(), 4194304000ull);
+  EXPECT_EQ((*t)[0].shape, (std::vector<int64_t>{256000, 16384}));
+  EXPECT_EQ((*t)[0].end, 8388608000ull);
+  EXPECT_EQ((*t)[1].numel(), 2147483649ull);
+  EXPECT_EQ((*t)[1].begin, 8388608000ull);
+  EXPECT_EQ((*t)[1].end, 8388608000ull + 8589934596ull);
+
+  const uint64_t cut = embed % kFourGib;
+  Status s = ParseSafetensorsHeader(R"({"embed":{"dtype":"BF16","shape":[256000,16384],"data_offsets":[0,)" +
+                                        std::to_string(cut) + "]}}",
+                                    cut, "big.safetensors")
+                 .status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("needs 8388608000"), std::string::npos) << s.ToString();
+}
+
+// Files whose data runs past 4 GiB: the first tensor is 4 GiB + 4 KiB of holes,
+// so the next ones start past 2^32 bytes; a few KiB of them are real.
+class SafetensorsPastFourGib : public Safetensors {
+ protected:
+  static constexpr uint64_t kBigElements = (kFourGib + 4096) / 4;  // F32
+  static constexpr uint64_t kSmall = 1024, kHalf = 2048;         // F32 and BF16 elements after it
+
+  // Why `p`, a file of holes but a few KiB, is not sparse on this file system ("" when it is).
+  static std::string NotSparse(const fs::path& p) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return p.string() + ": " + std::strerror(errno);
+    if (uint64_t(st.st_blocks) * 512 < (uint64_t{1} << 20)) return "";
+    return p.string() + ": the file system does not keep holes (" + std::to_string(uint64_t(st.st_blocks) * 512) +
+           " bytes of blocks for a sparse file)";
+  }
+  static std::vector<float> Values(uint64_t n, float scale) {
+    std::vector<float> v(n);
+    // Integers below 256 in magnitude, times a power of two: exact in BF16.
+    for (uint64_t i = 0; i < n; ++i) v[i] = scale * float(int64_t(i % 251) - 100);
+    return v;
+  }
+  // `small` and `half` (BF16) read back as written.
+  void ExpectSmallTensorsReadBack(const SafetensorsReader& r) {
+    const StTensor* big = r.Find("a.big");
+    const StTensor* small = r.Find("b.small");
+    const StTensor* half = r.Find("c.half");
+    ASSERT_TRUE(big && small && half);
+    EXPECT_EQ(big->numel(), kBigElements);
+    EXPECT_EQ(big->end, kFourGib + 4096);
+    EXPECT_EQ(small->begin, kFourGib + 4096);
+    EXPECT_EQ(half->begin, kFourGib + 4096 + kSmall * 4);
+    EXPECT_EQ(half->end, half->begin + kHalf * 2);
+    std::vector<float> back(kSmall);
+    ASSERT_TRUE(r.ReadF32(*small, back.data()).ok());
+    EXPECT_EQ(back, Values(kSmall, 0.5f));
+    back.assign(kHalf, 0.0f);
+    ASSERT_TRUE(r.ReadF32(*half, back.data()).ok());
+    EXPECT_EQ(back, Values(kHalf, 2.0f));
+  }
+};
+
+TEST_F(SafetensorsPastFourGib, ATensorPastFourGibIsReadFromItsOffset) {
+  const std::string header = R"({"a.big":{"dtype":"F32","shape":[)" + std::to_string(kBigElements) +
+                             R"(],"data_offsets":[0,4294971392]},"b.small":{"dtype":"F32","shape":[1024],)"
+                             R"("data_offsets":[4294971392,4294975488]},"c.half":{"dtype":"BF16","shape":[2048],)"
+                             R"("data_offsets":[4294975488,4294979584]}})";
+  const fs::path p = dir_ / "sparse.safetensors";
+  const uint64_t data_start = 8 + header.size(), small_at = data_start + kFourGib + 4096;
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  unsigned char len8[8];
+  for (int i = 0; i < 8; ++i) len8[i] = (uint64_t(header.size()) >> (8 * i)) & 0xff;
+  const std::vector<float> small = Values(kSmall, 0.5f), half32 = Values(kHalf, 2.0f);
+  std::vector<uint16_t> half(kHalf);
+  ConvertFromF32(StDType::kBF16, half32.data(), kHalf, half.data());
+  const bool wrote = ::pwrite(fd, len8, 8, 0) == 8 &&
+                     ::pwrite(fd, header.data(), header.size(), 8) == ssize_t(header.size()) &&
+                     ::ftruncate(fd, off_t(data_start + 4294979584ull)) == 0 &&
+                     ::pwrite(fd, small.data(), kSmall * 4, off_t(small_at)) == ssize_t(kSmall * 4) &&
+                     ::pwrite(fd, half.data(), kHalf * 2, off_t(small_at + kSmall * 4)) == ssize_t(kHalf * 2);
+  ::close(fd);
+  ASSERT_TRUE(wrote) << p << ": " << std::strerror(errno);
+  if (const std::string why = NotSparse(p); !why.empty()) GTEST_SKIP() << why;
+  StatusOr<SafetensorsReader> r = SafetensorsReader::Open(p.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectSmallTensorsReadBack(*r);
+}
+
+// The writer lays tensors out past 4 GiB and writes them there; its unfinished
+// file (the folder's one file: the 4 GiB tensor is never written) reads back.
+TEST_F(SafetensorsPastFourGib, TheWriterPlacesTensorsPastFourGib) {
+  const fs::path p = dir_ / "written.safetensors";
+  StatusOr<SafetensorsWriter> w = SafetensorsWriter::Begin(
+      p.string(),
+      {{"c.half", StDType::kBF16, {int64_t(kHalf)}}, {"b.small", StDType::kF32, {int64_t(kSmall)}},
+       {"a.big", StDType::kF32, {int64_t(kBigElements)}}},
+      {});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  fs::path unfinished;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir_)) unfinished = e.path();
+  ASSERT_FALSE(unfinished.empty());
+  if (const std::string why = NotSparse(unfinished); !why.empty()) GTEST_SKIP() << why;
+  const std::vector<float> small = Values(kSmall, 0.5f), half32 = Values(kHalf, 2.0f);
+  std::vector<uint16_t> half(kHalf);
+  ConvertFromF32(StDType::kBF16, half32.data(), kHalf, half.data());
+  ASSERT_TRUE(w->Write("b.small", small.data(), kSmall * 4).ok());
+  ASSERT_TRUE(w->Write("c.half", half.data(), kHalf * 2).ok());
+  StatusOr<SafetensorsReader> r = SafetensorsReader::Open(unfinished.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectSmallTensorsReadBack(*r);
 }
 
 }  // namespace

@@ -223,5 +223,31 @@ TEST_F(PlannerTest, WholeCatalogPlansWellUnderASecond) {
   EXPECT_LT(s, 1.0);
 }
 
+// A model of 1.06e10 parameters whose embedding alone has 4.19e9 (256000 x
+// 16384, past 2^32): its counts reach the plan and its JSON whole, and every
+// evaluated placement accounts for each byte of the states.
+TEST_F(PlannerTest, AModelWithAnEmbeddingPastTwoToThe32ParametersIsPlannedInExactBytes) {
+  const JobSpec job = Job(
+      "name: big\nmodel: {layers: 2, hidden: 16384, heads: 128, ffn_hidden: 65536, seq_len: 2048, vocab: 256000,"
+      " position: rotary, norm: rmsnorm, bias: false}\n"
+      "train: {tokens_per_epoch: 1e9, micro_batch: 1, global_batch: 64}\n"
+      "cluster: {max_nodes: 2, volume: {size: 8TiB}}\n");
+  ASSERT_EQ(job.model.Tensors()[0].numel, 4194304000ull);
+  PlanResult plan = *PlanJob(job, catalog_, ModelAssumptions());
+  EXPECT_EQ(plan.params, 10636836864ull);
+  EXPECT_EQ(plan.model_state_bytes, 16 * 10636836864ull);
+  const nlohmann::ordered_json j = PlanToJson(plan, false);
+  EXPECT_EQ(j["model"]["params"].get<uint64_t>(), 10636836864ull);
+  EXPECT_EQ(j["model"]["model_state_bytes"].get<uint64_t>(), 16 * 10636836864ull);
+  int placed = 0;
+  for (const Candidate& c : plan.evaluated) {
+    if (!c.feasible) continue;
+    const Placement& p = c.placement;
+    EXPECT_EQ(p.bytes[kGpu] + p.bytes[kCpu] + p.bytes[kNvme] + p.unplaced, c.states.total()) << c.instance->type;
+    ++placed;
+  }
+  EXPECT_GT(placed, 0) << RenderPlanTable(plan, true);
+}
+
 }  // namespace
 }  // namespace tencache

@@ -278,5 +278,40 @@ TEST_F(ResourceModelTest, NetworkLatencyCostsEveryRingStepBetweenNodes) {
   EXPECT_NEAR(per_micro, collectives * 15 * (1000 - 25) * 1e-6, 1e-9 + 0.02 * per_micro);
 }
 
+// Blocks of 4194304000 (a 256000 x 16384 tied embedding), 3221258240 (each of
+// two layers) and 16384 parameters: the numbers below are exact bytes.
+ModelShape BigVocab() {
+  ModelShape m;
+  m.name = "custom";
+  m.layers = 2;
+  m.hidden = 16384;
+  m.heads = m.kv_heads = 128;
+  m.ffn_hidden = 65536;
+  m.seq_len = m.max_positions = 2048;
+  m.vocab = 256000;
+  m.position = PositionKind::kRotary;
+  m.norm = NormKind::kRmsNorm;
+  m.bias = false;
+  return m;
+}
+
+TEST_F(ResourceModelTest, AnEmbeddingOfMoreThanTwoToThe32ParametersIsPlannedInExactBytes) {
+  const ModelShape m = BigVocab();
+  const StateBytes s = StateBytesPerRank(m.ParamCount(), DType::kBf16, 8);
+  EXPECT_EQ(s.bytes[kWeights16], 2659209216ull);
+  EXPECT_EQ(s.bytes[kMaster32], 5318418432ull);
+  EXPECT_EQ(s.total(), 21273673728ull);
+  // The last block gathers the final norm and the tied head, 4194320384 bf16
+  // parameters: two gathered blocks and one block's gradient of it.
+  const GpuFixedBytes f = GpuFixedPerRank(m, DType::kBf16, 1, 8, 80.0 * double(kGiB), ModelAssumptions());
+  EXPECT_EQ(f.working_set, 3 * 8388640768ull);
+  EXPECT_EQ(f.staging, 2 * 1048580096ull);
+  // Three slots of each shard size (the embedding's pieces, 699050668 and
+  // 699050664 bytes, share one 4 KiB-rounded size) outweigh every gradient
+  // shard and two staging buffers.
+  EXPECT_EQ(LeastHostBudget(m, DType::kBf16, 8), 9588277248ull);
+  EXPECT_EQ(LeastHostBudget(m, DType::kFp32, 1), 80598335488ull);
+}
+
 }  // namespace
 }  // namespace tencache

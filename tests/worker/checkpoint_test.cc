@@ -194,5 +194,29 @@ TEST(Checkpoint, ACheckpointThatCannotContinueTheJobIsRefusedWithTheReason) {
   fs::remove_all(dir + "-real");
 }
 
+// A rank file of a 2B-parameter run passes 4 GiB (its shards back to back):
+// its size and every CRC32C, to 0xffffffff, come back from the manifest exact.
+TEST(Checkpoint, AManifestKeepsRankFilesPastFourGibAndFull32BitChecksums) {
+  const std::string folder = CkptDir("manifest-past-4gib");
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  CheckpointManifest m;
+  m.step = 12;
+  m.world_size = 2;
+  m.identity = "model custom";
+  m.optimizer_steps = 12;
+  m.ranks = {{30'000'000'123ull, {0xffffffffu, 0x80000000u, 0u}},
+             {(uint64_t{1} << 32) + 4096, {1u, 0xdeadbeefu, 0x7fffffffu}}};
+  ASSERT_TRUE(WriteManifest(folder, m).ok());
+  StatusOr<CheckpointManifest> back = ReadManifest(folder);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->ranks.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(back->ranks[r].bytes, m.ranks[r].bytes) << r;
+    EXPECT_EQ(back->ranks[r].shard_crc, m.ranks[r].shard_crc) << r;
+  }
+  fs::remove_all(folder);
+}
+
 }  // namespace
 }  // namespace tencache
