@@ -5,15 +5,19 @@
 # (bench/debian_corpus.sh):
 #   rung 1  ~134M   GPT-2 small's width as a Llama (hidden 768, 12 layers): states fit in memory
 #   rung 2  ~1.1B   TinyLlama-1.1B's shape: states about the size of RAM
-#   rung 3  ~2.2B   OpenLLaMA-3B's width and heads, 16 of its 26 layers: states >= 1.3x RAM
+#   rung 3  ~2.1B   OpenLLaMA-3B's width and heads, the fewest of its 26 layers whose training
+#                   states (16 bytes a parameter in fp32) are >= 1.3x MemTotal, read at run time
 # Each rung:
-#   init    tencache-worker --write-init writes the seeded weights as a sharded
-#           Hugging Face checkpoint (index + shards), model.init reads them
+#   init    tencache-worker --write-init writes the seeded weights (bf16: half
+#           the disk) as a sharded Hugging Face checkpoint (index + shards),
+#           and model.init reads them
 #   A       the uninterrupted run (its weights exported, and read back by
 #           `tencache-worker --evaluate`: the same validation loss, bit for bit)
 #   B       the same run with train.checkpoint_every, SIGTERM once a
-#           checkpoint is complete; then `--resume B`: the losses of B and its
-#           resumption equal A's, bit for bit
+#           checkpoint is complete (it writes one more as it stops); then
+#           `--resume B` (no periodic checkpoint: two at once would not fit
+#           rung 3's disk): the losses of B and its resumption equal A's, bit
+#           for bit
 # and bench/scale_ladder_report.py writes the rung's row (docs/benchmarks.md,
 # "Scale ladder"): parameters, states vs RAM, budgets, peak RSS vs host budget,
 # step time measured vs predicted, overlap, NVMe bytes read vs placed, the
@@ -61,7 +65,11 @@ shape() {
   case $1 in
     1) echo "12 768 12 12 2048 200MB" ;;
     2) echo "22 2048 32 4 5632 2GB" ;;
-    3) echo "16 3200 32 32 8640 4GB" ;;
+    3) # OpenLLaMA-3B: 123,910,400 parameters a layer, 204,803,200 in the embedding, head and final norm.
+      local mem layers
+      mem=$(awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo)
+      layers=$(python3 -c "import math,sys; print(max(1, math.ceil((1.3 * float(sys.argv[1]) / 16 - 204803200) / 123910400)))" "$mem")
+      echo "$layers 3200 32 32 8640 2GB" ;;
     *) echo "scale_ladder: no rung $1 (1, 2 or 3)" >&2; exit 2 ;;
   esac
 }
@@ -118,7 +126,8 @@ EOF
 
   local t0
   t0=$(now)
-  "${mpi[@]}" -n 1 "$worker" --job "$job" --write-init "$init" --max-shard-size "$shard" >"$res/init.log" 2>&1
+  "${mpi[@]}" -n 1 "$worker" --job "$job" --write-init "$init" --init-dtype bf16 --max-shard-size "$shard" \
+    >"$res/init.log" 2>&1 || { cat "$res/init.log"; return 1; }
   echo "init_s=$(since "$t0")" >>"$times"
   ls -l "$init" >"$res/init.ls"
   echo "   init: $(ls "$init" | tr '\n' ' ')"
@@ -164,7 +173,7 @@ EOF
   echo "   B: exit $code after SIGTERM; checkpoints: $(ls "$dir/B/checkpoints" | tr '\n' ' ')"
 
   t0=$(now)
-  "$launch" "$job" "${set[@]}" --set train.checkpoint_every=$ckpt_every --resume "$dir/B" --out "$dir/B2" \
+  "$launch" "$job" "${set[@]}" --set train.checkpoint_every=0 --resume "$dir/B" --out "$dir/B2" \
     --progress-every 60 >"$res/B2.log" 2>&1 || { tail -30 "$res/B2.log"; return 1; }
   echo "b2_s=$(since "$t0")" >>"$times"
 

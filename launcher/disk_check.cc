@@ -33,12 +33,16 @@ std::vector<DiskDemand> RunDiskDemands(const JobSpec& job, uint64_t nvme_bytes_p
   if (job.train.checkpoint_every > 0) {
     const uint64_t one = CheckpointBytes(job, std::max(1, job.ranks()));
     const int keep = std::max(1, job.train.keep_checkpoints);
-    const int more = std::max(1, keep + 1 - existing_checkpoints);
-    d.push_back({"train.checkpoint_dir", job.train.checkpoint_dir,
-                 one * uint64_t(more), std::to_string(more) + " checkpoint(s) of " + FormatBytes(one) +
-                     " (train.keep_checkpoints " + std::to_string(keep) + ", one more while a new one is written)"});
+    const int more = std::max(0, keep - existing_checkpoints);
+    if (more > 0) {
+      d.push_back({"train.checkpoint_dir", job.train.checkpoint_dir, one * uint64_t(more),
+                   std::to_string(more) + " checkpoint(s) of " + FormatBytes(one) + " kept (train.keep_checkpoints " +
+                       std::to_string(keep) + ")"});
+    }
+    d.push_back({"train.checkpoint_dir", job.train.checkpoint_dir, one,
+                 "one more checkpoint while a new one is written", true});
   }
-  d.push_back({"--out", run_dir, job.model.ParamCount() * sizeof(float), "the final weights (fp32)"});
+  d.push_back({"--out", run_dir, job.model.ParamCount() * sizeof(float), "the final weights (fp32)", true});
   return d;
 }
 
@@ -61,8 +65,10 @@ FsSpace QueryFsSpace(const std::string& path) {
 
 Status CheckDiskSpace(const std::vector<DiskDemand>& demands, const std::function<FsSpace(const std::string&)>& query) {
   struct Fs {
-    uint64_t free = 0, needed = 0;
+    uint64_t free = 0, lasting = 0;
+    const DiskDemand* peak = nullptr;  // the largest transient demand
     std::vector<const DiskDemand*> on;
+    uint64_t needed() const { return lasting + (peak ? peak->bytes : 0); }
   };
   std::map<uint64_t, Fs> by_device;
   for (const DiskDemand& d : demands) {
@@ -70,17 +76,22 @@ Status CheckDiskSpace(const std::vector<DiskDemand>& demands, const std::functio
     if (!s.known) continue;
     Fs& f = by_device[s.device];
     f.free = s.free_bytes;
-    f.needed += d.bytes;
-    f.on.push_back(&d);
+    if (!d.transient) {
+      f.lasting += d.bytes;
+      f.on.push_back(&d);
+    } else if (f.peak == nullptr || d.bytes > f.peak->bytes) {
+      f.peak = &d;
+    }
   }
   std::string msg;
-  for (const auto& [device, f] : by_device) {
-    if (f.needed <= f.free) continue;
+  for (auto& [device, f] : by_device) {
+    if (f.needed() <= f.free) continue;
+    if (f.peak != nullptr) f.on.push_back(f.peak);
     std::string parts;
     for (const DiskDemand* d : f.on) {
       parts += (parts.empty() ? "" : " + ") + d->key + " " + d->path + ": " + FormatBytes(d->bytes) + " for " + d->what;
     }
-    msg += (msg.empty() ? "" : "; ") + std::string("not enough disk: ") + parts + " = " + FormatBytes(f.needed) +
+    msg += (msg.empty() ? "" : "; ") + std::string("not enough disk: ") + parts + " = " + FormatBytes(f.needed()) +
            ", but that file system has " + FormatBytes(f.free) + " free";
   }
   if (msg.empty()) return Status::Ok();

@@ -1,12 +1,13 @@
 // The disk a run on this machine will fill, checked before anything starts:
 // the NVMe tier's files (the state bytes the plan places on NVMe, per rank,
-// times the ranks here) at cache.nvme_path; the checkpoints
-// (train.keep_checkpoints + 1 of them at the peak: a new one is complete before
-// the oldest goes, less those already there) in train.checkpoint_dir; and the
-// weights the workers write after the last step (fp32) in the run folder.
-// Demands on one file system are added up against its free space (statvfs's
-// blocks available to this user). Pure arithmetic apart from the injected
-// file-system query; thread-compatible.
+// times the ranks here) at cache.nvme_path; the train.keep_checkpoints
+// checkpoints kept in train.checkpoint_dir (less those already there) and,
+// for a while, one more (a new one is complete before the oldest goes); and
+// the weights the workers write after the last step (fp32) in the run folder.
+// On one file system the lasting demands are added up, and of the transient
+// ones (the extra checkpoint, the weights: never at the same time) the
+// largest, against its free space (statvfs's blocks available to this user).
+// Pure arithmetic apart from the injected file-system query; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ struct DiskDemand {
   std::string path;  // where the files go
   uint64_t bytes = 0;
   std::string what;  // e.g. "the NVMe tier of 2 rank(s)"
+  bool transient = false;  // held for a while only, never beside another transient demand
 };
 
 // Bytes of one checkpoint of `job` over all ranks: each rank's fp32 masters

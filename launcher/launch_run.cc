@@ -166,7 +166,8 @@ StatusOr<LocalProbes> MeasureProbes(const Probing& p, bool as_root) {
   spec.worker_args.insert(spec.worker_args.end(),
                           {"--set", "train.micro_batch=" + std::to_string(p.micro_batch), "--probe"});
   std::vector<std::string> argv = MpirunCommand(spec);
-  TC_ASSIGN_OR_RETURN(std::string out, CaptureOutput(argv, RootEnv(as_root), 300));
+  // A large model's probe computes for minutes on a small machine; a hung one still ends.
+  TC_ASSIGN_OR_RETURN(std::string out, CaptureOutput(argv, RootEnv(as_root), 1800));
   const std::string tag = std::string("<stdout>:") + kReportProbePrefix;
   const size_t at = out.find(tag);
   if (at == std::string::npos) return Status::Internal("the compute probe printed no result: " + Shell(argv));

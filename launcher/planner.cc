@@ -293,7 +293,8 @@ nlohmann::ordered_json CandidateJson(const Candidate& c) {
                    {"nvme_bytes", c.placement.bytes[kNvme]},
                    {"gpu_fixed_bytes", c.gpu_fixed.total()},
                    {"activation_bytes", c.gpu_fixed.activations},
-                   {"state_bytes", c.states.total()}};
+                   {"state_bytes", c.states.total()},
+                   {"host_overhead_bytes", c.host_overhead_bytes}};
   nlohmann::ordered_json placement;
   for (int s = 0; s < kNumStateClasses; ++s) {
     placement[StateClassName(s)] = {{"gpu", c.placement.fraction[s][kGpu]},

@@ -288,8 +288,13 @@ std::string SetCapacities(const JobSpec& job, const InstanceSpec& inst, const St
   const double gpu_free = a.device_in_host_memory ? gpu_mem : gpu_mem - double(c->gpu_fixed.total());
   c->capacity[kGpu] = gpu_free > 0 ? static_cast<uint64_t>(gpu_free) : 0;
   double host = inst.ram_gib * double(kGiB) * (1 - a.host_reserved_fraction) / inst.gpu_count;
-  if (a.device_in_host_memory) host -= double(c->gpu_fixed.activations + c->gpu_fixed.working_set);
-  host -= double(WorkerHostBufferBytes(job, c->ranks, !a.device_in_host_memory).total());
+  uint64_t overhead = WorkerHostBufferBytes(job, c->ranks, !a.device_in_host_memory).total();
+  if (a.device_in_host_memory) {
+    overhead += c->gpu_fixed.activations + c->gpu_fixed.working_set + static_cast<uint64_t>(gpu_mem) +
+                a.host_process_bytes;
+  }
+  c->host_overhead_bytes = overhead;
+  host -= double(overhead);
   c->capacity[kCpu] = host > 0 ? static_cast<uint64_t>(host) : 0;
   c->capacity[kNvme] = storage.bytes / inst.gpu_count;
   const std::optional<uint64_t> budgets[kNumTierIndices] = {job.cache.device_budget, job.cache.host_budget,

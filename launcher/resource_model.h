@@ -42,6 +42,11 @@ struct ModelAssumptions {
   // in host memory, so the "GPU memory" is the device budget alone, and
   // activations and working buffers take host RAM instead.
   bool device_in_host_memory = false;
+  // There, one worker process's own resident memory beside its tiers and
+  // buffers (libtorch, OpenBLAS, Open MPI, code): the host memory a rank takes
+  // beyond its host budget is this plus the simulated device, activations,
+  // gathered blocks and buffers (Candidate::host_overhead_bytes).
+  uint64_t host_process_bytes = 1ull << 30;
   // Collectives run on the training thread (MPI on the CPU) and add to compute
   // instead of overlapping it as NCCL's own stream does.
   bool collectives_block_compute = false;
@@ -138,6 +143,10 @@ struct Candidate {
   StateBytes states;
   GpuFixedBytes gpu_fixed;
   std::array<uint64_t, kNumTierIndices> capacity{};  // per rank, for states
+  // Per rank, the host memory a rank takes beside its host budget: the worker's
+  // buffers and, where the device is simulated in host memory, the device
+  // tier, activations, gathered blocks and the process itself.
+  uint64_t host_overhead_bytes = 0;
   Placement placement;
   StepBreakdown step;
   double tokens_per_s = 0;

@@ -107,9 +107,8 @@ Status HfCheckpointWriter::WriteBlock(int block, const float* flat) {
 Status HfCheckpointWriter::Finish() { return writer_.Finish(); }
 
 Status WriteInitialWeights(const DecoderModel& model, uint64_t seed, DType config_dtype, const std::string& dir,
-                           uint64_t max_shard_bytes) {
-  TC_ASSIGN_OR_RETURN(HfCheckpointWriter out,
-                      HfCheckpointWriter::Begin(dir, model, StDType::kF32, config_dtype, max_shard_bytes));
+                           uint64_t max_shard_bytes, StDType stored) {
+  TC_ASSIGN_OR_RETURN(HfCheckpointWriter out, HfCheckpointWriter::Begin(dir, model, stored, config_dtype, max_shard_bytes));
   for (int b = 0; b < model.num_blocks(); ++b) {
     std::vector<float> flat(size_t(model.layout(b).numel));
     model.InitBlock(b, seed, flat.data());

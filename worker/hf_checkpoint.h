@@ -63,11 +63,11 @@ class HfCheckpointWriter {
 };
 
 // The weights a run of `model` starts from when it has no model.init (every
-// block drawn from `seed`, as the trainer draws them), written to `dir` as an
-// fp32 Hugging Face checkpoint (HfCheckpointWriter). One block in memory at a
-// time. A run whose model.init names `dir` starts from the same values, bit
-// for bit.
+// block drawn from `seed`, as the trainer draws them), written to `dir` as a
+// Hugging Face checkpoint of `stored` values (HfCheckpointWriter). One block
+// in memory at a time. In fp32, a run whose model.init names `dir` starts from
+// the same values, bit for bit.
 Status WriteInitialWeights(const DecoderModel& model, uint64_t seed, DType config_dtype, const std::string& dir,
-                           uint64_t max_shard_bytes);
+                           uint64_t max_shard_bytes, StDType stored = StDType::kF32);
 
 }  // namespace tencache

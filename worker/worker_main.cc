@@ -51,6 +51,7 @@ struct Args {
   std::string save_weights;
   std::string write_init;
   std::string max_shard_size = "5GB";
+  std::string init_dtype = "fp32";
   std::string logits;
   bool resume = false;
   int sample = 48;
@@ -181,6 +182,9 @@ std::unique_ptr<CLI::App> MakeApp(Args* a) {
                   "write the weights a run starts from without model.init (drawn from train.seed) to DIR, as "
                   "--save-weights writes them, and exit without training (a job whose model.init names DIR starts "
                   "from the same values)");
+  app->add_option("--init-dtype", a->init_dtype,
+                  "what --write-init stores: fp32 (the drawn values exactly), bf16 or fp16 (rounded, half the bytes)")
+      ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app->add_option("--max-shard-size", a->max_shard_size,
                   "the largest safetensors shard --save-weights and --write-init write (transformers' max_shard_size)")
       ->capture_default_str();
@@ -220,7 +224,8 @@ Status Run(const Args& args, int rank) {
   if (!args.write_init.empty()) {
     if (rank != 0) return Status::Ok();
     TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
-    Status wrote = WriteInitialWeights(DecoderModel(job.model), job.train.seed, job.dtype, args.write_init, *max_shard);
+    const StDType stored = args.init_dtype == "bf16" ? StDType::kBF16 : args.init_dtype == "fp16" ? StDType::kF16 : StDType::kF32;
+    Status wrote = WriteInitialWeights(DecoderModel(job.model), job.train.seed, job.dtype, args.write_init, *max_shard, stored);
     if (!wrote.ok()) return wrote.WithContext("--write-init " + args.write_init);
     std::cout << "tencache-worker: wrote the initial weights (train.seed " << job.train.seed << ") of "
               << job.model.name << " to " << args.write_init << std::endl;

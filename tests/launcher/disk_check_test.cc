@@ -34,19 +34,43 @@ TEST(DiskCheck, ACheckpointHoldsTwelveBytesAParameterInEveryDtype) {
 
 TEST(DiskCheck, DemandsCountRanksAndTheCheckpointsAtThePeak) {
   const JobSpec job = Job();
+  const uint64_t one = CheckpointBytes(job, 1);
   const std::vector<DiskDemand> fresh = RunDiskDemands(job, 1000, 2, "/runs/r", 0);
-  ASSERT_EQ(fresh.size(), 3u);
+  ASSERT_EQ(fresh.size(), 4u);
   EXPECT_EQ(fresh[0].key, "cache.nvme_path");
   EXPECT_EQ(fresh[0].bytes, 2000u);
+  EXPECT_FALSE(fresh[0].transient);
   EXPECT_EQ(fresh[1].key, "train.checkpoint_dir");
-  EXPECT_EQ(fresh[1].bytes, 3 * CheckpointBytes(job, 1));  // keep 2, and a third being written
-  EXPECT_EQ(fresh[2].bytes, job.model.ParamCount() * 4);
-  // Resuming beside two complete checkpoints: one more at a time.
-  EXPECT_EQ(RunDiskDemands(job, 1000, 2, "/runs/r", 2)[1].bytes, CheckpointBytes(job, 1));
+  EXPECT_EQ(fresh[1].bytes, 2 * one);  // keep 2
+  EXPECT_FALSE(fresh[1].transient);
+  EXPECT_EQ(fresh[2].bytes, one);      // and a third while it is written
+  EXPECT_TRUE(fresh[2].transient);
+  EXPECT_EQ(fresh[3].bytes, job.model.ParamCount() * 4);
+  EXPECT_TRUE(fresh[3].transient);
+  // Resuming beside two complete checkpoints: one more, for a while.
+  const std::vector<DiskDemand> resumed = RunDiskDemands(job, 1000, 2, "/runs/r", 2);
+  ASSERT_EQ(resumed.size(), 3u);
+  EXPECT_EQ(resumed[1].bytes, one);
+  EXPECT_TRUE(resumed[1].transient);
   // Nothing on NVMe, no checkpoints: the weights alone.
   const std::vector<DiskDemand> plain = RunDiskDemands(Job({"train.checkpoint_every=0"}), 0, 2, "/runs/r", 0);
   ASSERT_EQ(plain.size(), 1u);
   EXPECT_EQ(plain[0].key, "--out");
+}
+
+TEST(DiskCheck, TransientDemandsOnOneFileSystemCountOnceTheLargest) {
+  // 600 lasting + max(300, 350) transient = 950 of 1000: fits; a 500 transient does not.
+  std::vector<DiskDemand> d = {{"cache.nvme_path", "/d", 600, "nvme"},
+                               {"train.checkpoint_dir", "/d", 300, "one more checkpoint", true},
+                               {"--out", "/d", 350, "weights", true}};
+  auto query = [](const std::string&) { return FsSpace{1, 1000, true}; };
+  EXPECT_TRUE(CheckDiskSpace(d, query).ok());
+  d[1].bytes = 500;
+  const Status s = CheckDiskSpace(d, query);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("one more checkpoint"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("weights"), std::string::npos) << s.message();  // the smaller transient is not summed
+  EXPECT_NE(s.message().find("1.07 KiB"), std::string::npos) << s.message();  // 600 + 500
 }
 
 TEST(DiskCheck, DemandsOnOneFileSystemAreAddedUp) {
