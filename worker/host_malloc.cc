@@ -2,14 +2,15 @@
 
 #include <malloc.h>
 
-#include <limits>
 
 namespace tencache {
 
 void KeepFreedHostMemory() {
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
   mallopt(M_MMAP_MAX, 0);                                     // every block from a heap
-  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());  // never give a heap's top back
+  // Never give a heap's top back: -1 (SIZE_MAX) disables trimming, where
+  // INT_MAX still trims a free top past 2 GiB, as a large model's steps leave.
+  mallopt(M_TRIM_THRESHOLD, -1);
 #endif
 }
 

@@ -118,9 +118,12 @@ Status ProbeCompute(const JobSpec& job, torch::Dtype dtype, Communicator* comm, 
   p.targets = torch::randint(0, job.model.vocab, {B, T}, torch::kLong);
   p.embed = BlockParams(p.model, 0, dtype);
   p.head = BlockParams(p.model, job.model.layers + 1, dtype);
-  const int layers = std::min(job.model.layers, kProbeLayers);
+  // Distinct layers make caches miss as in training; a layer far larger than
+  // any cache misses alone, and eight of them would hold gigabytes.
+  const size_t layer_bytes = size_t(p.model.layout(1).numel) * torch::elementSize(dtype);
+  const int layers = std::min({job.model.layers, kProbeLayers, std::max(2, int((size_t(1) << 30) / layer_bytes))});
   for (int l = 0; l < layers; ++l) p.layers.push_back(BlockParams(p.model, 1 + l, dtype));
-  const int repeats = 9;
+  const int repeats = layer_bytes > (size_t(64) << 20) ? 3 : 9;  // a large layer's time varies little
   TC_ASSIGN_OR_RETURN(const double without_layers, MicroBatchSeconds(p, 0, repeats, comm));
   TC_ASSIGN_OR_RETURN(const double with_layers,
                       MicroBatchSeconds(p, layers, repeats, comm, &r->compute_page_faults));
@@ -212,7 +215,8 @@ StatusOr<double> ReferenceStepSeconds(const JobSpec& job, int layers, Communicat
   }
   TC_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Trainer::Create(ref, comm, std::move(corpus), [](const std::string&) {}));
   std::vector<double> times;
-  for (int s = 0; s < 12; ++s) {
+  const int steps = layers > 0 ? 6 : 12;  // a cut model's steps are a large model's: fewer of them
+  for (int s = 0; s < steps; ++s) {
     TC_ASSIGN_OR_RETURN(StepMetrics m, t->Step());
     if (s >= 2) times.push_back(m.step_time_s);
   }

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,18 @@ TEST(LaunchRun, QuickstartTrainsAndReports) {
   EXPECT_EQ(ReadJson(out / "hf" / "config.json")["torch_dtype"], "bfloat16");
   // bf16 is half the fp32 file's data.
   EXPECT_LT(fs::file_size(out / "hf" / "model.safetensors"), fs::file_size(out / "weights" / "model.safetensors") * 6 / 10);
+  // Past --max-shard-size, shards and their index, as save_pretrained writes them.
+  CommandResult sharded = tencache::testing::RunCommand(Launch() + " export " + out.string() +
+                                                        " --max-shard-size 64KiB --out " + (out / "hf-shards").string() + " 2>&1");
+  EXPECT_EQ(sharded.code, 0) << sharded.out;
+  const nlohmann::json index = ReadJson(out / "hf-shards" / "model.safetensors.index.json");
+  std::set<std::string> shard_files;
+  for (const auto& [tensor, file] : index["weight_map"].items()) shard_files.insert(file.get<std::string>());
+  EXPECT_GE(shard_files.size(), 2u) << index;
+  uint64_t shard_bytes = 0;
+  for (const std::string& f : shard_files) shard_bytes += fs::file_size(out / "hf-shards" / f);
+  EXPECT_GT(shard_bytes, index["metadata"]["total_size"].get<uint64_t>());  // data and each shard's header
+  EXPECT_FALSE(fs::exists(out / "hf-shards" / "model.safetensors"));
   CommandResult bad = tencache::testing::RunCommand(Launch() + " export " + out.string() + " --format onnx --out " +
                                                     (out / "x").string() + " 2>&1");
   EXPECT_EQ(bad.code, 2) << bad.out;

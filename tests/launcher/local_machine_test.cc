@@ -163,6 +163,53 @@ TEST(LocalMachine, CandidateRamIsTheCgroupLimit) {
   EXPECT_NE(c.reason.find("cache.host_budget"), std::string::npos) << c.reason;
 }
 
+// Where the device is simulated in host memory, a rank's host budget is what
+// is left of its share of RAM after the device tier, activations, gathered
+// blocks, buffers and the process itself: the host memory beside the budget
+// (host_overhead_bytes) and the budget add up to the share.
+TEST(LocalMachine, TheSimulatedDeviceAndTheProcessComeOutOfTheHostBudget) {
+  MachineFacts f;
+  f.cores = 2;
+  f.memory.mem_total = {true, 16ull << 30, "/proc/meminfo MemTotal"};
+  f.nvme_free_bytes = 10ull << 30;
+  f.nvme_path = "/tmp";
+  const JobSpec job = Job({"train.micro_batch=2"});
+  const LocalCandidate l = MakeLocalCandidate(job, f, SomeProbes(), 2);
+  const Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
+  ASSERT_TRUE(c.feasible) << c.reason;
+  const double share = 16.0 * (1ull << 30) * (1 - l.assumptions.host_reserved_fraction) / 2;
+  EXPECT_NEAR(double(c.capacity[kCpu] + c.host_overhead_bytes), share, 1.0);
+  const uint64_t device = uint64_t(l.instance.gpu_memory_gib * double(1ull << 30));
+  EXPECT_GE(c.host_overhead_bytes, device + l.assumptions.host_process_bytes + c.gpu_fixed.activations +
+                                       c.gpu_fixed.working_set);
+}
+
+// A probe whose in-memory reference ran on a cut model (its states would not
+// fit) charges what that cut model left over beyond its blocks, not what the
+// whole model would.
+TEST(LocalMachine, AReferenceOnACutModelIsComparedWithTheCutModel) {
+  MachineFacts f;
+  f.cores = 2;
+  f.memory.mem_total = {true, 16ull << 30, "/proc/meminfo MemTotal"};
+  f.nvme_free_bytes = 10ull << 30;
+  f.nvme_path = "/tmp";
+  const JobSpec job = Job({"train.micro_batch=2"});
+  LocalProbes p = SomeProbes();
+  p.compute.reference_step_s = 0.5;
+  const LocalCandidate whole = MakeLocalCandidate(job, f, p, 2);
+  p.compute.reference_layers = 1;
+  const LocalCandidate cut = MakeLocalCandidate(job, f, p, 2);
+  // The cut model computes (layers - 1) layers less in each of the step's 3
+  // micro-steps (12 sequences, 2 ranks, 2 a micro-batch): that much more is
+  // overhead (its collectives, a few per cent of it, aside).
+  const double less = (job.model.layers - 1) * p.compute.layer_s * 3;
+  ASSERT_GT(whole.assumptions.step_overhead_s, 0);
+  EXPECT_NEAR(cut.assumptions.step_overhead_s - whole.assumptions.step_overhead_s, less, 0.15 * less);
+  bool noted = false;
+  for (const std::string& n : cut.notes) noted |= n.find("the model cut to 1 layers") != std::string::npos;
+  EXPECT_TRUE(noted) << ::testing::PrintToString(cut.notes);
+}
+
 TEST(LocalMachine, FactsRoundTripThroughMachineJson) {
   MachineFacts f;
   f.hostname = "box";

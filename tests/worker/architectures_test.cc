@@ -296,6 +296,38 @@ TEST(Architectures, SafetensorsRoundTripIsByteIdenticalAndTrainsTheSame) {
   EXPECT_EQ(l.tensors[3].their_dims, (std::vector<int64_t>{16, 32}));  // k_proj: 2 kv heads of 8
 }
 
+// The seeded start written as a sharded checkpoint (--write-init), and the
+// trained weights saved in shards: read back through the index, each gives
+// the run it came from, bitwise.
+TEST(Architectures, ShardedCheckpointsOfTheSeededStartAndOfSavedWeightsTrainTheSame) {
+  const fs::path dir = fs::temp_directory_path() / ("tencache_arch_shards_" + std::to_string(getpid()));
+  for (const Arch& a : Archs()) {
+    fs::remove_all(dir);
+    const std::vector<std::string> budgets = {std::string("cache.device_budget=") + a.device_budget,
+                                              std::string("cache.host_budget=") + a.host_budget};
+    const JobSpec seeded = ArchJob(a, "tencache", budgets);
+    auto solo = MakeSoloCommunicator();
+    const DecoderModel model(seeded.model);
+    ASSERT_TRUE(WriteInitialWeights(model, seeded.train.seed, seeded.dtype, (dir / "init").string(), 16 << 10).ok());
+    ASSERT_TRUE(fs::exists(dir / "init" / "model.safetensors.index.json")) << a.preset;
+    StatusOr<SafetensorsReader> shards = SafetensorsReader::Open((dir / "init").string());
+    ASSERT_TRUE(shards.ok()) << shards.status().message();
+    EXPECT_GE(shards->files().size(), 2u) << a.preset;
+    std::vector<std::string> from = budgets;
+    from.push_back("model.init=" + (dir / "init").string());
+    EXPECT_EQ(Losses(ArchJob(a, "tencache", from), solo.get(), 3), Losses(seeded, solo.get(), 3)) << a.preset;
+    {
+      StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(seeded, solo.get(), Corpus(), [](const std::string&) {});
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      ASSERT_TRUE((*t)->SaveWeights((dir / "saved").string(), 16 << 10).ok()) << a.preset;
+    }
+    ASSERT_TRUE(fs::exists(dir / "saved" / "model.safetensors.index.json")) << a.preset;
+    from.back() = "model.init=" + (dir / "saved").string();
+    EXPECT_EQ(Losses(ArchJob(a, "tencache", from), solo.get(), 3), Losses(seeded, solo.get(), 3)) << a.preset;
+  }
+  fs::remove_all(dir);
+}
+
 // A rank reads only the tensors that overlap its shard of a block: the rest
 // of the block is left untouched, the part it reads equals a whole read.
 TEST(Architectures, ARankReadsOnlyTheTensorsOfItsShard) {

@@ -67,6 +67,12 @@ TEST_F(WorkerMpi, TwoAndFourRanksMatchOneRank) {
   }
   EXPECT_GT(one[0]["host_rss_bytes"].get<double>(), 1 << 20);  // rank 0's own process
   EXPECT_GE(one[0]["open_fds"].get<double>(), 3);               // at least stdin, stdout, stderr
+  // Each rank's resident peaks: loading's, and training's from then on, which
+  // never falls and is at least what is resident at its step.
+  const double peak0 = one[0]["per_rank"]["peak_rss_bytes"][0], peak19 = one[19]["per_rank"]["peak_rss_bytes"][0];
+  EXPECT_GT(one[0]["per_rank"]["setup_peak_rss_bytes"][0].get<double>(), 1 << 20);
+  EXPECT_GE(peak19, peak0);
+  EXPECT_GE(peak19, one[19]["host_rss_bytes"].get<double>() * 0.99);
   for (int ranks : {2, 4}) {
     std::vector<nlohmann::json> many = Metrics(ranks, 20);
     ASSERT_EQ(many.size(), 20u) << ranks;
@@ -82,6 +88,27 @@ TEST_F(WorkerMpi, TwoAndFourRanksMatchOneRank) {
 // MPI takes int counts: collectives beyond them run in pieces. Forced down to
 // 1000 elements a piece (every shard of the test model is larger), 2 ranks give
 // bitwise the losses of whole collectives.
+TEST_F(WorkerMpi, EvaluateGivesTheValidationLossTrainingLogsAfterTheSameSteps) {
+  // Two ranks train 3 steps, checkpointing, and evaluate after the last; the
+  // checkpoint evaluated on its own (--resume --evaluate) gives that loss bitwise.
+  const std::string ckpt = "--set train.eval_every=3 --set train.checkpoint_every=3 --set train.checkpoint_dir=" +
+                           (dir_ / "ckpt").string();
+  const std::string file = (dir_ / "eval.jsonl").string();
+  CommandResult trained = Launch(2, ckpt + " --steps 3 --metrics " + file);
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  std::ifstream in(file);
+  std::string last;
+  for (std::string line; std::getline(in, line);) last = line;
+  const double want = nlohmann::json::parse(last)["eval_loss"];
+  CommandResult evaluated = Launch(2, ckpt + " --resume --evaluate");
+  ASSERT_EQ(evaluated.code, 0) << evaluated.out;
+  const size_t at = evaluated.out.find("eval loss ");
+  ASSERT_NE(at, std::string::npos) << evaluated.out;
+  EXPECT_EQ(std::stod(evaluated.out.substr(at + 10)), want) << evaluated.out;
+  EXPECT_NE(evaluated.out.find("at step 3"), std::string::npos) << evaluated.out;
+  EXPECT_NE(evaluated.out.find("resumed at step 3"), std::string::npos) << evaluated.out;
+}
+
 TEST_F(WorkerMpi, CollectivesInPiecesGiveTheSameLosses) {
   const std::string whole = (dir_ / "whole.jsonl").string(), pieces = (dir_ / "pieces.jsonl").string();
   CommandResult a = Launch(2, "--steps 4 --metrics " + whole);
