@@ -79,6 +79,9 @@ run_rung() {
   read -r layers hidden heads kv ffn shard <<<"$(shape "$r")"
   rm -rf "$dir" "$res"
   mkdir -p "$dir" "$res"
+  # This machine's probes for the rung's job (tencache-launch's cache, keyed by
+  # host, path, model, dtype, micro-batch and ranks) outlive the rung's folder.
+  [ -f "$work/probe-cache-rung$r.json" ] && cp "$work/probe-cache-rung$r.json" "$dir/.probe-cache.json"
   cat >"$dir/job.yaml" <<EOF
 # The scale ladder's rung $r (bench/scale_ladder.sh).
 name: ladder-rung$r
@@ -137,6 +140,7 @@ EOF
   "$launch" "$job" "${set[@]}" --set train.checkpoint_every=0 --out "$dir/A" --progress-every 60 >"$res/A.log" 2>&1 ||
     { tail -30 "$res/A.log"; return 1; }
   echo "a_s=$(since "$t0")" >>"$times"
+  cp "$dir/.probe-cache.json" "$work/probe-cache-rung$r.json"
   echo "   A: $(grep -E '^Measured|step time' "$res/A.log" | head -2 | tr '\n' ' ')"
 
   t0=$(now)

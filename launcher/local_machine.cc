@@ -72,6 +72,20 @@ uint64_t ParamShardBytes(const JobSpec& job, int ranks) {
   return total;
 }
 
+// The simulated device's auto budget: every parameter shard of a rank where
+// they take at most a tenth of the rank's share of host memory; otherwise a
+// tenth, and at least four of the largest parameter shards (the block that
+// computes, the next one arriving, room for the plan to keep two): a device
+// smaller than the model, as a GPU would be, whose bytes the host tier does
+// not lose.
+uint64_t SimulatedDeviceBytes(const JobSpec& job, const MachineFacts& facts, int ranks) {
+  const uint64_t w = DTypeBytes(job.dtype == DType::kBf16 ? DType::kBf16 : DType::kFp32);
+  uint64_t largest = 0;
+  for (uint64_t n : job.model.BlockParamCounts()) largest = std::max(largest, SlotBytesFor((n + ranks - 1) / ranks * w));
+  const uint64_t share = facts.memory.usable_bytes() / uint64_t(std::max(1, ranks));
+  return std::min(ParamShardBytes(job, ranks), std::max(share / 10, 4 * largest));
+}
+
 std::string Num(double v, const char* fmt) {
   char buf[64];
   std::snprintf(buf, sizeof buf, fmt, v);
@@ -321,7 +335,7 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   LocalCandidate l;
   l.nodes = std::max(1, nodes);
   const int per_node = std::max(1, ranks / l.nodes);
-  const uint64_t device = job.cache.device_budget.value_or(ParamShardBytes(job, ranks));
+  const uint64_t device = job.cache.device_budget.value_or(SimulatedDeviceBytes(job, facts, ranks));
   InstanceSpec& in = l.instance;
   in.provider = "local";
   in.type = "local";

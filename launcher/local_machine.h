@@ -87,7 +87,9 @@ int LocalRanks(const JobSpec& job, const MachineFacts& facts);
 
 // This machine as an instance type, its GPU (or the simulated device: its
 // memory is the device budget, cache.device_budget or, with auto, every
-// parameter shard of a rank) and the model assumptions its probes replace. Its
+// parameter shard of a rank where they take at most a tenth of the rank's
+// share of host memory, else that tenth and at least four of the largest
+// shards) and the model assumptions its probes replace. Its
 // RAM is facts.memory.usable_bytes(), and a note says which limit bound it.
 struct LocalCandidate {
   int nodes = 1;         // cluster.target hosts: the hosts, each one `instance`
