@@ -60,23 +60,24 @@ bench/debian_corpus.sh "$work/corpus" 32000
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 
-# rung -> "layers hidden heads kv_heads ffn shard_size"
+# rung -> "layers hidden heads kv_heads ffn shard_size ranks" (ranks: auto, or one
+# where a rank's transient host memory beside its budget would not fit twice)
 shape() {
   case $1 in
-    1) echo "12 768 12 12 2048 200MB" ;;
-    2) echo "22 2048 32 4 5632 2GB" ;;
+    1) echo "12 768 12 12 2048 200MB auto" ;;
+    2) echo "22 2048 32 4 5632 2GB auto" ;;
     3) # OpenLLaMA-3B: 123,910,400 parameters a layer, 204,803,200 in the embedding, head and final norm.
       local mem layers
       mem=$(awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo)
       layers=$(python3 -c "import math,sys; print(max(1, math.ceil((1.3 * float(sys.argv[1]) / 16 - 204803200) / 123910400)))" "$mem")
-      echo "$layers 3200 32 32 8640 2GB" ;;
+      echo "$layers 3200 32 32 8640 2GB 1" ;;
     *) echo "scale_ladder: no rung $1 (1, 2 or 3)" >&2; exit 2 ;;
   esac
 }
 
 run_rung() {
   local r=$1 dir=$work/rung$1 res=$work/results/rung$1
-  read -r layers hidden heads kv ffn shard <<<"$(shape "$r")"
+  read -r layers hidden heads kv ffn shard rpn <<<"$(shape "$r")"
   rm -rf "$dir" "$res"
   mkdir -p "$dir" "$res"
   # This machine's probes for the rung's job (tencache-launch's cache, keyed by
@@ -113,7 +114,7 @@ train:
 cluster:
   target: local
   nodes: auto
-  ranks_per_node: auto
+  ranks_per_node: $rpn
   max_nodes: 1
   instance_types: [g5.xlarge, g6e.xlarge, g6.2xlarge, g2-standard-12, p4d.24xlarge, p5.48xlarge]
 cache:

@@ -127,6 +127,13 @@ TEST(LocalMachine, CandidateChargesExactlyTheProbedCompute) {
   EXPECT_NEAR(c.step.compute_s, 0.001 + job.model.layers * 0.01 + 0.004, 1e-6);
 }
 
+LocalProbes SomeProbes();
+
+// The simulated device of a 2-rank candidate, GiB.
+double LocalDeviceGiB(const JobSpec& job, const MachineFacts& f) {
+  return MakeLocalCandidate(job, f, SomeProbes(), 2).instance.gpu_memory_gib;
+}
+
 LocalProbes SomeProbes() {
   LocalProbes p;
   p.disk = {2, 1, 0, "x"};
@@ -182,6 +189,29 @@ TEST(LocalMachine, TheSimulatedDeviceAndTheProcessComeOutOfTheHostBudget) {
   const uint64_t device = uint64_t(l.instance.gpu_memory_gib * double(1ull << 30));
   EXPECT_GE(c.host_overhead_bytes, device + l.assumptions.host_process_bytes + c.gpu_fixed.activations +
                                        c.gpu_fixed.working_set);
+}
+
+// A model whose parameter shards would take more than a tenth of a rank's
+// memory gets a simulated device of that tenth (a GPU smaller than the model),
+// never less than four of its largest shards.
+TEST(LocalMachine, TheSimulatedDeviceIsATenthOfARanksMemoryForALargeModel) {
+  MachineFacts f;
+  f.cores = 2;
+  f.memory.mem_total = {true, 16ull << 30, "/proc/meminfo MemTotal"};
+  f.nvme_free_bytes = 100ull << 30;
+  f.nvme_path = "/tmp";
+  const JobSpec big = ParseJobText("model: {preset: gpt2-xl, dtype: fp32}\ntrain: {tokens_per_epoch: 1000, global_batch: 2, "
+                                   "micro_batch: 1}\n", "j.yaml").value();
+  const double device = LocalDeviceGiB(big, f) * double(1ull << 30);
+  EXPECT_NEAR(device, double(8ull << 30) / 10, 1.0);  // a tenth of 8 GiB a rank
+  EXPECT_LT(device, double(ShardBytesPerRank(big.model, big.dtype, 2).param));
+  f.memory.mem_total.bytes = 1ull << 30;  // a tenth is less than four embedding shards (164 MB each)
+  const double four = LocalDeviceGiB(big, f) * double(1ull << 30);
+  EXPECT_GE(four, 4.0 * 164099200);  // (50257 + 1024) x 1600 / 2 ranks x 4 bytes, slot-rounded
+  EXPECT_LE(four, 4.0 * 164099200 * 1.05);
+  // The tiny model fits a tenth: every shard on the device.
+  f.memory.mem_total.bytes = 16ull << 30;
+  EXPECT_GE(LocalDeviceGiB(Job(), f) * double(1ull << 30), double(ShardBytesPerRank(Job().model, DType::kFp32, 2).param));
 }
 
 // A probe whose in-memory reference ran on a cut model (its states would not
