@@ -60,24 +60,26 @@ bench/debian_corpus.sh "$work/corpus" 32000
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 
-# rung -> "layers hidden heads kv_heads ffn shard_size ranks" (ranks: auto, or one
-# where a rank's transient host memory beside its budget would not fit twice)
+# rung -> "layers hidden heads kv_heads ffn shard_size ranks lr" (ranks: auto, or
+# one where a rank's transient host memory beside its budget would not fit
+# twice; lr: AdamW's first steps move every weight by about lr, and the larger
+# rungs' residual weights start at 0.02 / sqrt(2 x layers))
 shape() {
   case $1 in
-    1) echo "12 768 12 12 2048 200MB auto" ;;
-    2) echo "22 2048 32 4 5632 2GB auto" ;;
+    1) echo "12 768 12 12 2048 200MB auto 6.0e-4" ;;
+    2) echo "22 2048 32 4 5632 2GB auto 2.0e-4" ;;
     3) # OpenLLaMA-3B: 123,910,400 parameters a layer, 204,803,200 in the embedding, head and final norm.
       local mem layers
       mem=$(awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo)
       layers=$(python3 -c "import math,sys; print(max(1, math.ceil((1.3 * float(sys.argv[1]) / 16 - 204803200) / 123910400)))" "$mem")
-      echo "$layers 3200 32 32 8640 2GB 1" ;;
+      echo "$layers 3200 32 32 8640 2GB 1 1.0e-4" ;;
     *) echo "scale_ladder: no rung $1 (1, 2 or 3)" >&2; exit 2 ;;
   esac
 }
 
 run_rung() {
   local r=$1 dir=$work/rung$1 res=$work/results/rung$1
-  read -r layers hidden heads kv ffn shard rpn <<<"$(shape "$r")"
+  read -r layers hidden heads kv ffn shard rpn lr <<<"$(shape "$r")"
   rm -rf "$dir" "$res"
   mkdir -p "$dir" "$res"
   # This machine's probes for the rung's job (tencache-launch's cache, keyed by
@@ -106,7 +108,7 @@ train:
   micro_batch: auto
   global_batch: 2
   steps: $steps
-  lr: 6.0e-4
+  lr: $lr
   seed: 1
   eval_every: $steps
   eval_sequences: 2

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include "tests/common/big_vocab_shape.h"
 
 namespace tencache {
 namespace {
@@ -93,22 +94,7 @@ TEST(ModelShape, UnknownPresetListsTheKnownOnes) {
   EXPECT_TRUE(FindPreset("gpt2-1.5b").ok());  // alias
 }
 
-// A 256000-token vocabulary at hidden 16384: an embedding of 4.19e9 elements,
-// past 2^31 and 2^32, and layers of 3.2e9.
-ModelShape BigVocab() {
-  ModelShape m;
-  m.name = "custom";
-  m.layers = 2;
-  m.hidden = 16384;
-  m.heads = m.kv_heads = 128;
-  m.ffn_hidden = 65536;
-  m.seq_len = m.max_positions = 2048;
-  m.vocab = 256000;
-  m.position = PositionKind::kRotary;
-  m.norm = NormKind::kRmsNorm;
-  m.bias = false;
-  return m;
-}
+ModelShape BigVocab() { return BigVocabShape(); }  // tests/common/big_vocab_shape.h
 
 TEST(ModelShape, AnEmbeddingOfMoreThanTwoToThe32ElementsIsCountedExactly) {
   const ModelShape m = BigVocab();

@@ -6,26 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include "tests/common/big_vocab_shape.h"
 
 namespace tencache {
 namespace {
 
-// Blocks of 4194304000 (a 256000 x 16384 tied embedding), 3221258240 (each of
-// two layers) and 16384 (the final norm) parameters.
-ModelShape BigVocab() {
-  ModelShape m;
-  m.name = "custom";
-  m.layers = 2;
-  m.hidden = 16384;
-  m.heads = m.kv_heads = 128;
-  m.ffn_hidden = 65536;
-  m.seq_len = m.max_positions = 2048;
-  m.vocab = 256000;
-  m.position = PositionKind::kRotary;
-  m.norm = NormKind::kRmsNorm;
-  m.bias = false;
-  return m;
-}
+ModelShape BigVocab() { return BigVocabShape(); }  // tests/common/big_vocab_shape.h
 
 TEST(ShardBytes, EightRanksOfABf16RunHoldEveryByte) {
   const ShardBytes s = ShardBytesPerRank(BigVocab(), DType::kBf16, 8);

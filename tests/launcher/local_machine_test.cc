@@ -28,6 +28,16 @@ JobSpec Job(const std::vector<std::string>& overrides = {}) {
                       "j.yaml", overrides).value();
 }
 
+// A machine of two cores and `gib` GiB of RAM, `nvme_gib` free at /tmp.
+MachineFacts TwoCores(uint64_t gib, uint64_t nvme_gib = 10) {
+  MachineFacts f;
+  f.cores = 2;
+  f.memory.mem_total = {true, gib << 30, "/proc/meminfo MemTotal"};
+  f.nvme_free_bytes = nvme_gib << 30;
+  f.nvme_path = "/tmp";
+  return f;
+}
+
 TEST(LocalMachine, FactsComeFromTheOs) {
   const MachineFacts f = ReadMachineFacts("/tmp/does/not/exist/yet");
   EXPECT_GE(f.cores, 1);
@@ -103,11 +113,7 @@ TEST(LocalMachine, RanksFollowCoresAndTheBatch) {
 
 TEST(LocalMachine, CandidateChargesExactlyTheProbedCompute) {
   const JobSpec job = Job({"train.micro_batch=2"});
-  MachineFacts f;
-  f.cores = 2;
-  f.memory.mem_total = {true, 8ull << 30, "/proc/meminfo MemTotal"};
-  f.nvme_free_bytes = 10ull << 30;
-  f.nvme_path = "/tmp";
+  const MachineFacts f = TwoCores(8);
   LocalProbes p;
   p.disk = {2, 1, 0, "x"};
   p.compute.threads = 1;
@@ -175,11 +181,7 @@ TEST(LocalMachine, CandidateRamIsTheCgroupLimit) {
 // blocks, buffers and the process itself: the host memory beside the budget
 // (host_overhead_bytes) and the budget add up to the share.
 TEST(LocalMachine, TheSimulatedDeviceAndTheProcessComeOutOfTheHostBudget) {
-  MachineFacts f;
-  f.cores = 2;
-  f.memory.mem_total = {true, 16ull << 30, "/proc/meminfo MemTotal"};
-  f.nvme_free_bytes = 10ull << 30;
-  f.nvme_path = "/tmp";
+  const MachineFacts f = TwoCores(16);
   const JobSpec job = Job({"train.micro_batch=2"});
   const LocalCandidate l = MakeLocalCandidate(job, f, SomeProbes(), 2);
   const Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
@@ -195,11 +197,7 @@ TEST(LocalMachine, TheSimulatedDeviceAndTheProcessComeOutOfTheHostBudget) {
 // memory gets a simulated device of that tenth (a GPU smaller than the model),
 // never less than four of its largest shards.
 TEST(LocalMachine, TheSimulatedDeviceIsATenthOfARanksMemoryForALargeModel) {
-  MachineFacts f;
-  f.cores = 2;
-  f.memory.mem_total = {true, 16ull << 30, "/proc/meminfo MemTotal"};
-  f.nvme_free_bytes = 100ull << 30;
-  f.nvme_path = "/tmp";
+  MachineFacts f = TwoCores(16, 100);
   const JobSpec big = ParseJobText("model: {preset: gpt2-xl, dtype: fp32}\ntrain: {tokens_per_epoch: 1000, global_batch: 2, "
                                    "micro_batch: 1}\n", "j.yaml").value();
   const double device = LocalDeviceGiB(big, f) * double(1ull << 30);
@@ -218,11 +216,7 @@ TEST(LocalMachine, TheSimulatedDeviceIsATenthOfARanksMemoryForALargeModel) {
 // fit) charges what that cut model left over beyond its blocks, not what the
 // whole model would.
 TEST(LocalMachine, AReferenceOnACutModelIsComparedWithTheCutModel) {
-  MachineFacts f;
-  f.cores = 2;
-  f.memory.mem_total = {true, 16ull << 30, "/proc/meminfo MemTotal"};
-  f.nvme_free_bytes = 10ull << 30;
-  f.nvme_path = "/tmp";
+  const MachineFacts f = TwoCores(16);
   const JobSpec job = Job({"train.micro_batch=2"});
   LocalProbes p = SomeProbes();
   p.compute.reference_step_s = 0.5;

@@ -152,14 +152,21 @@ TEST(LocalRunner, ALostNodeIsNamed) {
   fs::remove_all(dir);
 }
 
-TEST(LocalRunner, SigtermIsForwardedAndTheRunStops) {
-  const fs::path dir = Scratch("term");
-  RunOptions o = Options(dir,
-      "trap 'echo stopped >&2; exit 143' TERM;"
+// mpirun's stand-in with `traps`: it reports one step, then waits for a
+// signal; the first metrics line raises SIGTERM here, as if the user pressed
+// Ctrl-C then.
+StatusOr<RunOutcome> RunInterrupted(const fs::path& dir, const std::string& traps, double grace_s) {
+  RunOptions o = Options(dir, traps +
       "echo '[1,0]<stdout>:TENCACHE_METRICS {\"step\":0,\"loss\":5.5,\"step_time_s\":0.1}';"
       "while :; do sleep 0.05; done");
-  o.on_metrics = [](const nlohmann::json&) { raise(SIGTERM); };  // as if the user pressed Ctrl-C now
-  StatusOr<RunOutcome> r = RunLocal(o);
+  o.stop_grace_s = grace_s;
+  o.on_metrics = [](const nlohmann::json&) { raise(SIGTERM); };
+  return RunLocal(o);
+}
+
+TEST(LocalRunner, SigtermIsForwardedAndTheRunStops) {
+  const fs::path dir = Scratch("term");
+  StatusOr<RunOutcome> r = RunInterrupted(dir, "trap 'echo stopped >&2; exit 143' TERM;", 0);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->interrupted);
   EXPECT_NE(r->exit_code, 0);
@@ -168,17 +175,12 @@ TEST(LocalRunner, SigtermIsForwardedAndTheRunStops) {
   fs::remove_all(dir);
 }
 
+// SIGUSR1 (forwarded to the ranks) ends the stand-in after its "checkpoint";
+// SIGTERM would be Open MPI killing the ranks mid-way.
 TEST(LocalRunner, AFirstSignalLetsTheRanksFinishTheirStepAndCheckpoint) {
-  // mpirun's stand-in: SIGUSR1 (forwarded to the ranks) ends it after its
-  // "checkpoint"; SIGTERM would be Open MPI killing the ranks mid-way.
   const fs::path dir = Scratch("grace");
-  RunOptions o = Options(dir,
-      "trap 'echo usr1 >&2; echo checkpoint written >&2; exit 1' USR1; trap 'echo term >&2; exit 143' TERM;"
-      "echo '[1,0]<stdout>:TENCACHE_METRICS {\"step\":0,\"loss\":5.5,\"step_time_s\":0.1}';"
-      "while :; do sleep 0.05; done");
-  o.stop_grace_s = 60;
-  o.on_metrics = [](const nlohmann::json&) { raise(SIGTERM); };
-  StatusOr<RunOutcome> r = RunLocal(o);
+  StatusOr<RunOutcome> r = RunInterrupted(
+      dir, "trap 'echo usr1 >&2; echo checkpoint written >&2; exit 1' USR1; trap 'echo term >&2; exit 143' TERM;", 60);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->interrupted);
   EXPECT_FALSE(r->forced);
@@ -188,13 +190,7 @@ TEST(LocalRunner, AFirstSignalLetsTheRanksFinishTheirStepAndCheckpoint) {
 
 TEST(LocalRunner, RanksThatDoNotStopWithinTheGraceAreStopped) {
   const fs::path dir = Scratch("grace-over");
-  RunOptions o = Options(dir,
-      "trap 'echo usr1 >&2' USR1; trap 'echo term >&2; exit 143' TERM;"
-      "echo '[1,0]<stdout>:TENCACHE_METRICS {\"step\":0,\"loss\":5.5,\"step_time_s\":0.1}';"
-      "while :; do sleep 0.05; done");
-  o.stop_grace_s = 0.5;
-  o.on_metrics = [](const nlohmann::json&) { raise(SIGTERM); };
-  StatusOr<RunOutcome> r = RunLocal(o);
+  StatusOr<RunOutcome> r = RunInterrupted(dir, "trap 'echo usr1 >&2' USR1; trap 'echo term >&2; exit 143' TERM;", 0.5);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->interrupted);
   EXPECT_TRUE(r->forced);

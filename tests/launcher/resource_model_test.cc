@@ -6,6 +6,7 @@
 
 #include "common/byte_size.h"
 #include "common/shard_bytes.h"
+#include "tests/common/big_vocab_shape.h"
 
 namespace tencache {
 namespace {
@@ -278,22 +279,7 @@ TEST_F(ResourceModelTest, NetworkLatencyCostsEveryRingStepBetweenNodes) {
   EXPECT_NEAR(per_micro, collectives * 15 * (1000 - 25) * 1e-6, 1e-9 + 0.02 * per_micro);
 }
 
-// Blocks of 4194304000 (a 256000 x 16384 tied embedding), 3221258240 (each of
-// two layers) and 16384 parameters: the numbers below are exact bytes.
-ModelShape BigVocab() {
-  ModelShape m;
-  m.name = "custom";
-  m.layers = 2;
-  m.hidden = 16384;
-  m.heads = m.kv_heads = 128;
-  m.ffn_hidden = 65536;
-  m.seq_len = m.max_positions = 2048;
-  m.vocab = 256000;
-  m.position = PositionKind::kRotary;
-  m.norm = NormKind::kRmsNorm;
-  m.bias = false;
-  return m;
-}
+ModelShape BigVocab() { return BigVocabShape(); }  // tests/common/big_vocab_shape.h
 
 TEST_F(ResourceModelTest, AnEmbeddingOfMoreThanTwoToThe32ParametersIsPlannedInExactBytes) {
   const ModelShape m = BigVocab();

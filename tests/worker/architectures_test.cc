@@ -241,6 +241,10 @@ std::string FileBytes(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+std::vector<std::string> ArchBudgets(const Arch& a) {
+  return {std::string("cache.device_budget=") + a.device_budget, std::string("cache.host_budget=") + a.host_budget};
+}
+
 // Weights out (--save-weights) and back in (model.init) through the cache's
 // tiers: the file written after loading is the file loaded, byte for byte;
 // it holds transformers' names and shapes; and training from it gives the
@@ -249,8 +253,7 @@ TEST(Architectures, SafetensorsRoundTripIsByteIdenticalAndTrainsTheSame) {
   const fs::path dir = fs::temp_directory_path() / ("tencache_arch_hf_" + std::to_string(getpid()));
   for (const Arch& a : Archs()) {
     fs::remove_all(dir);
-    const std::vector<std::string> budgets = {std::string("cache.device_budget=") + a.device_budget,
-                                              std::string("cache.host_budget=") + a.host_budget};
+    const std::vector<std::string> budgets = ArchBudgets(a);
     const JobSpec seeded = ArchJob(a, "tencache", budgets);
     auto solo = MakeSoloCommunicator();
     {
@@ -303,8 +306,7 @@ TEST(Architectures, ShardedCheckpointsOfTheSeededStartAndOfSavedWeightsTrainTheS
   const fs::path dir = fs::temp_directory_path() / ("tencache_arch_shards_" + std::to_string(getpid()));
   for (const Arch& a : Archs()) {
     fs::remove_all(dir);
-    const std::vector<std::string> budgets = {std::string("cache.device_budget=") + a.device_budget,
-                                              std::string("cache.host_budget=") + a.host_budget};
+    const std::vector<std::string> budgets = ArchBudgets(a);
     const JobSpec seeded = ArchJob(a, "tencache", budgets);
     auto solo = MakeSoloCommunicator();
     const DecoderModel model(seeded.model);
