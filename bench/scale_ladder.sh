@@ -61,9 +61,7 @@ now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 
 # rung -> "layers hidden heads kv_heads ffn shard_size ranks lr" (ranks: auto, or
-# one where a rank's transient host memory beside its budget would not fit
-# twice; lr: AdamW's first steps move every weight by about lr, and the larger
-# rungs' residual weights start at 0.02 / sqrt(2 x layers))
+# one where a rank's transient host memory beside its budget would not fit twice)
 shape() {
   case $1 in
     1) echo "12 768 12 12 2048 200MB auto 6.0e-4" ;;
