@@ -150,12 +150,14 @@ void ReadCostRows(Fields& f, const json& list, std::vector<CostRow>* out) {
 void ReadRunSections(Fields& f, const json& j, RunReport* r) {
   r->status = f.Str(j, "", "status");
   r->target = f.Str(j, "", "target");
-  const json& machine = f.Obj(j, "", "machine");
-  r->hostname = f.Str(machine, "machine.", "hostname");
-  r->device = f.Str(machine, "machine.", "device");
-  r->cores = f.Num(machine, "machine.", "cores");
-  r->ram_bytes = f.Num(machine, "machine.", "ram_bytes");
-  r->gpus = f.Num(machine, "machine.", "gpus");
+  const json& facts = f.Obj(f.Obj(j, "", "machine"), "machine.", "facts");
+  r->hostname = f.Str(facts, "machine.facts.", "hostname");
+  r->cores = f.Num(facts, "machine.facts.", "cores");
+  r->ram_bytes = f.Num(facts, "machine.facts.", "ram_bytes");
+  r->gpus = f.Num(facts, "machine.facts.", "gpus");
+  const std::string gpu_name = f.Str(facts, "machine.facts.", "gpu_name");
+  if (r->gpus && *r->gpus == 0) r->device = "simulated in host memory (no GPU)";
+  else if (r->gpus) r->device = gpu_name.empty() ? "GPU memory" : gpu_name + " memory";
   const json& run = f.Obj(j, "", "run");
   r->instance_type = f.Str(run, "run.", "instance_type");
   r->dtype = f.Str(run, "run.", "dtype");

@@ -171,6 +171,13 @@ TEST(LaunchRun, QuickstartTrainsAndReports) {
   }
   EXPECT_GE(priced, 10);
   EXPECT_TRUE(fs::exists(out / "report.md"));
+  {
+    // The machine rows come from what the launcher itself wrote in report.json.
+    std::ifstream md_in(out / "report.md");
+    const std::string md((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(md.find("| machine | "), std::string::npos) << md;
+    EXPECT_NE(md.find("| device tier | simulated in host memory (no GPU) |"), std::string::npos) << md;
+  }
   EXPECT_TRUE(fs::exists(out / "logs" / "rank-0.out") && fs::exists(out / "logs" / "rank-1.out"));
   std::ifstream metrics(out / "metrics.jsonl");
   int lines = 0;
