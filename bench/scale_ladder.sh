@@ -12,7 +12,9 @@
 #           the disk) as a sharded Hugging Face checkpoint (index + shards),
 #           and model.init reads them
 #   A       the uninterrupted run (its weights exported, and read back by
-#           `tencache-worker --evaluate`: the same validation loss, bit for bit)
+#           `tencache-worker --evaluate`: the same validation loss, bit for bit;
+#           the initial weights evaluated on the same 8 held-out windows: the
+#           loss must fall from theirs)
 #   B       the same run with train.checkpoint_every, SIGTERM once a
 #           checkpoint is complete (it writes one more as it stops); then
 #           `--resume B` (no periodic checkpoint: two at once would not fit
@@ -21,7 +23,8 @@
 # and bench/scale_ladder_report.py writes the rung's row (docs/benchmarks.md,
 # "Scale ladder"): parameters, states vs RAM, budgets, peak RSS vs host budget,
 # step time measured vs predicted, overlap, NVMe bytes read vs placed, the
-# times of each phase, loss first -> last.
+# times of each phase, the training loss first -> last and the validation
+# loss of the initial weights -> the last step's.
 #   bench/scale_ladder.sh [--rungs 1,2,3] [--work DIR] [--steps N] [--build DIR]
 # Needs the build (scripts/build.sh), sentencepiece and python3; rung 3 writes
 # about 70 GB at its peak under --work (the NVMe tier, two checkpoints while a
@@ -109,7 +112,8 @@ train:
   lr: $lr
   seed: 1
   eval_every: $steps
-  eval_sequences: 2
+  eval_sequences: 8
+  warmup_steps: 2
   keep_checkpoints: 1
 cluster:
   target: local
@@ -157,6 +161,9 @@ EOF
     >"$res/evaluate.log" 2>&1 || { tail -20 "$res/evaluate.log"; return 1; }
   echo "evaluate_s=$(since "$t0")" >>"$times"
   rm -rf "$dir/export"
+  # The initial weights' validation loss on the same windows: the loss must fall from it.
+  "${mpi[@]}" -n "$ranks" "$worker" --job "$dir/A/job.resolved.yaml" --set "model.init=$init" --evaluate \
+    >"$res/evaluate_init.log" 2>&1 || { tail -20 "$res/evaluate_init.log"; return 1; }
 
   # B: checkpoints every $ckpt_every steps; SIGTERM once the first is complete.
   t0=$(now)

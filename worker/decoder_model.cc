@@ -42,16 +42,47 @@ DecoderModel::DecoderModel(const ModelShape& m) : m_(m), layouts_(Layouts(m)) {
   if (m.position == PositionKind::kAlibi) alibi_slopes_ = AlibiSlopes(m.heads);
 }
 
-torch::Tensor DecoderModel::View(const torch::Tensor& flat, int block, const std::string& name) const {
-  for (const ParamSlot& s : layouts_[block].params) {
-    if (s.name == name) return flat.narrow(0, s.offset, s.numel).view(s.shape);
+torch::Tensor DecoderModel::View(const BlockWeights& w, int block, const std::string& name) const {
+  const std::vector<ParamSlot>& params = layouts_[block].params;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamSlot& s = params[i];
+    if (s.name != name) continue;
+    return w.leaves().empty() ? w.flat().narrow(0, s.offset, s.numel).view(s.shape) : w.leaves()[i];
   }
   TORCH_CHECK(false, "DecoderModel::View: block ", block, " has no parameter ", name);
 }
 
+BlockWeights DecoderModel::WithGradients(const torch::Tensor& flat, int block, const torch::Tensor& grad) const {
+  TORCH_CHECK(grad.numel() >= layouts_[block].numel && flat.numel() >= layouts_[block].numel,
+              "DecoderModel::WithGradients: block ", block, " needs ", layouts_[block].numel, " elements");
+  BlockWeights w(flat);
+  for (const ParamSlot& s : layouts_[block].params) {
+    torch::Tensor leaf = flat.narrow(0, s.offset, s.numel).view(s.shape).detach().requires_grad_(true);
+    leaf.mutable_grad() = grad.narrow(0, s.offset, s.numel).view(s.shape);
+    w.leaves_.push_back(std::move(leaf));
+  }
+  return w;
+}
+
+std::vector<torch::Tensor> Backward(const torch::Tensor& out, const torch::Tensor& d_out,
+                                    const std::vector<torch::Tensor>& inputs,
+                                    const std::vector<const BlockWeights*>& weights) {
+  std::vector<torch::Tensor> leaves = inputs;
+  for (const BlockWeights* w : weights) leaves.insert(leaves.end(), w->leaves().begin(), w->leaves().end());
+  std::vector<torch::Tensor> d_outs;
+  if (d_out.defined()) d_outs.push_back(d_out);
+  torch::autograd::backward({out}, d_outs, /*retain_graph=*/false, /*create_graph=*/false, leaves);
+  std::vector<torch::Tensor> grads;
+  for (const torch::Tensor& in : inputs) {
+    grads.push_back(in.grad());
+    in.mutable_grad() = torch::Tensor();
+  }
+  return grads;
+}
+
 // LayerNorm (weight and bias), or RMSNorm (weight only) with its statistics in
 // fp32: x / sqrt(mean(x^2) + eps) * weight.
-torch::Tensor DecoderModel::Norm(int block, const torch::Tensor& flat, const std::string& prefix,
+torch::Tensor DecoderModel::Norm(int block, const BlockWeights& flat, const std::string& prefix,
                                  const torch::Tensor& x) const {
   torch::Tensor w = View(flat, block, prefix + ".weight");
   if (m_.norm == NormKind::kLayerNorm) {
@@ -62,13 +93,13 @@ torch::Tensor DecoderModel::Norm(int block, const torch::Tensor& flat, const std
   return w * xf.to(x.scalar_type());
 }
 
-torch::Tensor DecoderModel::Linear(int block, const torch::Tensor& flat, const std::string& prefix,
+torch::Tensor DecoderModel::Linear(int block, const BlockWeights& flat, const std::string& prefix,
                                    const torch::Tensor& x) const {
   return torch::linear(x, View(flat, block, prefix + ".weight"),
                        m_.bias ? View(flat, block, prefix + ".bias") : torch::Tensor());
 }
 
-torch::Tensor DecoderModel::Embed(const torch::Tensor& flat0, const torch::Tensor& tokens) const {
+torch::Tensor DecoderModel::Embed(const BlockWeights& flat0, const torch::Tensor& tokens) const {
   const int64_t T = tokens.size(1);
   torch::Tensor x = torch::embedding(View(flat0, 0, "embed.tokens"), tokens);
   if (m_.position == PositionKind::kLearned) {
@@ -92,7 +123,7 @@ torch::Tensor DecoderModel::Rotate(const torch::Tensor& t) const {
   return t * cos + rotated * sin;
 }
 
-torch::Tensor DecoderModel::Attention(int block, const torch::Tensor& flat, const torch::Tensor& h) const {
+torch::Tensor DecoderModel::Attention(int block, const BlockWeights& flat, const torch::Tensor& h) const {
   const std::string p = LayerPrefix(block);
   const int64_t B = h.size(0), T = h.size(1), hd = m_.head_dim();
   const int64_t nq = m_.heads, nkv = m_.kv_heads;
@@ -141,7 +172,7 @@ torch::Tensor DecoderModel::Attention(int block, const torch::Tensor& flat, cons
   return Linear(block, flat, p + ".attn.out", y);
 }
 
-torch::Tensor DecoderModel::Mlp(int block, const torch::Tensor& flat, const torch::Tensor& h) const {
+torch::Tensor DecoderModel::Mlp(int block, const BlockWeights& flat, const torch::Tensor& h) const {
   const std::string p = LayerPrefix(block);
   torch::Tensor up = Linear(block, flat, p + ".mlp.up", h);
   switch (m_.mlp) {
@@ -153,7 +184,7 @@ torch::Tensor DecoderModel::Mlp(int block, const torch::Tensor& flat, const torc
   return Linear(block, flat, p + ".mlp.down", up);
 }
 
-torch::Tensor DecoderModel::Layer(int block, const torch::Tensor& flat, const torch::Tensor& x) const {
+torch::Tensor DecoderModel::Layer(int block, const BlockWeights& flat, const torch::Tensor& x) const {
   const std::string p = LayerPrefix(block);
   torch::Tensor h = Norm(block, flat, p + ".norm1", x);
   if (m_.parallel_block) return x + Attention(block, flat, h) + Mlp(block, flat, h);
@@ -161,7 +192,7 @@ torch::Tensor DecoderModel::Layer(int block, const torch::Tensor& flat, const to
   return out + Mlp(block, flat, Norm(block, flat, p + ".norm2", out));
 }
 
-torch::Tensor DecoderModel::Logits(const torch::Tensor& flat_last, const torch::Tensor& flat0,
+torch::Tensor DecoderModel::Logits(const BlockWeights& flat_last, const BlockWeights& flat0,
                                    const torch::Tensor& x) const {
   const int last = m_.layers + 1;
   torch::Tensor h = Norm(last, flat_last, "final_norm", x);
@@ -169,14 +200,14 @@ torch::Tensor DecoderModel::Logits(const torch::Tensor& flat_last, const torch::
   return torch::linear(h, head);
 }
 
-torch::Tensor DecoderModel::HeadLoss(const torch::Tensor& flat_last, const torch::Tensor& flat0, const torch::Tensor& x,
+torch::Tensor DecoderModel::HeadLoss(const BlockWeights& flat_last, const BlockWeights& flat0, const torch::Tensor& x,
                                      const torch::Tensor& targets) const {
   // The loss in fp32 whatever the compute dtype (a no-op in fp32).
   torch::Tensor logits = Logits(flat_last, flat0, x).to(torch::kFloat32);
   return torch::nn::functional::cross_entropy(logits.view({-1, m_.vocab}), targets.reshape({-1}));
 }
 
-torch::Tensor DecoderModel::HeadLogits(const torch::Tensor& flat_last, const torch::Tensor& flat0,
+torch::Tensor DecoderModel::HeadLogits(const BlockWeights& flat_last, const BlockWeights& flat0,
                                        const torch::Tensor& x) const {
   return Logits(flat_last, flat0, x.narrow(1, x.size(1) - 1, 1)).squeeze(1).to(torch::kFloat32);
 }

@@ -6,8 +6,8 @@
 // attention, rotary) and BLOOM (ALiBi, a norm after the embedding), and any mix
 // of their options. It owns no parameters: each block's parameters are one flat
 // buffer (owned by the tensor cache or the caller) and every weight is a view
-// into it, so libtorch never allocates parameter storage and a block's gradient
-// is the gradient of its flat buffer.
+// into it, so libtorch never allocates parameter storage; a block's gradient is
+// a flat buffer of the same layout (WithGradients, Backward).
 //
 // Blocks follow ModelShape: block 0 the embeddings (and BLOOM's embedding
 // norm), 1..L the layers, L+1 the final norm (and the LM head when untied).
@@ -47,6 +47,25 @@ struct BlockLayout {
 // (ValidateModelShape) is refused.
 Status CheckWorkerSupports(const ModelShape& m);
 
+// A block's weights as the model reads them. From a flat buffer (implicitly):
+// views of it. From DecoderModel::WithGradients: each weight its own leaf, a
+// view of the same storage requiring grad, whose gradient Backward accumulates
+// into the same view of a flat gradient buffer. A backward through a flat leaf
+// would allocate a whole block of zeros for every weight's gradient; through
+// these it allocates no block-sized tensor.
+class BlockWeights {
+ public:
+  BlockWeights(const torch::Tensor& flat) : flat_(flat) {}  // NOLINT(runtime/explicit): views of `flat`
+  const torch::Tensor& flat() const { return flat_; }
+  // Index = layout(block).params; empty unless from WithGradients.
+  const std::vector<torch::Tensor>& leaves() const { return leaves_; }
+
+ private:
+  friend class DecoderModel;
+  torch::Tensor flat_;
+  std::vector<torch::Tensor> leaves_;
+};
+
 class DecoderModel {
  public:
   // REQUIRES: CheckWorkerSupports(m).ok().
@@ -55,22 +74,28 @@ class DecoderModel {
   const ModelShape& shape() const { return m_; }
   int num_blocks() const { return static_cast<int>(layouts_.size()); }
   const BlockLayout& layout(int block) const { return layouts_[block]; }
-  // A weight of `block` as a view of `flat` (which may require grad).
-  torch::Tensor View(const torch::Tensor& flat, int block, const std::string& name) const;
+  // A weight of `block`: a view of w.flat(), or its leaf.
+  torch::Tensor View(const BlockWeights& w, int block, const std::string& name) const;
+  // `flat`'s weights of `block` as leaves whose gradients accumulate into the
+  // matching elements of `grad` (zeroed for a gradient alone; its padding past
+  // layout(block).numel is left as it is). REQUIRES: flat and grad hold at
+  // least layout(block).numel elements, of the same dtype and device; `grad`
+  // outlives the backward.
+  BlockWeights WithGradients(const torch::Tensor& flat, int block, const torch::Tensor& grad) const;
 
   // [B, T] token ids -> [B, T, C] activations.
-  torch::Tensor Embed(const torch::Tensor& flat0, const torch::Tensor& tokens) const;
+  torch::Tensor Embed(const BlockWeights& flat0, const torch::Tensor& tokens) const;
   // One transformer layer (block = layer + 1): [B, T, C] -> [B, T, C].
-  torch::Tensor Layer(int block, const torch::Tensor& flat, const torch::Tensor& x) const;
+  torch::Tensor Layer(int block, const BlockWeights& flat, const torch::Tensor& x) const;
   // Final norm and LM head: [B, T, C] -> [B, T, vocab] logits in the compute
   // dtype. `flat0` (block 0) is read only for a tied head (may be undefined
   // otherwise).
-  torch::Tensor Logits(const torch::Tensor& flat_last, const torch::Tensor& flat0, const torch::Tensor& x) const;
+  torch::Tensor Logits(const BlockWeights& flat_last, const BlockWeights& flat0, const torch::Tensor& x) const;
   // Mean cross-entropy of the logits (in fp32) against [B, T] targets.
-  torch::Tensor HeadLoss(const torch::Tensor& flat_last, const torch::Tensor& flat0, const torch::Tensor& x,
+  torch::Tensor HeadLoss(const BlockWeights& flat_last, const BlockWeights& flat0, const torch::Tensor& x,
                          const torch::Tensor& targets) const;
   // fp32 logits of the last position, for sampling: [B, vocab].
-  torch::Tensor HeadLogits(const torch::Tensor& flat_last, const torch::Tensor& flat0, const torch::Tensor& x) const;
+  torch::Tensor HeadLogits(const BlockWeights& flat_last, const BlockWeights& flat0, const torch::Tensor& x) const;
 
   // Initialisation of a whole block into `out` (layout(block).numel floats):
   // weights N(0, 0.02), residual projections (attn.out, mlp.down)
@@ -79,10 +104,10 @@ class DecoderModel {
   void InitBlock(int block, uint64_t seed, float* out) const;
 
  private:
-  torch::Tensor Norm(int block, const torch::Tensor& flat, const std::string& prefix, const torch::Tensor& x) const;
-  torch::Tensor Linear(int block, const torch::Tensor& flat, const std::string& prefix, const torch::Tensor& x) const;
-  torch::Tensor Attention(int block, const torch::Tensor& flat, const torch::Tensor& h) const;
-  torch::Tensor Mlp(int block, const torch::Tensor& flat, const torch::Tensor& h) const;
+  torch::Tensor Norm(int block, const BlockWeights& flat, const std::string& prefix, const torch::Tensor& x) const;
+  torch::Tensor Linear(int block, const BlockWeights& flat, const std::string& prefix, const torch::Tensor& x) const;
+  torch::Tensor Attention(int block, const BlockWeights& flat, const torch::Tensor& h) const;
+  torch::Tensor Mlp(int block, const BlockWeights& flat, const torch::Tensor& h) const;
   // q or k [B, heads, T, head_size] turned by rotary positions 0..T-1.
   torch::Tensor Rotate(const torch::Tensor& t) const;
 
@@ -90,6 +115,14 @@ class DecoderModel {
   std::vector<BlockLayout> layouts_;
   std::vector<double> alibi_slopes_;  // per head (position alibi)
 };
+
+// Backpropagates d_out (undefined for a scalar `out`: ones) through `out`'s
+// graph into `inputs` (leaves requiring grad) and every leaf of `weights`
+// (each accumulated into its gradient buffer); returns the gradients of
+// `inputs`, in order, and leaves their .grad() undefined. The graph is freed.
+std::vector<torch::Tensor> Backward(const torch::Tensor& out, const torch::Tensor& d_out,
+                                    const std::vector<torch::Tensor>& inputs,
+                                    const std::vector<const BlockWeights*>& weights);
 
 // ALiBi's per-head slopes for `heads` heads (Press et al.; BLOOM's formula for
 // a head count that is not a power of two).

@@ -81,6 +81,7 @@ struct ProbeModel {
   DecoderModel model;
   torch::Tensor tokens, targets, embed, head;
   std::vector<torch::Tensor> layers;
+  torch::Tensor grad;  // a block's gradient, the largest block's size
 };
 
 StatusOr<double> MicroBatchSeconds(const ProbeModel& p, int layers, int repeats, Communicator* comm,
@@ -96,22 +97,26 @@ StatusOr<double> MicroBatchSeconds(const ProbeModel& p, int layers, int repeats,
         x = p.model.Layer(1, p.layers[l], x);
       }
     }
-    torch::Tensor in = x.detach().requires_grad_(true);
-    torch::Tensor fl = p.head.detach().requires_grad_(true), f0 = p.embed.detach().requires_grad_(true);
-    torch::Tensor loss = p.model.HeadLoss(fl, f0, in, p.targets);
+    // The trainer's backward: each block's gradient into one zeroed buffer.
+    const int last = p.model.shape().layers + 1;
     const bool tied = p.model.shape().tied_embeddings;  // an untied head does not read the embedding
-    torch::Tensor dx = tied ? torch::autograd::grad({loss}, {in, fl, f0})[0] : torch::autograd::grad({loss}, {in, fl})[0];
+    auto gradient = [&](const torch::Tensor& flat) { return p.grad.narrow(0, 0, flat.numel()).zero_(); };
+    torch::Tensor in = x.detach().requires_grad_(true);
+    BlockWeights wl = p.model.WithGradients(p.head, last, tied ? torch::zeros_like(p.head) : gradient(p.head));
+    BlockWeights w0 = tied ? p.model.WithGradients(p.embed, 0, gradient(p.embed)) : BlockWeights(p.embed);
+    torch::Tensor dx = Backward(p.model.HeadLoss(wl, w0, in, p.targets), torch::Tensor(), {in}, {&wl, &w0})[0];
     for (int l = layers - 1; l >= 0; --l) {
-      torch::Tensor flat = p.layers[l].detach().requires_grad_(true), li = inputs[l].detach().requires_grad_(true);
-      dx = torch::autograd::grad({p.model.Layer(1, flat, li)}, {li, flat}, {dx})[0];
+      BlockWeights w = p.model.WithGradients(p.layers[l], 1, gradient(p.layers[l]));
+      torch::Tensor li = inputs[l].detach().requires_grad_(true);
+      dx = Backward(p.model.Layer(1, w, li), dx, {li}, {&w})[0];
     }
-    torch::Tensor fe = p.embed.detach().requires_grad_(true);
-    torch::autograd::grad({p.model.Embed(fe, p.tokens)}, {fe}, {dx});
+    BlockWeights we = p.model.WithGradients(p.embed, 0, gradient(p.embed));
+    Backward(p.model.Embed(we, p.tokens), dx, {}, {&we});
   }, faults);
 }
 
 Status ProbeCompute(const JobSpec& job, torch::Dtype dtype, Communicator* comm, ProbeResult* r) {
-  ProbeModel p{DecoderModel(job.model), {}, {}, {}, {}, {}};
+  ProbeModel p{DecoderModel(job.model), {}, {}, {}, {}, {}, {}};
   const int64_t B = job.train.micro_batch, T = job.model.seq_len, C = job.model.hidden;
   torch::manual_seed(1);
   p.tokens = torch::randint(0, job.model.vocab, {B, T}, torch::kLong);
@@ -123,15 +128,16 @@ Status ProbeCompute(const JobSpec& job, torch::Dtype dtype, Communicator* comm, 
   const size_t layer_bytes = size_t(p.model.layout(1).numel) * torch::elementSize(dtype);
   const int layers = std::min({job.model.layers, kProbeLayers, std::max(2, int((size_t(1) << 30) / layer_bytes))});
   for (int l = 0; l < layers; ++l) p.layers.push_back(BlockParams(p.model, 1 + l, dtype));
+  p.grad = torch::zeros({std::max({p.embed.numel(), p.head.numel(), p.model.layout(1).numel})}, p.embed.options());
   const int repeats = layer_bytes > (size_t(64) << 20) ? 3 : 9;  // a large layer's time varies little
   TC_ASSIGN_OR_RETURN(const double without_layers, MicroBatchSeconds(p, 0, repeats, comm));
   TC_ASSIGN_OR_RETURN(const double with_layers,
                       MicroBatchSeconds(p, layers, repeats, comm, &r->compute_page_faults));
   r->layer_s = std::max(0.0, with_layers - without_layers) / layers;
   r->embed_s = MedianSeconds(repeats, [&] {
-    torch::Tensor fe = p.embed.detach().requires_grad_(true);
-    torch::Tensor out = p.model.Embed(fe, p.tokens);
-    torch::autograd::grad({out}, {fe}, {torch::ones_like(out)});
+    BlockWeights we = p.model.WithGradients(p.embed, 0, p.grad.narrow(0, 0, p.embed.numel()).zero_());
+    torch::Tensor out = p.model.Embed(we, p.tokens);
+    Backward(out, torch::ones_like(out), {}, {&we});
   });
   r->head_s = std::max(0.0, without_layers - r->embed_s);
   torch::Tensor a = torch::randn({B * T, C}).to(dtype), w = torch::randn({C, job.model.ffn_hidden}).to(dtype);

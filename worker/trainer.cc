@@ -207,6 +207,7 @@ Status Trainer::Init() {
     for (torch::Tensor& w : work_) w = torch::zeros({int64_t(largest)}, on_gpu.dtype(param_dtype_));
     if (comm_->device_buffers()) scatter_dev_ = torch::zeros({int64_t(largest / ranks_ + 1)}, on_gpu.dtype(torch::kFloat32));
   }
+  grad_work_ = torch::zeros({int64_t(largest)}, torch::TensorOptions().dtype(compute_dtype_).device(device_.device));
   adamw_.lr = job_.train.lr;
   adamw_.beta1 = job_.train.beta1;
   adamw_.beta2 = job_.train.beta2;
@@ -431,21 +432,17 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     }
     LaneTimer busy(this, StepLane::kCompute);
     torch::Tensor x_in = x.detach().requires_grad_(true);
-    torch::Tensor flat_last = head.flat.detach().requires_grad_(true);
-    torch::Tensor flat0 = tied ? embed.flat.detach().requires_grad_(true) : torch::Tensor();
-    loss = model_.HeadLoss(flat_last, flat0, x_in, targets);
-    if (tied) {
-      auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last, flat0});
-      dx = grads[0], d_last = grads[1], d_embed = grads[2];
-      EndAccess(0, Phase::kBackward, embed);
-    } else {
-      auto grads = torch::autograd::grad({loss * scale}, {x_in, flat_last});
-      dx = grads[0], d_last = grads[1];
-      EndAccess(last, Phase::kBackward, head);
-    }
+    // Tied, the final block is the final norm alone: its gradient is small.
+    d_last = tied ? torch::zeros({int64_t(padded(last))}, head.flat.options()) : BlockGradient(last);
+    if (tied) d_embed = BlockGradient(0);
+    BlockWeights w_last = model_.WithGradients(head.flat, last, d_last);
+    BlockWeights w0 = tied ? model_.WithGradients(embed.flat, 0, d_embed) : BlockWeights(torch::Tensor());
+    loss = model_.HeadLoss(w_last, w0, x_in, targets);
+    dx = Backward(loss * scale, torch::Tensor(), {x_in}, {&w_last, &w0})[0];
+    EndAccess(tied ? 0 : last, Phase::kBackward, tied ? embed : head);
     loss = loss.detach();
     head = Gathered();
-    flat_last = flat0 = x_in = torch::Tensor();
+    w_last = w0 = BlockWeights(torch::Tensor());
     if (tied) Release(&embed);
   }
   TC_RETURN_IF_ERROR(ReduceGrad(last, d_last));
@@ -459,10 +456,10 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kBackward));
       {
         LaneTimer busy(this, StepLane::kCompute);
-        torch::Tensor flat = g.flat.detach().requires_grad_(true);
+        d_block = BlockGradient(b);
+        BlockWeights w = model_.WithGradients(g.flat, b, d_block);
         torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
-        auto layer_grads = torch::autograd::grad({model_.Layer(b, flat, in)}, {in, flat}, {dx});
-        dx = layer_grads[0], d_block = layer_grads[1];
+        dx = Backward(model_.Layer(b, w, in), dx, {in}, {&w})[0];
       }
       EndAccess(b, Phase::kBackward, g);
       Release(&g);
@@ -476,8 +473,9 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kBackward));
     {
       LaneTimer busy(this, StepLane::kCompute);
-      torch::Tensor flat_e = e.flat.detach().requires_grad_(true);
-      d_tokens = torch::autograd::grad({model_.Embed(flat_e, tokens)}, {flat_e}, {dx})[0];
+      d_tokens = BlockGradient(0);
+      BlockWeights w = model_.WithGradients(e.flat, 0, d_tokens);
+      Backward(model_.Embed(w, tokens), dx, {}, {&w});
     }
     EndAccess(0, Phase::kBackward, e);
     Release(&e);

@@ -241,6 +241,9 @@ class Trainer {
   };
   // Elements of a whole block, padded to a multiple of the ranks.
   size_t padded(int block) const { return layout_.counts[block] * size_t(ranks_); }
+  // grad_work_'s first padded(block) elements, zeroed: the block's gradient
+  // until the next call.
+  torch::Tensor BlockGradient(int block);
 
   // Constant after Create.
   const JobSpec job_;
@@ -305,6 +308,9 @@ class Trainer {
   // On a GPU: two working buffers in the compute dtype, the reduce-scatter
   // output (NCCL), and host staging for a gradient on its way to AdamW.
   torch::Tensor work_[2];
+  // A whole block's gradient in the compute dtype on the compute device, the
+  // largest block's size (the resource model's working set counts it).
+  torch::Tensor grad_work_;
   torch::Tensor scatter_dev_;
   std::vector<float> grad_host_;
   std::vector<int> contributions_;           // per block: gradient contributions so far this step

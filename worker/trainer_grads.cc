@@ -32,6 +32,10 @@ StatusOr<float*> Trainer::ScatterGrad(int block, const torch::Tensor& d) {
   return src;
 }
 
+torch::Tensor Trainer::BlockGradient(int block) {
+  return grad_work_.narrow(0, 0, int64_t(padded(block))).zero_();
+}
+
 Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
   // fp32 (from bf16 in mixed precision), ours: the final contribution adds the stored part into it.
   torch::Tensor d = dflat.to(torch::kFloat32).contiguous();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "reference_gpt.h"
+#include "worker/process_memory.h"
 
 namespace tencache {
 namespace {
@@ -114,6 +115,89 @@ TEST(DecoderModel, ViewsShareTheFlatStorage) {
   model.View(t, 1, "layers.0.norm1.bias").fill_(3.0f);
   EXPECT_EQ(flat[128], 3.0f);  // norm1.bias follows the 128 weights of norm1
   EXPECT_EQ(flat[127], 0.0f);
+}
+
+// A Llama layer and untied head large enough that a block dwarfs the
+// activations (a layer 16.8 M parameters, 67 MB in fp32).
+ModelShape WideLlama() {
+  ModelShape m = Tiny();
+  m.hidden = 1024, m.heads = 8, m.kv_heads = 8, m.ffn_hidden = 4096, m.vocab = 4096, m.seq_len = 16;
+  m.mlp = MlpKind::kSwiGlu, m.norm = NormKind::kRmsNorm, m.position = PositionKind::kRotary;
+  m.bias = false, m.tied_embeddings = false;
+  return m;
+}
+
+TEST(DecoderModel, LeafGradientsEqualTheFlatBuffersBitForBit) {
+  torch::manual_seed(0);
+  for (bool tied : {false, true}) {
+    ModelShape m = Tiny();
+    m.tied_embeddings = tied;
+    DecoderModel model(m);
+    std::vector<torch::Tensor> flats;
+    for (int b = 0; b < model.num_blocks(); ++b) flats.push_back(torch::randn({model.layout(b).numel}) * 0.02);
+    const int last = m.layers + 1;
+    torch::Tensor tokens = torch::randint(0, m.vocab, {2, 16}, torch::kLong), targets = torch::randint(0, m.vocab, {2, 16}, torch::kLong);
+    torch::Tensor x = torch::randn({2, 16, m.hidden});
+    // Through flat leaves, as autograd does by itself.
+    std::vector<torch::Tensor> leaves;
+    for (const torch::Tensor& f : flats) leaves.push_back(f.detach().requires_grad_(true));
+    torch::Tensor xin = x.detach().requires_grad_(true);
+    torch::Tensor out = model.Layer(1, leaves[1], xin);
+    torch::Tensor loss = model.HeadLoss(leaves[last], leaves[0], out, targets) + model.Embed(leaves[0], tokens).sum();
+    loss.backward();
+    // Through WithGradients, each block's gradient accumulating into one buffer.
+    std::vector<torch::Tensor> grads;
+    std::vector<BlockWeights> ws;
+    for (int b = 0; b < model.num_blocks(); ++b) {
+      grads.push_back(torch::zeros({model.layout(b).numel + 3}));  // padding past the block stays as it is
+      grads.back().narrow(0, model.layout(b).numel, 3).fill_(7.0f);
+      ws.push_back(model.WithGradients(flats[b], b, grads.back()));
+    }
+    torch::Tensor xin2 = x.detach().requires_grad_(true);
+    torch::Tensor out2 = model.Layer(1, ws[1], xin2);
+    torch::Tensor loss2 = model.HeadLoss(ws[last], ws[0], out2, targets) + model.Embed(ws[0], tokens).sum();
+    std::vector<torch::Tensor> d = Backward(loss2, torch::Tensor(), {xin2}, {&ws[0], &ws[1], &ws[last]});
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_TRUE(torch::equal(d[0], xin.grad())) << "tied " << tied;
+    EXPECT_FALSE(xin2.grad().defined());
+    for (int b : {0, 1, last}) {
+      const int64_t n = model.layout(b).numel;
+      EXPECT_TRUE(torch::equal(grads[b].narrow(0, 0, n), leaves[b].grad())) << "tied " << tied << " block " << b;
+      EXPECT_TRUE(torch::equal(grads[b].narrow(0, n, 3), torch::full({3}, 7.0f))) << "block " << b;
+    }
+  }
+}
+
+// A flat leaf's backward allocates a whole block of zeros for each weight and
+// sums them (its peak about three blocks); through the leaves of WithGradients
+// a weight's gradient or two are alive at once beside the buffer (the head's
+// one weight: its gradient, then added into the buffer).
+TEST(DecoderModel, BackwardAllocatesNoBlockSizedTemporaries) {
+  torch::manual_seed(0);
+  const ModelShape m = WideLlama();
+  DecoderModel model(m);
+  for (int b : {1, m.layers + 1}) {
+    const int64_t n = model.layout(b).numel;
+    int64_t largest = 0;  // the head's one weight is the whole block
+    for (const ParamSlot& s : model.layout(b).params) largest = std::max(largest, s.numel);
+    torch::Tensor flat = torch::randn({n}) * 0.02, grad = torch::zeros({n});
+    torch::Tensor x = torch::randn({1, 16, m.hidden}), dx = torch::randn({1, 16, m.hidden});
+    torch::Tensor targets = torch::randint(0, m.vocab, {1, 16}, torch::kLong);
+    if (!ResetPeakResidentBytes()) GTEST_SKIP() << "the kernel does not reset the resident peak";
+    const long long before = ReadResidentBytes().now;
+    {
+      BlockWeights w = model.WithGradients(flat, b, grad);
+      torch::Tensor in = x.detach().requires_grad_(true);
+      if (b == 1) {
+        Backward(model.Layer(b, w, in), dx, {in}, {&w});
+      } else {
+        Backward(model.HeadLoss(w, BlockWeights(torch::Tensor()), in, targets), torch::Tensor(), {in}, {&w});
+      }
+    }
+    const double grown = double(ReadResidentBytes().peak - before);
+    EXPECT_LT(grown, double(largest + 3 * n / 4) * sizeof(float)) << "block " << b << ": " << n << " parameters";
+    EXPECT_GT(grad.abs().sum().item<double>(), 0.0);
+  }
 }
 
 }  // namespace
