@@ -1,5 +1,5 @@
 // The disk a run on this machine will fill, checked before anything starts:
-// the NVMe tier's files (the state bytes the plan places on NVMe, per rank,
+// the NVMe tier's files (each rank preallocates its file whole: NvmeFileBytes,
 // times the ranks here) at cache.nvme_path; the train.keep_checkpoints
 // checkpoints kept in train.checkpoint_dir (less those already there) and,
 // for a while, one more (a new one is complete before the oldest goes); and
@@ -32,7 +32,13 @@ struct DiskDemand {
 // and both moments (worker/checkpoint.h), a manifest aside.
 uint64_t CheckpointBytes(const JobSpec& job, int ranks);
 
-// `nvme_bytes_per_rank`: what the plan places on NVMe for one rank;
+// The bytes of one rank's NVMe file: its cache.nvme_budget (unset: room for
+// every shard), at most every shard's extent (the tensor cache's capacity,
+// which it allocates whole before the first step), 0 for no file.
+// REQUIRES: job.model describes a model; ranks >= 1.
+uint64_t NvmeFileBytes(const JobSpec& job, int ranks);
+
+// `nvme_bytes_per_rank`: one rank's NVMe file (NvmeFileBytes);
 // `local_ranks`: the ranks that write here; `existing_checkpoints`: complete
 // ones already in train.checkpoint_dir (resuming).
 std::vector<DiskDemand> RunDiskDemands(const JobSpec& job, uint64_t nvme_bytes_per_rank, int local_ranks,

@@ -373,8 +373,9 @@ int LaunchRun(const LaunchOptions& opt) {
   // Refused before anything is written: a disk that fills mid-run leaves a
   // half-written checkpoint or a failed NVMe write behind.
   const std::vector<DiskDemand> disk =
-      RunDiskDemands(resolved->job, plan->local->placement.bytes[kNvme], std::max(1, resolved->job.ranks() / nodes),
-                     out.string(), CountCheckpoints(resolved->job.train.checkpoint_dir));
+      RunDiskDemands(resolved->job, NvmeFileBytes(resolved->job, resolved->job.ranks()),
+                     std::max(1, resolved->job.ranks() / nodes), out.string(),
+                     CountCheckpoints(resolved->job.train.checkpoint_dir));
   if (Status s = CheckDiskSpace(disk); !s.ok()) return Fail(s.WithContext(opt.job_path));
   MpirunSpec spec;
   spec.mpirun = opt.mpirun;

@@ -19,6 +19,7 @@
 #include "cachemgr/nvme_tier.h"
 #include "cachemgr/size_class_pool.h"
 #include "common/byte_size.h"
+#include "common/clock.h"
 #include "launcher/local_runner.h"
 
 namespace tencache {
@@ -60,30 +61,22 @@ uint64_t FreeBytesAt(const std::string& path) {
   return uint64_t(st.f_bavail) * st.f_frsize;
 }
 
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Bytes of this rank's parameter shards: what the worker's device tier holds.
-uint64_t ParamShardBytes(const JobSpec& job, int ranks) {
-  const uint64_t w = DTypeBytes(job.dtype == DType::kBf16 ? DType::kBf16 : DType::kFp32);
-  uint64_t total = 0;
-  for (uint64_t n : job.model.BlockParamCounts()) total += SlotBytesFor((n + ranks - 1) / ranks * w);
-  return total;
-}
-
-// The simulated device's auto budget: every parameter shard of a rank where
-// they take at most a tenth of the rank's share of host memory; otherwise a
-// tenth, and at least four of the largest parameter shards (the block that
-// computes, the next one arriving, room for the plan to keep two): a device
-// smaller than the model, as a GPU would be, whose bytes the host tier does
-// not lose.
+// The simulated device's auto budget: every parameter shard of a rank (what
+// the worker's device tier holds, in its slots) where they take at most a
+// tenth of the rank's share of host memory; otherwise a tenth, and at least
+// four of the largest parameter shards (the block that computes, the next one
+// arriving, room for the plan to keep two): a device smaller than the model,
+// as a GPU would be, whose bytes the host tier does not lose.
 uint64_t SimulatedDeviceBytes(const JobSpec& job, const MachineFacts& facts, int ranks) {
   const uint64_t w = DTypeBytes(job.dtype == DType::kBf16 ? DType::kBf16 : DType::kFp32);
-  uint64_t largest = 0;
-  for (uint64_t n : job.model.BlockParamCounts()) largest = std::max(largest, SlotBytesFor((n + ranks - 1) / ranks * w));
+  uint64_t all = 0, largest = 0;
+  for (uint64_t n : job.model.BlockParamCounts()) {
+    const uint64_t slot = SlotBytesFor((n + ranks - 1) / ranks * w);
+    all += slot;
+    largest = std::max(largest, slot);
+  }
   const uint64_t share = facts.memory.usable_bytes() / uint64_t(std::max(1, ranks));
-  return std::min(ParamShardBytes(job, ranks), std::max(share / 10, 4 * largest));
+  return std::min(all, std::max(share / 10, 4 * largest));
 }
 
 std::string Num(double v, const char* fmt) {
@@ -229,12 +222,12 @@ StatusOr<DiskProbe> ProbeDisk(const std::string& dir, uint64_t bytes) {
     if (buf == nullptr) return Status::ResourceExhausted("disk probe: cannot allocate " + FormatBytes(bytes));
     std::memset(buf, 0x5a, bytes);
     const auto timeout = std::chrono::milliseconds(120000);
-    double t0 = Seconds();
+    double t0 = MonotonicSeconds();
     st = tier->Write(base, buf, bytes, "disk probe", timeout);
-    const double write_s = Seconds() - t0;
-    t0 = Seconds();
+    const double write_s = MonotonicSeconds() - t0;
+    t0 = MonotonicSeconds();
     if (st.ok()) st = tier->Read(base, buf, bytes, "disk probe", timeout);
-    const double read_s = Seconds() - t0;
+    const double read_s = MonotonicSeconds() - t0;
     std::free(buf);
     p.write_gbps = double(bytes) / write_s / 1e9;
     p.read_gbps = double(bytes) / read_s / 1e9;

@@ -22,8 +22,6 @@ bool Running(pid_t pid) {
   return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
 }
 
-double Now() { return MonotonicSeconds(); }
-
 }  // namespace
 
 std::vector<std::string> MpirunCommand(const MpirunSpec& s) {
@@ -79,7 +77,7 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
   bool killed = false, asked = false;      // asked: the ranks were sent SIGUSR1 (stop after the step)
   int user_signals = 0;
   auto stop = [&](bool by_signal) {
-    if (stop_started == 0) stop_started = Now();
+    if (stop_started == 0) stop_started = MonotonicSeconds();
     if (by_signal) outcome.interrupted = true;
   };
   while (!exited || out_open || err_open) {
@@ -97,7 +95,7 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
     if (follower.failed()) stop(false);
     if (!exited && waitpid(child.pid, &wait_status, WNOHANG) == child.pid) exited = true;
     if (stop_started > 0 && !exited) {
-      const double since = Now() - stop_started;
+      const double since = MonotonicSeconds() - stop_started;
       const bool graceful = outcome.interrupted && user_signals < 2 && !follower.failed() && o.stop_grace_s > 0;
       if (graceful && !asked) {
         kill(child.pid, SIGUSR1);
@@ -110,10 +108,10 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
       const bool force = graceful ? since > o.stop_grace_s : outcome.interrupted || since > 3;
       if (term_sent == 0 && force) {
         kill(child.pid, SIGTERM);
-        term_sent = Now();
+        term_sent = MonotonicSeconds();
         outcome.forced = outcome.interrupted;
       }
-      if (!killed && term_sent > 0 && Now() - term_sent > 4) {
+      if (!killed && term_sent > 0 && MonotonicSeconds() - term_sent > 4) {
         kill(-child.pid, SIGKILL);
         for (pid_t p : follower.pids()) kill(p, SIGKILL);
         killed = true;
@@ -124,7 +122,7 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
       for (pid_t p : follower.pids()) kill(p, SIGKILL);
       killed = true;
     }
-    if (exited && (out_open || err_open) && stop_started > 0 && Now() - stop_started > 9) break;
+    if (exited && (out_open || err_open) && stop_started > 0 && MonotonicSeconds() - stop_started > 9) break;
   }
   close(child.out);
   close(child.err);
@@ -136,7 +134,7 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
       poll(nullptr, 0, 10);
     }
   }
-  if (stop_started > 0) outcome.stop_seconds = Now() - stop_started;
+  if (stop_started > 0) outcome.stop_seconds = MonotonicSeconds() - stop_started;
   follower.Progress(true);
   outcome.steps_done = follower.steps_done();
   outcome.failed_rank = follower.failed_rank();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/byte_size.h"
+#include "common/proc_meminfo.h"
 
 namespace tencache {
 namespace {
@@ -35,35 +36,12 @@ std::string Trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
-// Decimal digits only, no sign, no overflow.
-std::optional<uint64_t> ParseUnsigned(const std::string& s) {
-  if (s.empty() || s.size() > 20) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    const uint64_t d = uint64_t(c - '0');
-    if (v > (UINT64_MAX - d) / 10) return std::nullopt;
-    v = v * 10 + d;
-  }
-  return v;
-}
-
-// "MemTotal:       16318664 kB".
 MemoryLimit ReadMeminfo(const fs::path& root, const std::string& field) {
   MemoryLimit m;
   m.source = "/proc/meminfo " + field;
-  std::ifstream in(root / "proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) != 0) continue;
-    std::istringstream words(line.substr(field.size() + 1));
-    std::string number, unit, extra;
-    words >> number >> unit >> extra;
-    const std::optional<uint64_t> kib = ParseUnsigned(number);
-    if (!kib || unit != "kB" || !extra.empty() || *kib > UINT64_MAX / 1024) return m;
+  if (const std::optional<uint64_t> bytes = MeminfoBytes(field, root / "proc/meminfo")) {
     m.known = true;
-    m.bytes = *kib * 1024;
-    return m;
+    m.bytes = *bytes;
   }
   return m;
 }
@@ -126,7 +104,7 @@ MemoryLimit SmallestCgroupLimit(const fs::path& root, const std::string& base, c
     if (!text) continue;
     const std::string value = Trim(*text);
     const bool none = value == "max";
-    const std::optional<uint64_t> parsed = ParseUnsigned(value);
+    const std::optional<uint64_t> parsed = ParseDecimal(value);
     if (!none && !parsed) continue;
     const uint64_t bytes = parsed.value_or(0);
     if (!m.known) m.source = shown.string();

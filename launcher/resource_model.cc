@@ -175,11 +175,39 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
 
   const std::vector<uint64_t> own = m.BlockParamCounts();
   const std::vector<uint64_t> gathered = GatheredParams(m);
-  double fill = 0, sum = 0, exposed = 0, h2d_bytes = 0, d2h_bytes = 0, rd_bytes = 0, wr_bytes = 0;
+  const auto& k = a.transfer_bytes_factor;
+
+  // Optimizer: the parameters whose optimizer state sits on the GPU are updated
+  // there (HBM-bound); the rest by CPU AdamW, block by block, its PCIe and NVMe
+  // traffic overlapping the arithmetic. Both parts run concurrently.
+  const double params_total = std::accumulate(own.begin(), own.end(), 0.0), params_rank = params_total / ranks;
+  const double opt_gpu = f[kAdamM][kGpu], opt_cpu = 1.0 - opt_gpu;
+  const double gpu_opt = params_rank * opt_gpu * (3 * wb + 24) / (gpu.memory_bw_gbps * 1e9);
+  const double vcpus_per_rank = double(inst.vcpus) / inst.gpu_count;
+  const double adam = params_rank * opt_cpu / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
+  const double opt_d2h = states.bytes[kGrads16] * f[kGrads16][kGpu] * opt_cpu;    // gradients to the CPU
+  const double opt_h2d = states.bytes[kWeights16] * f[kWeights16][kGpu] * opt_cpu;  // updated weights back
+  double opt_rd = states.bytes[kGrads16] * g_nvme, opt_wr = states.bytes[kWeights16] * w_nvme;
+  for (int c : {kMaster32, kAdamM, kAdamV}) {
+    opt_rd += states.bytes[c] * f[c][kNvme];
+    opt_wr += states.bytes[c] * f[c][kNvme];
+  }
+  const double opt_pcie_in = k[0] * opt_h2d / pcie, opt_pcie_out = k[1] * opt_d2h / pcie;
+  const double opt_nvme = k[2] * opt_rd / nvme_rd + k[3] * opt_wr / nvme_wr;
+  const double opt_io = std::max({opt_pcie_out, opt_pcie_in, opt_nvme});
+  // Without train.grad_clip or fp16 the worker updates each block in the
+  // backward of the step's last micro-batch, once its gradient is complete: the
+  // update's arithmetic on the training thread after the block's compute, its
+  // shards moved by the cache beside it. The update then joins that block's
+  // backward lanes, in proportion to the block's parameters: its arithmetic the
+  // compute lane, its transfers theirs.
+  const bool in_backward = !DeferredUpdates(job);
+
+  double fill = 0, sum = 0, sum_last = 0, exposed = 0, exposed_last = 0;
+  double h2d_bytes = 0, d2h_bytes = 0, rd_bytes = 0, wr_bytes = 0;
   for (int blk = 0; blk < m.num_blocks(); ++blk) {
     const double full = gathered[blk] * wb, shard = full / ranks;
     const double flops = BlockForwardFlops(m, blk, own[blk], tokens);
-    const auto& k = a.transfer_bytes_factor;
     Lanes fwd;
     fwd.compute = flops / peak + a.block_overhead_s;
     fwd.h2d = k[0] * shard * w_off / pcie;
@@ -201,6 +229,16 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     if (blk == 0) fill = std::max({fwd.h2d, fwd.nvme, fwd.coll});
     sum += fwd.Slowest() + bwd.Slowest();
     exposed += a.exposed_transfer_fraction * (std::max({fwd.h2d, fwd.nvme}) + std::max({bwd.h2d, bwd.d2h, bwd.nvme}));
+    Lanes last = bwd;  // the backward of the step's last micro-batch, with the block's update
+    if (in_backward) {
+      const double share = params_total > 0 ? own[blk] / params_total : 0.0;
+      last.compute += share * std::max(gpu_opt, adam);
+      last.h2d += share * opt_pcie_in;
+      last.d2h += share * opt_pcie_out;
+      last.nvme += share * opt_nvme;
+    }
+    sum_last += fwd.Slowest() + last.Slowest();
+    exposed_last += a.exposed_transfer_fraction * (std::max({fwd.h2d, fwd.nvme}) + std::max({last.h2d, last.d2h, last.nvme}));
     out.compute_s += fwd.compute + bwd.compute;
     out.h2d_s += fwd.h2d + bwd.h2d;
     out.d2h_s += bwd.d2h;
@@ -212,28 +250,12 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     wr_bytes += shard * g_nvme;
   }
   out.micro_step_s = fill + sum + exposed;
-
-  // Optimizer: the parameters whose optimizer state sits on the GPU are updated
-  // there (HBM-bound); the rest by CPU AdamW, streamed block by block so that its
-  // PCIe and NVMe traffic overlaps the arithmetic. Both parts run concurrently.
-  const double params_rank = std::accumulate(own.begin(), own.end(), 0.0) / ranks;
-  const double opt_gpu = f[kAdamM][kGpu], opt_cpu = 1.0 - opt_gpu;
-  const double gpu_opt = params_rank * opt_gpu * (3 * wb + 24) / (gpu.memory_bw_gbps * 1e9);
-  const double vcpus_per_rank = double(inst.vcpus) / inst.gpu_count;
-  const double adam = params_rank * opt_cpu / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
-  const double opt_d2h = states.bytes[kGrads16] * f[kGrads16][kGpu] * opt_cpu;    // gradients to the CPU
-  const double opt_h2d = states.bytes[kWeights16] * f[kWeights16][kGpu] * opt_cpu;  // updated weights back
-  double opt_rd = states.bytes[kGrads16] * g_nvme, opt_wr = states.bytes[kWeights16] * w_nvme;
-  for (int c : {kMaster32, kAdamM, kAdamV}) {
-    opt_rd += states.bytes[c] * f[c][kNvme];
-    opt_wr += states.bytes[c] * f[c][kNvme];
-  }
-  const auto& k = a.transfer_bytes_factor;
-  const double opt_io = std::max({k[1] * opt_d2h / pcie, k[0] * opt_h2d / pcie,
-                                  k[2] * opt_rd / nvme_rd + k[3] * opt_wr / nvme_wr});
+  out.last_micro_step_s = in_backward ? fill + sum_last + exposed_last : out.micro_step_s;
   out.optimizer_io_s = opt_io;
-  out.optimizer_s = std::max({gpu_opt, adam, opt_io}) + a.exposed_transfer_fraction * opt_io;
-  out.step_s = out.accum_steps * out.micro_step_s + out.optimizer_s + a.step_overhead_s;
+  out.optimizer_s = in_backward ? std::max(gpu_opt, adam)
+                                : std::max({gpu_opt, adam, opt_io}) + a.exposed_transfer_fraction * opt_io;
+  out.step_s = (out.accum_steps - 1) * out.micro_step_s + out.last_micro_step_s +
+               (in_backward ? 0.0 : out.optimizer_s) + a.step_overhead_s;
   out.bytes_h2d = out.accum_steps * h2d_bytes + opt_h2d;
   out.bytes_d2h = out.accum_steps * d2h_bytes + opt_d2h;
   out.bytes_nvme_read = out.accum_steps * rd_bytes + opt_rd;

@@ -124,9 +124,15 @@ struct StepBreakdown {
   double nvme_s = 0;
   double collective_s = 0;
   double micro_step_s = 0;    // with overlap: sum over blocks of the slowest lane, plus pipeline fill
-  double optimizer_s = 0;
-  double optimizer_io_s = 0;  // the optimizer's own transfers (hidden behind its arithmetic, up to the slowest)
-  double step_s = 0;          // accum_steps x micro_step_s + optimizer_s
+  // The step's last micro-step: micro_step_s or, with updates in the
+  // backward, each block's update in its backward lanes (the arithmetic in
+  // compute, the transfers in theirs).
+  double last_micro_step_s = 0;
+  double optimizer_s = 0;     // the update's arithmetic; deferred updates: also its transfers beyond it
+  double optimizer_io_s = 0;  // the optimizer's own transfers, the slowest link's
+  // (accum_steps - 1) x micro_step_s + last_micro_step_s + overhead, and
+  // optimizer_s after them where the updates are deferred.
+  double step_s = 0;
   double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // per step, per rank
 };
 

@@ -36,10 +36,6 @@ void OnSignal(int signo) {
 
 }  // namespace
 
-double MonotonicSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 SignalScope::SignalScope() {
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     g_signal_pipe[0] = g_signal_pipe[1] = -1;

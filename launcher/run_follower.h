@@ -20,12 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/status.h"
 
 namespace tencache {
-
-// Seconds on the monotonic clock.
-double MonotonicSeconds();
 
 // SIGINT / SIGTERM handlers that write to a self-pipe while the scope lives
 // (one at a time per process); poll() fd() and read a byte per signal.

@@ -8,8 +8,11 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/proc_meminfo.h"
 #include "common/shard_bytes.h"
 #include "common/stats.h"
 #include "worker/adamw.h"
@@ -20,18 +23,14 @@
 namespace tencache {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // Median seconds of `repeats` runs of `fn` after one warm-up run.
 double MedianSeconds(int repeats, const std::function<void()>& fn) {
   fn();
   std::vector<double> t;
   for (int i = 0; i < repeats; ++i) {
-    const double t0 = Now();
+    const double t0 = MonotonicSeconds();
     fn();
-    t.push_back(Now() - t0);
+    t.push_back(MonotonicSeconds() - t0);
   }
   return Median(std::move(t));
 }
@@ -53,9 +52,9 @@ StatusOr<double> SlowestRankSeconds(Communicator* comm, int repeats, const std::
   const long faults_before = MinorFaults();
   for (int i = 0; i < repeats; ++i) {
     TC_RETURN_IF_ERROR(comm->Barrier());
-    const double t0 = Now();
+    const double t0 = MonotonicSeconds();
     fn();
-    const double mine = Now() - t0;
+    const double mine = MonotonicSeconds() - t0;
     TC_RETURN_IF_ERROR(comm->AllGather(&mine, all.data(), sizeof(double)));
     t.push_back(*std::max_element(all.begin(), all.end()));
   }
@@ -198,15 +197,8 @@ Status ProbeCollectives(const JobSpec& job, Communicator* comm, ProbeResult* r, 
 constexpr int kReferenceCutLayers = 2;
 int ReferenceLayers(const JobSpec& job, int ranks) {
   const uint64_t states = ShardBytesPerRank(job.model, job.dtype, ranks).total() * uint64_t(ranks);
-  long long available = -1;
-  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      if (std::sscanf(line, "MemAvailable: %lld kB", &available) == 1) break;
-    }
-    std::fclose(f);
-  }
-  if (available <= 0 || states <= uint64_t(available) * 1024 / 2 || job.model.layers <= kReferenceCutLayers) return 0;
+  const std::optional<uint64_t> available = MeminfoBytes("MemAvailable");
+  if (!available || states <= *available / 2 || job.model.layers <= kReferenceCutLayers) return 0;
   return kReferenceCutLayers;
 }
 

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/shard_bytes.h"
 #include "common/stats.h"
 #include "worker/checkpoint.h"
@@ -89,17 +90,21 @@ Trainer::~Trainer() {
     std::error_code ec;
     std::filesystem::remove(swap_folder_ + "/rank-" + std::to_string(comm_->rank()), ec);
     std::filesystem::remove(swap_folder_, ec);
+    if (made_nvme_path_) std::filesystem::remove(job_.cache.nvme_path, ec);  // the last rank's succeeds
   }
 }
 
 // NVME_PATH/<job name>-<rank 0's PID>/: one folder per run of the job, private
 // to its user (0700), holding one folder per rank for its swap file. Every rank
 // learns rank 0's PID, so a run's ranks on one machine share the job folder and
-// two runs never share a file. A symlink at cache.nvme_path is refused.
+// two runs never share a file. A symlink at cache.nvme_path is refused; a
+// cache.nvme_path that no rank found is made, and removed at the end.
 StatusOr<std::string> Trainer::MakeSwapFolder() {
   namespace fs = std::filesystem;
   const std::string& base = job_.cache.nvme_path;
   const std::string key = job_.Where("cache.nvme_path");
+  std::error_code exists_ec;
+  made_nvme_path_ = !fs::exists(base, exists_ec) && !exists_ec;  // before any rank makes it (the sum below)
   double pid = comm_->rank() == 0 ? double(::getpid()) : 0.0;
   TC_RETURN_IF_ERROR(comm_->AllReduceSum(&pid, 1));
   TC_RETURN_IF_ERROR(CheckNotSymlink(base, key));
@@ -276,7 +281,7 @@ Status Trainer::Init() {
 }
 
 double Trainer::Now() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return MonotonicSeconds();
 }
 
 std::string Trainer::Describe() const {

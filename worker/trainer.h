@@ -299,6 +299,7 @@ class Trainer {
   LaneBusy lanes_;  // this step's training-thread lanes so far (Collect adds the cache's links)
   std::unique_ptr<ShardStore> store_;
   std::string swap_folder_;  // this run's NVMe folder (MakeSwapFolder), removed at the end
+  bool made_nvme_path_ = false;  // cache.nvme_path was absent: removed at the end too, once empty
   FileEnv* nvme_env_ = nullptr;
   Status failed_;            // the first failed step's error
   StatusOr<StepMetrics> RunStep();

@@ -26,6 +26,7 @@
 
 #include "common/byte_size.h"
 #include "common/cli.h"
+#include "common/clock.h"
 #include "common/hf_layout.h"
 #include "common/job_spec.h"
 #include "common/report_lines.h"
@@ -131,10 +132,6 @@ void PrintStep(const StepMetrics& m, const Args& args, std::ofstream& metrics,
   }
   if (metrics.is_open()) metrics << json << "\n" << std::flush;
   if (args.report_lines) std::cout << kReportMetricsPrefix << json << std::endl;
-}
-
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // "FOLDER (12.4 GB in 20.1 s, 0.62 GB/s)": the bytes of the files in a
@@ -276,10 +273,10 @@ Status Run(const Args& args, int rank) {
     if (!metrics) return Status::InvalidArgument("--metrics: cannot write '" + args.metrics + "'");
   }
   if (args.resume) {
-    const double t0 = Seconds();
+    const double t0 = MonotonicSeconds();
     TC_RETURN_IF_ERROR(trainer->Resume());
     log("resumed at step " + std::to_string(trainer->step()) + " from " +
-        Throughput(CheckpointFolder(job.train.checkpoint_dir, trainer->step()), Seconds() - t0));
+        Throughput(CheckpointFolder(job.train.checkpoint_dir, trainer->step()), MonotonicSeconds() - t0));
   }
   if (args.evaluate) {
     TC_ASSIGN_OR_RETURN(const double loss, trainer->Evaluate());
@@ -302,10 +299,10 @@ Status Run(const Args& args, int rank) {
     TC_RETURN_IF_ERROR(comm->AllReduceSum(&stop, 1));
     const int ckpt = job.train.checkpoint_every;
     if (ckpt > 0 && ((s + 1) % ckpt == 0 || stop > 0)) {
-      const double t0 = Seconds();
+      const double t0 = MonotonicSeconds();
       TC_RETURN_IF_ERROR(trainer->SaveCheckpoint());
       log("checkpoint: step " + std::to_string(s + 1) + " in " +
-          Throughput(CheckpointFolder(job.train.checkpoint_dir, s + 1), Seconds() - t0));
+          Throughput(CheckpointFolder(job.train.checkpoint_dir, s + 1), MonotonicSeconds() - t0));
     }
     if (stop > 0) {
       if (rank == 0) log("stopped after step " + std::to_string(s + 1) + " (a signal asked it)");

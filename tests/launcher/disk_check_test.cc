@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <map>
 
+#include "common/shard_bytes.h"
+
 namespace tencache {
 namespace {
 
@@ -56,6 +58,22 @@ TEST(DiskCheck, DemandsCountRanksAndTheCheckpointsAtThePeak) {
   const std::vector<DiskDemand> plain = RunDiskDemands(Job({"train.checkpoint_every=0"}), 0, 2, "/runs/r", 0);
   ASSERT_EQ(plain.size(), 1u);
   EXPECT_EQ(plain[0].key, "--out");
+}
+
+// Each rank's NVMe file is allocated whole at its budget, whatever the plan
+// places there: the budget is the demand, up to every shard's extent.
+TEST(DiskCheck, TheNvmeFileIsTheBudgetUpToEveryShard) {
+  JobSpec job = Job();
+  const ShardBytes s = ShardBytesPerRank(job.model, job.dtype, 2);
+  const uint64_t every = s.total() + s.tensors * 4096;
+  job.cache.nvme_budget.reset();
+  EXPECT_EQ(NvmeFileBytes(job, 2), every / 4096 * 4096);
+  job.cache.nvme_budget = every / 3 + 100;
+  EXPECT_EQ(NvmeFileBytes(job, 2), (every / 3 + 100) / 4096 * 4096);
+  job.cache.nvme_budget = 1000 * every;
+  EXPECT_EQ(NvmeFileBytes(job, 2), every / 4096 * 4096);
+  job.cache.nvme_budget = 0;
+  EXPECT_EQ(NvmeFileBytes(job, 2), 0u);
 }
 
 TEST(DiskCheck, TransientDemandsOnOneFileSystemCountOnceTheLargest) {

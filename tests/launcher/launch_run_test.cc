@@ -32,12 +32,22 @@ const std::string kQuickstart = std::string(TENCACHE_SOURCE_DIR) + "/configs/exa
 
 std::string Launch() { return std::string(TENCACHE_LAUNCH_BIN); }
 
-// One folder for the whole suite, so that this machine is probed once.
+// One folder for the whole suite, so that this machine is probed once;
+// removed when the suite ends.
 fs::path Runs() {
   static const fs::path dir = fs::temp_directory_path() / ("tencache_launch_run_" + std::to_string(getpid()));
   fs::create_directories(dir);
   return dir;
 }
+
+class RemoveRuns : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(fs::temp_directory_path() / ("tencache_launch_run_" + std::to_string(getpid())), ec);
+  }
+};
+const ::testing::Environment* const kRemoveRuns = ::testing::AddGlobalTestEnvironment(new RemoveRuns);
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

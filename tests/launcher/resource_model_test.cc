@@ -150,7 +150,31 @@ TEST_F(ResourceModelTest, CostArithmetic) {
   EXPECT_DOUBLE_EQ(c.tokens_per_s, 64.0 * 4096 / c.step.step_s);
   EXPECT_DOUBLE_EQ(c.epoch_hours, 1e9 / c.tokens_per_s / 3600);
   EXPECT_NEAR(c.cost_per_epoch_usd, c.epoch_hours * 21.96 * 2, 1e-9);
+  ASSERT_FALSE(DeferredUpdates(job));  // the updates run in the last micro-step's backward
+  EXPECT_DOUBLE_EQ(c.step.step_s, (c.step.accum_steps - 1) * c.step.micro_step_s + c.step.last_micro_step_s);
+  job.train.grad_clip = 1.0;  // deferred: after the backward
+  c = Eval(job, "p4d.24xlarge", 2);
   EXPECT_DOUBLE_EQ(c.step.step_s, c.step.accum_steps * c.step.micro_step_s + c.step.optimizer_s);
+}
+
+// Updates in the backward: the optimizer's arithmetic and NVMe traffic ride in
+// the last micro-step's backward lanes, each hidden where another lane is
+// slower; deferred (train.grad_clip), they follow the backward.
+TEST_F(ResourceModelTest, UpdatesInTheBackwardHideTheirTransfersBehindCompute) {
+  JobSpec job = Job("llama-2-7b", 1, 8);  // 112 GB of states: on one g5.xlarge, mostly on NVMe
+  Candidate in_backward = Eval(job, "g5.xlarge", 1);
+  ASSERT_TRUE(in_backward.feasible) << in_backward.reason;
+  const StepBreakdown& s = in_backward.step;
+  ASSERT_GT(s.optimizer_io_s, 0.0);
+  EXPECT_GE(s.last_micro_step_s, s.micro_step_s);
+  EXPECT_LT(s.last_micro_step_s - s.micro_step_s, s.optimizer_io_s + s.optimizer_s);  // some of it hidden
+  job.train.grad_clip = 1.0;
+  Candidate deferred = Eval(job, "g5.xlarge", 1);
+  ASSERT_TRUE(deferred.feasible) << deferred.reason;
+  EXPECT_DOUBLE_EQ(deferred.step.last_micro_step_s, deferred.step.micro_step_s);
+  EXPECT_GE(deferred.step.optimizer_s, deferred.step.optimizer_io_s);
+  EXPECT_LT(s.optimizer_s, s.optimizer_io_s);
+  EXPECT_LT(s.step_s, deferred.step.step_s);
 }
 
 TEST_F(ResourceModelTest, LanesOverlapPerBlock) {

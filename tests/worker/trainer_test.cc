@@ -361,6 +361,27 @@ TEST(Trainer, BadBatchAndPolicyAreErrorsNamingTheKey) {
   EXPECT_NE(s.message().find("model.vocab"), std::string::npos) << s.message();
 }
 
+// The run's NVMe folder goes when the trainer does; cache.nvme_path too when
+// the run made it, and never when it was there before.
+TEST(Trainer, RemovesTheNvmePathItMadeAndKeepsOneThatWasThere) {
+  auto solo = MakeSoloCommunicator();
+  const fs::path made = NvmeDir("made");
+  fs::remove_all(made);
+  EXPECT_EQ(Train(SmallJob("tencache", "made"), solo.get(), 1).size(), 1u);
+  EXPECT_FALSE(fs::exists(made));
+  const fs::path kept = NvmeDir("kept");
+  fs::create_directories(kept);
+  {
+    StatusOr<std::unique_ptr<Trainer>> t =
+        Trainer::Create(SmallJob("tencache", "kept"), solo.get(), Corpus(), [](const std::string&) {});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_FALSE(fs::is_empty(kept));  // the run's folder is inside
+  }
+  EXPECT_TRUE(fs::exists(kept));
+  EXPECT_TRUE(fs::is_empty(kept));
+  fs::remove(kept);
+}
+
 // The launcher's least host budget (launcher/resource_model.h) is the worker's: at
 // it the tencache policy builds its plan and trains; a byte less is refused.
 // Also with an embedding five times a layer, whose states are cut into pieces.
