@@ -65,7 +65,11 @@ GpuFixedBytes GpuFixedPerRank(const ModelShape& m, DType dtype, int micro_batch,
   GpuFixedBytes f;
   f.activations = static_cast<uint64_t>(checkpoints + std::max(layer, logits));
   const uint64_t gathered = MaxGatheredParams(m) * DTypeBytes(dtype);
-  f.working_set = gathered * a.gathered_blocks + gathered;  // + one block's full gradient
+  uint64_t largest_weight = 0;
+  for (const TensorShape& t : m.Tensors()) largest_weight = std::max(largest_weight, t.numel);
+  // + one block's full gradient, and autograd's gradient of one weight before
+  // it is added into it (DecoderModel::Backward): at most the largest weight's.
+  f.working_set = gathered * a.gathered_blocks + gathered + largest_weight * DTypeBytes(dtype);
   f.staging = 2 * ((gathered + ranks - 1) / ranks);
   f.reserved = a.gpu_reserved_bytes + static_cast<uint64_t>(a.gpu_headroom_fraction * gpu_memory_bytes);
   return f;

@@ -98,7 +98,7 @@ double MicroStepFlops(const ModelShape& model, int micro_batch);
 // GPU memory that is not cache: activations, gathered blocks, staging, reserve.
 struct GpuFixedBytes {
   uint64_t activations = 0;  // layer-input checkpoints + one layer's recompute + logits
-  uint64_t working_set = 0;  // gathered blocks (weights) + one block's full gradients
+  uint64_t working_set = 0;  // gathered blocks (weights) + one block's full gradient + the largest weight's
   uint64_t staging = 0;      // copy staging for the largest shard
   uint64_t reserved = 0;     // context + headroom
   uint64_t total() const { return activations + working_set + staging + reserved; }
