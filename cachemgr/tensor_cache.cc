@@ -89,6 +89,11 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
   for (int t : {kDev, kHost}) {
     const std::vector<SizeClass> classes = BuildHistogram(sizes[t]);
     StatusOr<SlotPlan> plan = PlanSlots(options_.planner, classes, budgets[t], min_slots[t]);
+    if (!plan.ok() && plan.status().code() == StatusCode::kResourceExhausted) {  // the budget is the user's
+      const std::string& key = t == kDev ? options_.device_budget_key : options_.host_budget_key;
+      return Status::InvalidArgument(key + " " + FormatBytes(budgets[t]) + " is below what the " + TierName(Tier(t)) +
+                                     " tier needs: " + plan.status().message() + "; raise " + key);
+    }
     if (!plan.ok()) return plan.status().WithContext(std::string("tensor cache: ") + TierName(Tier(t)) + " tier");
     TC_ASSIGN_OR_RETURN(pools_[t], SizeClassPool::Create(store(Tier(t)), *plan));
     members_[t].resize(classes.size());

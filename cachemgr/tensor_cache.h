@@ -132,8 +132,11 @@ struct TensorCacheOptions {
   // file is reserved at min(budget, every tensor's slot bytes); 0: no file.
   std::optional<uint64_t> nvme_budget;
   // How messages name the budgets (the worker passes its job file's keys).
+  // A device or host budget below its tier's least slot plan is
+  // InvalidArgument naming the key.
   std::string nvme_budget_key = "nvme_budget";
   std::string host_budget_key = "host_budget";
+  std::string device_budget_key = "device_budget";
 };
 
 struct TierSet {

@@ -208,6 +208,7 @@ StatusOr<DiskProbe> ProbeDisk(const std::string& dir, uint64_t bytes) {
   o.rank = int(getpid());
   o.checksums = false;  // the raw engine: checksums are memory work the compute probe covers
   std::error_code ec;
+  const bool made = !fs::exists(dir, ec);  // then removed again, as the worker does
   fs::create_directories(o.dir, ec);
   if (ec) return Status::IoError("cache.nvme_path '" + dir + "': cannot create " + o.dir + ": " + ec.message());
   RemoveStaleProbeFiles(o.dir);
@@ -237,6 +238,7 @@ StatusOr<DiskProbe> ProbeDisk(const std::string& dir, uint64_t bytes) {
   tier.reset();
   fs::remove(file, ec);
   fs::remove(fs::path(dir) / ".probe", ec);
+  if (made) fs::remove(dir, ec);
   if (!st.ok()) return st.WithContext("disk probe at cache.nvme_path '" + dir + "'");
   return p;
 }

@@ -159,6 +159,7 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
   options.nvme_budget = o.nvme_budget;
   options.nvme_budget_key = "cache.nvme_budget";
   options.host_budget_key = "cache.host_budget";
+  options.device_budget_key = "cache.device_budget";
   // The trainer pins at most one parameter shard per size class on the device
   // (the head's two blocks differ in size) and three of one size on the host
   // (an update: a piece of the master or the parameter, and of both moments; a

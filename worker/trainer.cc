@@ -247,7 +247,11 @@ Status Trainer::Init() {
     o.cuda = device_.cuda();
     o.cuda_device = device_.index();
     o.file_env = nvme_env_;
-    TC_ASSIGN_OR_RETURN(store_, MakeCachedShardStore(layout_, o));
+    StatusOr<std::unique_ptr<ShardStore>> store = MakeCachedShardStore(layout_, o);
+    if (!store.ok() && store.status().code() == StatusCode::kInvalidArgument) {
+      return store.status().WithContext(job_.source);  // a budget of the job's: name its file
+    }
+    TC_ASSIGN_OR_RETURN(store_, std::move(store));
   }
   TC_RETURN_IF_ERROR(InitShards());
   if (job_.train.eval_every > 0) {

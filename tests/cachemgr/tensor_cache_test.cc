@@ -99,6 +99,26 @@ TEST_F(TensorCacheTest, TensorWithLiveHandleIsNeverEvicted) {
   EXPECT_EQ(c->Snapshot().allocations_after_setup, 1u);  // the pool had to grow by one slot
 }
 
+// A budget the job sets below its tier's least slot plan is the job's error:
+// InvalidArgument (exit 2) naming the key, the budget and what it needs.
+TEST_F(TensorCacheTest, ABudgetBelowTheLeastSlotPlanIsAnErrorNamingItsKey) {
+  TensorCacheOptions o = Budgets(2, 2);
+  o.min_host_slots_per_class = 3;
+  o.host_budget_key = "cache.host_budget";
+  StatusOr<std::unique_ptr<TensorCache>> c = testing::TryMakeCache(dir_, o, UniformSpecs(4, kBytes));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(ExitCodeFor(c.status()), 2) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("cache.host_budget"), std::string::npos) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("host tier"), std::string::npos) << c.status().ToString();
+  o = Budgets(0, 4);
+  o.device_budget = kBytes / 2;
+  o.device_budget_key = "cache.device_budget";
+  c = testing::TryMakeCache(dir_, o, UniformSpecs(4, kBytes));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("cache.device_budget"), std::string::npos) << c.status().ToString();
+}
+
 TEST_F(TensorCacheTest, AllSlotsPinnedWithoutGrowthIsResourceExhausted) {
   TensorCacheOptions o = Budgets(1, 2);
   o.grow_when_pinned = false;

@@ -56,6 +56,9 @@ TEST(LocalMachine, DiskProbeMeasuresAndLeavesNothingBehind) {
   EXPECT_GT(p->read_gbps, 0);
   EXPECT_GT(p->write_gbps, 0);
   EXPECT_EQ(p->bytes, 8u << 20);
+  EXPECT_FALSE(fs::exists(dir));  // it made the folder, and removed it
+  fs::create_directories(dir);    // a folder that was there stays, empty
+  ASSERT_TRUE(ProbeDisk(dir.string(), 8 << 20).ok());
   EXPECT_TRUE(fs::is_empty(dir));
   fs::remove_all(dir);
 }
