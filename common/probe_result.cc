@@ -15,6 +15,7 @@ nlohmann::ordered_json ProbeResult::ToJson() const {
   j["matmul_fp32_tflops"] = matmul_fp32_tflops;
   j["adamw_params_per_s"] = adamw_params_per_s;
   j["copy_gbps"] = copy_gbps;
+  j["checksum_gbps"] = checksum_gbps;
   j["allgather_gbps"] = allgather_gbps;
   j["reduce_scatter_gbps"] = reduce_scatter_gbps;
   j["collective_latency_s"] = collective_latency_s;
@@ -37,6 +38,7 @@ StatusOr<ProbeResult> ProbeResult::FromJson(const nlohmann::json& j) {
     r.matmul_fp32_tflops = j.at("matmul_fp32_tflops").get<double>();
     r.adamw_params_per_s = j.at("adamw_params_per_s").get<double>();
     r.copy_gbps = j.at("copy_gbps").get<double>();
+    r.checksum_gbps = j.at("checksum_gbps").get<double>();  // required: a cache without it is probed again
     r.allgather_gbps = j.at("allgather_gbps").get<double>();
     r.reduce_scatter_gbps = j.at("reduce_scatter_gbps").get<double>();
     r.collective_latency_s = j.at("collective_latency_s").get<double>();

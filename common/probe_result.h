@@ -30,6 +30,7 @@ struct ProbeResult {
   double matmul_fp32_tflops = 0;  // the same matmul in fp32 (bf16 may have no native instructions here)
   double adamw_params_per_s = 0;  // AdamW on fp32 master + moments, this rank's threads
   double copy_gbps = 0;         // memcpy of the largest shard (the simulated device tier's copies)
+  double checksum_gbps = 0;     // CRC32C of the largest shard, one thread (the NVMe tier's per-chunk checksums)
   // Collectives over the run's ranks (0 with one rank): bus bandwidth, GB/s,
   // of an all-gather of the largest parameter shard, and the time of a
   // 4-byte all-gather (latency).

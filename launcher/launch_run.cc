@@ -92,6 +92,7 @@ LocalProbes NominalProbes() {
   p.compute.matmul_tflops = p.compute.matmul_fp32_tflops = 0.05;
   p.compute.adamw_params_per_s = 1e8;
   p.compute.copy_gbps = 5;
+  p.compute.checksum_gbps = 5;
   p.compute.allgather_gbps = p.compute.reduce_scatter_gbps = 1;
   p.compute.collective_latency_s = 5e-5;
   p.compute.reference_step_s = 0;
@@ -181,8 +182,9 @@ StatusOr<LocalProbes> MeasureProbes(const Probing& p, bool as_root) {
 
 // Ranks stopped by a kill or a signal cannot remove their swap folder (on
 // every host, the one rank 0's PID names): once every rank is gone, remove it
-// here if ranks ran here, and say on which other hosts one may remain.
-void RemoveLeftSwapFolder(const JobSpec& job, const RunOutcome& o, const std::string& this_host) {
+// here if ranks ran here (and cache.nvme_path, once empty, when the run made
+// it: `made_nvme_path`), and say on which other hosts one may remain.
+void RemoveLeftSwapFolder(const JobSpec& job, const RunOutcome& o, const std::string& this_host, bool made_nvme_path) {
   auto pid = o.rank_pids.find(0);
   if (pid == o.rank_pids.end()) return;  // rank 0 never started: nothing was made
   const std::string folder = SwapFolder(job, pid->second);
@@ -196,6 +198,7 @@ void RemoveLeftSwapFolder(const JobSpec& job, const RunOutcome& o, const std::st
   if (here && fs::symlink_status(folder, ec).type() == fs::file_type::directory && fs::remove_all(folder, ec) > 0 && !ec) {
     std::printf("Removed the swap folder the stopped ranks left: %s\n", folder.c_str());
   }
+  if (here && made_nvme_path) fs::remove(job.cache.nvme_path, ec);  // only if empty
   for (const std::string& host : elsewhere) {
     std::printf("On %s, the stopped ranks may have left %s: remove it there.\n", host.c_str(), folder.c_str());
   }
@@ -414,6 +417,7 @@ int LaunchRun(const LaunchOptions& opt) {
   run.progress_in_place = isatty(1);
   run.progress_every_s = opt.progress_every_s;
   run.stop_grace_s = StopGraceSeconds(resolved->job, *plan->local, local.instance.nvme.write_gbps_per_disk);
+  const bool made_nvme_path = !fs::exists(resolved->job.cache.nvme_path, ec) && !ec;  // the ranks make it
   StatusOr<RunOutcome> outcome = RunLocal(run);
   if (!outcome.ok()) return Fail(outcome.status());
   if (outcome->exit_code != 0 && hosts && outcome->failed_host.empty()) {
@@ -422,7 +426,7 @@ int LaunchRun(const LaunchOptions& opt) {
     outcome->failed_host = FirstUnreachableHost(resolved->job, facts.hostname, 10, &why);
     if (!outcome->failed_host.empty()) outcome->failure += "; " + outcome->failed_host + " no longer answers (" + why + ")";
   }
-  if (outcome->exit_code != 0) RemoveLeftSwapFolder(resolved->job, *outcome, facts.hostname);
+  if (outcome->exit_code != 0) RemoveLeftSwapFolder(resolved->job, *outcome, facts.hostname, made_nvme_path);
   const std::string status = outcome->exit_code == 0 ? "finished" : outcome->interrupted ? "interrupted" : "failed";
   nlohmann::ordered_json run_json = {{"status", status}, {"exit_code", outcome->exit_code},
                                      {"steps_done", outcome->steps_done}, {"failed_rank", outcome->failed_rank},

@@ -384,6 +384,14 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   if (c.reference_step_s > 0 && modelled.feasible) {
     a.step_overhead_s = std::max(0.0, c.reference_step_s - modelled.step.step_s);
   }
+  // The run's cache (not the reference's, which has none) copies and
+  // checksums on this machine's cores: where the ranks' compute threads take
+  // them all, that work is the compute's loss.
+  const bool cores_taken = per_node * std::max(1, c.threads) >= facts.cores;
+  if (cores_taken) {
+    a.cache_copy_cpu_bps = c.copy_gbps * 1e9;
+    a.cache_checksum_cpu_bps = c.checksum_gbps * 1e9;
+  }
 
   const std::string when = probes.cached ? " (cached probe)" : "";
   l.notes.push_back("this machine: " + std::to_string(facts.cores) + " cores, " +
@@ -411,8 +419,12 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   l.notes.push_back("NVMe tier measured" + when + " at " + facts.nvme_path + ": write " +
                     Num(probes.disk.write_gbps, "%.2f") + " GB/s, read " + Num(probes.disk.read_gbps, "%.2f") +
                     " GB/s (" + probes.disk.engine + ")");
+  l.notes.push_back(cores_taken ? "the cache's copies and NVMe checksums share the compute's " +
+                                       std::to_string(facts.cores) + " cores: charged to the compute lane"
+                                 : "the cache's copies and NVMe checksums run on cores the compute leaves free");
   l.notes.push_back("memory measured" + when + ": AdamW " + Num(c.adamw_params_per_s / 1e6, "%.0f") +
-                    "M params/s per rank, copy " + Num(c.copy_gbps, "%.1f") + " GB/s" +
+                    "M params/s per rank, copy " + Num(c.copy_gbps, "%.1f") + " GB/s, CRC32C " +
+                    Num(c.checksum_gbps, "%.1f") + " GB/s" +
                     (ranks > 1 ? ", all-gather " + Num(c.allgather_gbps, "%.2f") + " GB/s, latency " +
                                      Num(c.collective_latency_s * 1e6, "%.0f") + " us"
                                : std::string()));

@@ -49,11 +49,16 @@ Status ResolveBudgets(const JobSpec& job, const Candidate& c, ResolvedJob* r) {
       cache.nvme_budget = 0;
       r->why["cache.nvme_budget"] = "planned: 0, every shard fits the host budget (no NVMe file)";
     } else {
-      // The NVMe tier keeps at most one extent per shard.
-      cache.nvme_budget = std::min(host_need, c.capacity[kNvme]);
-      r->why["cache.nvme_budget"] = "planned: one extent per shard that may leave the host (" +
-                                    FormatBytes(host_need) + "), within " + FormatBytes(c.capacity[kNvme]) +
-                                    " of NVMe per rank";
+      // A shard keeps its NVMe extent once written, so the file holds what
+      // cannot stay on the host at once and, beside it, a clean copy of every
+      // parameter shard (the passes re-read parameters from the host; their
+      // NVMe copies spare a write-back). The cache's eviction keeps within it.
+      const uint64_t off_host = host_need - *cache.host_budget;
+      const uint64_t param_copies = s.param + uint64_t(job.model.num_blocks()) * kSlot;  // one tensor a block
+      cache.nvme_budget = std::min({host_need, off_host + param_copies, c.capacity[kNvme]});
+      r->why["cache.nvme_budget"] = "planned: the shards that cannot stay on the host (" + FormatBytes(off_host) +
+                                    ") and a clean copy of every parameter shard (" + FormatBytes(param_copies) +
+                                    "), within " + FormatBytes(c.capacity[kNvme]) + " of NVMe per rank";
     }
   }
   if (*cache.host_budget < host_need && *cache.nvme_budget == 0) {

@@ -206,6 +206,12 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   // backward lanes, in proportion to the block's parameters: its arithmetic the
   // compute lane, its transfers theirs.
   const bool in_backward = !DeferredUpdates(job);
+  // Seconds of the compute cores the cache takes to move these bytes (0 where
+  // its work does not run on them).
+  const double per_copied = a.cache_copy_cpu_bps > 0 ? 1.0 / a.cache_copy_cpu_bps : 0.0;
+  const double per_checksummed = a.cache_checksum_cpu_bps > 0 ? 1.0 / a.cache_checksum_cpu_bps : 0.0;
+  const auto cache_cpu = [&](double copied, double nvme) { return copied * per_copied + nvme * per_checksummed; };
+  const double opt_cpu_s = cache_cpu(k[0] * opt_h2d + k[1] * opt_d2h, k[2] * opt_rd + k[3] * opt_wr);
 
   double fill = 0, sum = 0, sum_last = 0, exposed = 0, exposed_last = 0;
   double h2d_bytes = 0, d2h_bytes = 0, rd_bytes = 0, wr_bytes = 0;
@@ -213,14 +219,15 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     const double full = gathered[blk] * wb, shard = full / ranks;
     const double flops = BlockForwardFlops(m, blk, own[blk], tokens);
     Lanes fwd;
-    fwd.compute = flops / peak + a.block_overhead_s;
+    fwd.compute = flops / peak + a.block_overhead_s + cache_cpu(k[0] * shard * w_off, k[2] * shard * w_nvme);
     fwd.h2d = k[0] * shard * w_off / pcie;
     fwd.nvme = k[2] * shard * w_nvme / nvme_rd;
     const double ring = RingCollectiveSeconds(full, ranks, coll_bw, step_latency);
     const BlockCollectives n = CollectivesOfBlock(m, blk);
     fwd.coll = n.forward_gathers * ring;
     Lanes bwd = fwd;  // backward fetches and gathers the block again
-    bwd.compute = flops * BackwardFactor(m, blk) / peak + a.block_overhead_s;
+    bwd.compute = flops * BackwardFactor(m, blk) / peak + a.block_overhead_s +
+                  cache_cpu(k[0] * shard * w_off + k[1] * shard * g_off, k[2] * shard * w_nvme + k[3] * shard * g_nvme);
     bwd.d2h = k[1] * shard * g_off / pcie;
     bwd.nvme += k[3] * shard * g_nvme / nvme_wr;
     // reduce-scatters of fp32 gradients: twice the bytes of 16-bit weights
@@ -236,7 +243,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     Lanes last = bwd;  // the backward of the step's last micro-batch, with the block's update
     if (in_backward) {
       const double share = params_total > 0 ? own[blk] / params_total : 0.0;
-      last.compute += share * std::max(gpu_opt, adam);
+      last.compute += share * (std::max(gpu_opt, adam) + opt_cpu_s);
       last.h2d += share * opt_pcie_in;
       last.d2h += share * opt_pcie_out;
       last.nvme += share * opt_nvme;
@@ -257,7 +264,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   out.last_micro_step_s = in_backward ? fill + sum_last + exposed_last : out.micro_step_s;
   out.optimizer_io_s = opt_io;
   out.optimizer_s = in_backward ? std::max(gpu_opt, adam)
-                                : std::max({gpu_opt, adam, opt_io}) + a.exposed_transfer_fraction * opt_io;
+                                : std::max({gpu_opt, adam + opt_cpu_s, opt_io}) + a.exposed_transfer_fraction * opt_io;
   out.step_s = (out.accum_steps - 1) * out.micro_step_s + out.last_micro_step_s +
                (in_backward ? 0.0 : out.optimizer_s) + a.step_overhead_s;
   out.bytes_h2d = out.accum_steps * h2d_bytes + opt_h2d;

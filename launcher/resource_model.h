@@ -50,6 +50,13 @@ struct ModelAssumptions {
   // Collectives run on the training thread (MPI on the CPU) and add to compute
   // instead of overlapping it as NCCL's own stream does.
   bool collectives_block_compute = false;
+  // Where the cache's own CPU work runs on the cores the compute uses (a
+  // machine without a GPU whose ranks' compute threads take every core), it
+  // joins the compute lane: the simulated device's copies at this memcpy rate
+  // and the CRC32C of every NVMe byte at this checksum rate, bytes/s. 0: the
+  // cache's work has cores (or a DMA engine) of its own.
+  double cache_copy_cpu_bps = 0;
+  double cache_checksum_cpu_bps = 0;
   // Calibration from a measured run (launcher/run_report.h): the bytes the cache
   // really moved per link over what this model predicted for that run (h2d,
   // d2h, NVMe read, NVMe write), and the share of transfer time the run did not

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "cachemgr/crc32c.h"
 #include "common/clock.h"
 #include "common/proc_meminfo.h"
 #include "common/shard_bytes.h"
@@ -160,6 +161,9 @@ void ProbeMemory(const JobSpec& job, int ranks, int threads, ProbeResult* r) {
   r->adamw_params_per_s = double(n) / adam_s;
   const double copy_s = MedianSeconds(5, [&] { std::memcpy(dst.data(), p.data(), n * sizeof(float)); });
   r->copy_gbps = double(n * sizeof(float)) / copy_s / 1e9;
+  uint32_t crc = 0;
+  const double checksum_s = MedianSeconds(5, [&] { crc = Crc32c(crc, p.data(), n * sizeof(float)); });
+  r->checksum_gbps = double(n * sizeof(float)) / checksum_s / 1e9;
 }
 
 // Bus bandwidth (bytes x (R-1)/R per second) of the run's largest gather and

@@ -116,7 +116,8 @@ TEST(LocalMachine, RanksFollowCoresAndTheBatch) {
 
 TEST(LocalMachine, CandidateChargesExactlyTheProbedCompute) {
   const JobSpec job = Job({"train.micro_batch=2"});
-  const MachineFacts f = TwoCores(8);
+  MachineFacts f = TwoCores(8);
+  f.cores = 4;  // two ranks of one thread leave the cache two cores
   LocalProbes p;
   p.disk = {2, 1, 0, "x"};
   p.compute.threads = 1;
@@ -134,6 +135,41 @@ TEST(LocalMachine, CandidateChargesExactlyTheProbedCompute) {
   Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
   ASSERT_TRUE(c.feasible) << c.reason;
   EXPECT_NEAR(c.step.compute_s, 0.001 + job.model.layers * 0.01 + 0.004, 1e-6);
+}
+
+// Where the ranks' compute threads take every core, the cache's copies (the
+// simulated device's) and NVMe checksums take the compute's time: the step
+// grows by exactly the bytes it moves at the probed rates. With cores to
+// spare they cost the compute nothing.
+TEST(LocalMachine, TheCachesCpuWorkJoinsTheComputeWhereItHasNoCoreOfItsOwn) {
+  const JobSpec job = Job({"train.micro_batch=2", "cache.host_budget=3MiB"});
+  LocalProbes p;
+  p.disk = {200, 100, 0, "x"};  // a fast disk: the compute lane is every block's slowest
+  p.compute.threads = 1;
+  p.compute.embed_s = 0.001;
+  p.compute.layer_s = 0.01;
+  p.compute.head_s = 0.004;
+  p.compute.adamw_params_per_s = 1e15;  // AdamW free: the vCPUs differ below
+  p.compute.copy_gbps = 10;
+  p.compute.checksum_gbps = 4;
+  p.compute.allgather_gbps = 1e6;
+  MachineFacts shared = TwoCores(8), spare = TwoCores(8);
+  spare.cores = 4;
+  const LocalCandidate ls = MakeLocalCandidate(job, shared, p, 2), lf = MakeLocalCandidate(job, spare, p, 2);
+  EXPECT_DOUBLE_EQ(ls.assumptions.cache_copy_cpu_bps, 10e9);
+  EXPECT_DOUBLE_EQ(ls.assumptions.cache_checksum_cpu_bps, 4e9);
+  EXPECT_EQ(lf.assumptions.cache_copy_cpu_bps, 0);
+  const Candidate cs = EvaluateCandidate(job, ls.instance, ls.gpu, 1, ls.assumptions);
+  const Candidate cf = EvaluateCandidate(job, lf.instance, lf.gpu, 1, lf.assumptions);
+  ASSERT_TRUE(cs.feasible && cf.feasible) << cs.reason << cf.reason;
+  ASSERT_GT(cs.step.bytes_nvme_read, 0);  // the 2 MiB host sends states to NVMe
+  const double cpu = (cs.step.bytes_h2d + cs.step.bytes_d2h) / 10e9 +
+                     (cs.step.bytes_nvme_read + cs.step.bytes_nvme_write) / 4e9;
+  // All of it, but where a block's copy lane was already longer than its
+  // compute (the embedding's gradient: few FLOPs), the compute hides that part.
+  EXPECT_LE(cs.step.step_s - cf.step.step_s, cpu + 1e-12);
+  EXPECT_GE(cs.step.step_s - cf.step.step_s, 0.95 * cpu);
+  EXPECT_NEAR(cf.step.compute_s, 0.001 + job.model.layers * 0.01 + 0.004, 1e-6);
 }
 
 LocalProbes SomeProbes();

@@ -98,8 +98,24 @@ TEST(ResolvedJob, TextReadsBackToTheSameJob) {
   EXPECT_EQ(b.cache.device_budget, a.cache.device_budget);
   EXPECT_EQ(b.cache.host_budget, a.cache.host_budget);
   EXPECT_EQ(b.cache.nvme_budget, a.cache.nvme_budget);
-  // 1 MiB of host cannot hold every shard: the NVMe tier gets one extent per shard.
+  // 1 MiB of host cannot hold every shard: the NVMe tier gets a file.
   EXPECT_GT(*b.cache.nvme_budget, 0u);
+}
+
+// The planned NVMe file holds what cannot stay on the host and a clean copy
+// of every parameter shard, not one extent for every shard: at scale that
+// file and the checkpoints must share one disk.
+TEST(ResolvedJob, NvmeBudgetIsWhatLeavesTheHostAndTheParameterCopies) {
+  const uint64_t host = 3ull << 20;
+  StatusOr<ResolvedJob> r = Resolve({"cache.host_budget=3MiB"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const JobSpec& j = r->job;
+  const ShardBytes s = ShardBytesPerRank(j.model, j.dtype, 2);
+  const uint64_t every = s.total() + s.tensors * 4096, blocks = uint64_t(j.model.num_blocks());
+  ASSERT_GT(every, host + s.param + blocks * 4096);  // the formula is the smaller one here
+  EXPECT_EQ(*j.cache.nvme_budget, every - host + s.param + blocks * 4096);
+  EXPECT_NE(r->why.at("cache.nvme_budget").find("a clean copy of every parameter shard"), std::string::npos)
+      << r->why.at("cache.nvme_budget");
 }
 
 // A --set value may hold a line break (a path): its comment stays one
