@@ -31,9 +31,10 @@ struct ProbeResult {
   double adamw_params_per_s = 0;  // AdamW on fp32 master + moments, this rank's threads
   double copy_gbps = 0;         // memcpy of the largest shard (the simulated device tier's copies)
   double checksum_gbps = 0;     // CRC32C of the largest shard, one thread (the NVMe tier's per-chunk checksums)
-  // Collectives over the run's ranks (0 with one rank): bus bandwidth, GB/s,
-  // of an all-gather of the largest parameter shard, and the time of a
-  // 4-byte all-gather (latency).
+  // Collectives over the run's ranks (0 with one rank): the time of a 4-byte
+  // all-gather (latency), and the bus bandwidth, GB/s, of an all-gather (a
+  // reduce-scatter) of the largest parameter shard in the time it took beyond
+  // that latency.
   double allgather_gbps = 0;
   double reduce_scatter_gbps = 0;
   double collective_latency_s = 0;

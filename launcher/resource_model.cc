@@ -231,7 +231,9 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     bwd.d2h = k[1] * shard * g_off / pcie;
     bwd.nvme += k[3] * shard * g_nvme / nvme_wr;
     // reduce-scatters of fp32 gradients: twice the bytes of 16-bit weights
-    bwd.coll = n.backward_gathers * ring + n.reduce_scatters * RingCollectiveSeconds(full * 4 / wb, ranks, coll_bw, step_latency);
+    bwd.coll = n.backward_gathers * ring + n.reduce_scatters * RingCollectiveSeconds(full * 4 / wb, ranks,
+                                                                                     coll_bw * a.reduce_scatter_bw_fraction,
+                                                                                     step_latency);
     if (a.collectives_block_compute) {
       fwd.compute += fwd.coll;
       bwd.compute += bwd.coll;

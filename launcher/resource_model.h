@@ -37,6 +37,7 @@ struct ModelAssumptions {
   bool flash_attention = true;           // no s^2 attention-score activations kept
   double block_overhead_s = 1.0e-4;      // kernel launches and syncs per block and pass
   double collective_latency_s = 0;       // per ring step of an all-gather / reduce-scatter (RingCollectiveSeconds)
+  double reduce_scatter_bw_fraction = 1.0;  // reduce-scatter bus bandwidth over the all-gather's (NCCL: the same ring)
   double step_overhead_s = 0;            // per step, outside the blocks (data, loss, framework): measured locally
   // A machine without a GPU (the local candidate): the device tier is simulated
   // in host memory, so the "GPU memory" is the device budget alone, and

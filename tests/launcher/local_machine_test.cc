@@ -273,6 +273,39 @@ TEST(LocalMachine, AReferenceOnACutModelIsComparedWithTheCutModel) {
   EXPECT_TRUE(noted) << ::testing::PrintToString(cut.notes);
 }
 
+// A reference step shorter than its lanes add up to (the probe's
+// back-to-back collectives cost more than the step's own) charges the
+// collectives at the share the reference leaves them: the model then predicts
+// the reference's own step as measured, where it once kept the probe's excess.
+TEST(LocalMachine, AReferenceFasterThanItsLanesChargesTheCollectivesItLeaves) {
+  MachineFacts f = TwoCores(16);
+  f.cores = 4;  // the cache's copies off the compute's cores: the reference has no cache
+  const JobSpec job = Job({"train.micro_batch=2"});
+  LocalProbes p = SomeProbes();
+  p.compute.allgather_gbps = p.compute.reduce_scatter_gbps = 0.05;
+  p.compute.collective_latency_s = 0.008;
+  const LocalCandidate probed = MakeLocalCandidate(job, f, p, 2);
+  const double lanes = EvaluateCandidate(job, probed.instance, probed.gpu, 1, probed.assumptions).step.step_s;
+  const double compute = 3 * (0.001 + job.model.layers * 0.01 + 0.001);  // 3 micro-steps
+  ASSERT_GT(lanes, compute + 0.1);  // collectives are most of it
+  p.compute.reference_step_s = compute + 0.5 * (lanes - compute);
+  const LocalCandidate l = MakeLocalCandidate(job, f, p, 2);
+  EXPECT_EQ(l.assumptions.step_overhead_s, 0);
+  EXPECT_NEAR(l.assumptions.collective_efficiency, 2.0, 0.1);
+  const Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
+  EXPECT_NEAR(c.step.step_s, p.compute.reference_step_s, 1e-4 * p.compute.reference_step_s);  // lanes overlap a little
+  bool noted = false;
+  for (const std::string& n : l.notes) noted |= n.rfind("collectives: the reference step took", 0) == 0;
+  EXPECT_TRUE(noted) << ::testing::PrintToString(l.notes);
+  // A reference shorter than the compute alone leaves the collectives nothing.
+  p.compute.reference_step_s = compute / 2;
+  const LocalCandidate none = MakeLocalCandidate(job, f, p, 2);
+  EXPECT_EQ(none.assumptions.collective_latency_s, 0);
+  EXPECT_NEAR(EvaluateCandidate(job, none.instance, none.gpu, 1, none.assumptions).step.step_s,
+              EvaluateCandidate(job, probed.instance, probed.gpu, 1, probed.assumptions).step.step_s - (lanes - compute),
+              0.02 * lanes);
+}
+
 TEST(LocalMachine, FactsRoundTripThroughMachineJson) {
   MachineFacts f;
   f.hostname = "box";
