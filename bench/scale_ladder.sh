@@ -27,9 +27,9 @@
 # loss of the initial weights -> the last step's.
 #   bench/scale_ladder.sh [--rungs 1,2,3] [--work DIR] [--steps N] [--build DIR]
 # Needs the build (scripts/build.sh), sentencepiece and python3; rung 3's run B
-# needs about 87 GB under --work (the NVMe tier's file of 33 GB, two checkpoints
-# of 25 GB while a new one is written, the initial weights): the plan refuses it
-# before it starts when the disk cannot hold that. Everything large it writes is
+# needs about 80 GB under --work (the NVMe tier's file of 27 GB, two checkpoints
+# of 25 GB while a new one is written, the initial weights of 4 GB): the plan
+# refuses it before it starts when the disk cannot hold that. Everything large it writes is
 # removed at the end of a rung; the results stay in WORK/results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -4,8 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -146,7 +148,13 @@ Status JobReader::CheckKeys(const YAML::Node& node, const std::string& section) 
       return Status::InvalidArgument(here + ": key '" + Excerpt(key) + "' appears twice (first at " + first->second +
                                      "); expected each key once");
     }
-    if (IsLeaf(key)) continue;
+    if (IsLeaf(key)) {
+      if (entry.second.IsNull()) {
+        return Status::InvalidArgument(here + ": key '" + Excerpt(key) +
+                                       "' has no value; give it one, or remove the key for its default");
+      }
+      continue;
+    }
     if (IsSection(key)) {
       TC_RETURN_IF_ERROR(CheckKeys(entry.second, key));
       continue;
@@ -312,6 +320,10 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
         return Status::InvalidArgument(job->Where("train.data") + ": file '" + Excerpt(t.data, 512) +
                                        "' is empty; expected a text corpus or uint16 token file");
       }
+    } else if (!exists && fs::exists(data, ec)) {
+      return Status::InvalidArgument(job->Where("train.data") + ": '" + Excerpt(t.data, 512) + "' is " +
+                                     (fs::is_directory(data, ec) ? "a folder" : "not a regular file (a device, pipe or socket)") +
+                                     "; expected a text corpus or uint16 token file");
     } else if (!exists && t.tokens_per_epoch == 0) {
       return Status::InvalidArgument(job->Where("train.data") + ": file '" + Excerpt(t.data, 512) +
                                      "' not found (relative paths are read from the job file's "
@@ -560,17 +572,53 @@ std::string SwapFolder(const JobSpec& job, int64_t rank0_pid) {
   return (std::filesystem::path(job.cache.nvme_path) / (name + "-" + std::to_string(rank0_pid))).string();
 }
 
+namespace {
+
+// The first line (1-based) whose indentation holds a tab, or 0.
+int TabIndentedLine(const std::string& text) {
+  int line = 1;
+  bool indent = true;  // still in the line's leading whitespace
+  for (char c : text) {
+    if (c == '\n') {
+      ++line;
+      indent = true;
+    } else if (indent && c == '\t') {
+      return line;
+    } else if (c != ' ') {
+      indent = false;
+    }
+  }
+  return 0;
+}
+
+constexpr size_t kMaxJobFileBytes = size_t(1) << 20;  // a job file is a few hundred lines
+
+}  // namespace
+
 StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& source,
                                const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    int given = 0;
+    for (const YAML::Node& d : documents) given += d.IsDefined() && !d.IsNull();
+    if (given > 1) {
+      return Status::InvalidArgument(source + ": holds " + std::to_string(given) +
+                                     " YAML documents (separated by '---'); a job file is one document");
+    }
+    for (const YAML::Node& d : documents) {
+      if (d.IsDefined() && !d.IsNull()) root = d;
+    }
   } catch (const YAML::DeepRecursion& e) {
     return Status::InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ":" +
                                    std::to_string(e.mark.column + 1) + ": malformed YAML: nested more than " +
                                    std::to_string(e.depth()) + " levels deep; a job file is a few levels of "
                                    "mappings");
   } catch (const YAML::ParserException& e) {
+    if (int line = TabIndentedLine(text); line > 0) {
+      return Status::InvalidArgument(source + ":" + std::to_string(line) +
+                                     ": a tab indents this line; YAML indents with spaces only");
+    }
     return Status::InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ":" +
                                    std::to_string(e.mark.column + 1) + ": malformed YAML: " + Printable(e.msg));
   } catch (const YAML::Exception& e) {
@@ -616,15 +664,28 @@ StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& sourc
 
 StatusOr<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) {
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) {
     return Status::NotFound(path + ": job file not found; expected a path to a job.yaml "
                             "(see configs/examples/)");
   }
-  std::ifstream in(path);
-  if (!in) return Status::InvalidArgument(path + ": cannot read the job file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseJobText(buffer.str(), path, overrides);
+  if (fs::is_directory(st)) {
+    return Status::InvalidArgument(path + ": is a folder; expected a job.yaml file (see configs/examples/)");
+  }
+  if (!fs::is_regular_file(st)) {
+    return Status::InvalidArgument(path + ": not a regular file (a device, pipe or socket); expected a job.yaml file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument(path + ": cannot read the job file: " + std::strerror(errno));
+  std::string text(kMaxJobFileBytes + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  if (text.size() > kMaxJobFileBytes) {
+    return Status::InvalidArgument(path + ": larger than " + std::to_string(kMaxJobFileBytes >> 10) +
+                                   " KiB; a job file is a few hundred lines");
+  }
+  if (in.bad()) return Status::InvalidArgument(path + ": cannot read the job file: " + std::strerror(errno));
+  return ParseJobText(text, path, overrides);
 }
 
 }  // namespace tencache

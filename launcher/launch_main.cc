@@ -119,7 +119,9 @@ int Main(int argc, char** argv) {
   LaunchOptions run;
   CLI::App* run_cmd = app->add_subcommand("run", "plan, run on this machine (cluster.target local), report");
   AddJobOptions(run_cmd, &run.job_path, &run.overrides, &run.catalog);
-  run_cmd->add_option("--out", run.out, "the run folder (default: runs/NAME-YYYYmmdd-HHMMSS)");
+  run_cmd->add_option("--out", run.out, "the run folder (default: runs/NAME-YYYYmmdd-HHMMSS); one that holds an "
+                                        "earlier run is refused unless --resume continues it or --overwrite");
+  run_cmd->add_flag("--overwrite", run.overwrite, "replace the results of an earlier run in --out");
   run_cmd->add_option("--steps", run.steps, "train this many steps (sets train.steps)")->check(CLI::Range(1, 100000000));
   run_cmd->add_flag("--dry-run", run.dry_run, "print the resolved job and the exact command, start nothing");
   run_cmd->add_flag("--reprobe", run.reprobe, "measure this machine again even when its probes are cached");

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "common/job_spec.h"
 #include "common/report_lines.h"
 #include "launcher/disk_check.h"
+#include "launcher/gnuplot.h"
 #include "launcher/launch_k8s.h"
 #include "launcher/local_machine.h"
 #include "launcher/local_runner.h"
@@ -285,6 +287,59 @@ Status CheckLocalJob(const JobSpec& job) {
   return Status::Ok();
 }
 
+// What a run leaves in its folder that a later run would replace.
+const char* const kRunResults[] = {"metrics.jsonl", "report.json", "report.md", "run.json", "weights", "checkpoints"};
+
+// A run folder a user already has is never replaced unasked: --out naming a
+// file, or a folder that holds an earlier run's results, is refused unless this
+// run resumes that folder or --overwrite says to replace them (removed here,
+// with the logs and pictures, before the run writes anything; not in a dry run).
+Status CheckRunFolder(const fs::path& out, const LaunchOptions& opt) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(out, ec);
+  if (fs::exists(st) && !fs::is_directory(st)) {
+    return Status::InvalidArgument("--out " + out.string() + ": not a folder (a file of that name exists); name a folder");
+  }
+  if (!fs::is_directory(st)) return Status::Ok();
+  std::string found;
+  for (const char* name : kRunResults) {
+    if (fs::exists(out / name, ec)) found += std::string(found.empty() ? "" : ", ") + name;
+  }
+  if (found.empty()) return Status::Ok();
+  const bool resumes_here =
+      opt.resume && (opt.resume_from.empty() || fs::equivalent(fs::path(opt.resume_from), out, ec));
+  if (resumes_here) return Status::Ok();
+  if (!opt.overwrite) {
+    return Status::InvalidArgument("--out " + out.string() + ": holds an earlier run (" + found +
+                                   "); continue it with --resume " + out.string() +
+                                   " --out NEW_FOLDER, name another --out, or pass --overwrite to replace it");
+  }
+  if (opt.dry_run) return Status::Ok();
+  for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool result = std::find(std::begin(kRunResults), std::end(kRunResults), name) != std::end(kRunResults);
+    if (result || name == "logs" || e.path().extension() == ".png") {
+      std::error_code rm;
+      fs::remove_all(e.path(), rm);
+      if (rm) return Status::IoError("--overwrite: cannot remove " + e.path().string() + ": " + rm.message());
+    }
+  }
+  return Status::Ok();
+}
+
+// `program` (a path, or a name looked up on PATH) is an executable file.
+Status CheckProgram(const std::string& flag, const std::string& program) {
+  if (program.find('/') == std::string::npos) {
+    if (!FindOnPath(program).empty()) return Status::Ok();
+    return Status::InvalidArgument(flag + " " + program + ": no such program on PATH");
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(program, ec) || ::access(program.c_str(), X_OK) != 0) {
+    return Status::InvalidArgument(flag + " " + program + ": not an executable file");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int LaunchRun(const LaunchOptions& opt) {
@@ -317,6 +372,19 @@ int LaunchRun(const LaunchOptions& opt) {
     return Fail(Status::InvalidArgument(job.Where("train.checkpoint_dir") + ": set by the job, so --resume takes no "
                                         "run folder (" + opt.resume_from + "); use --resume alone"));
   }
+  // Checked before anything is probed, started or written.
+  if (opt.resume && CountCheckpoints(job.train.checkpoint_dir) == 0) {
+    const std::string whose =
+        !opt.resume_from.empty() ? "the run " + opt.resume_from + " wrote none (train.checkpoint_every 0, or it "
+                                                                  "stopped before its first)"
+        : job.locations.count("train.checkpoint_dir") != 0 ? "train.checkpoint_dir holds none"
+                                                           : "--resume without a folder continues --out's own run, "
+                                                             "and it has none: name the run folder, --resume RUN_DIR";
+    return Fail(Status::InvalidArgument("--resume: no complete checkpoint (a step-N folder) in " +
+                                        job.train.checkpoint_dir + ": " + whose + "; or start afresh without --resume"));
+  }
+  if (Status s = CheckRunFolder(out, opt); !s.ok()) return Fail(s);
+  if (Status s = CheckProgram("--mpirun", opt.mpirun); !s.ok()) return Fail(s);
 
   // This machine as a candidate, measured (or read from the per-machine cache).
   MachineFacts facts = ReadMachineFacts(job.cache.nvme_path);

@@ -36,6 +36,7 @@ struct LaunchOptions {
   double progress_every_s = 5;         // between progress lines when stdout is not a terminal
   bool resume = false;                 // --resume: the workers continue from the newest checkpoint
   std::string resume_from;             // --resume RUN_DIR: that run's checkpoints
+  bool overwrite = false;              // --overwrite: replace an earlier run's results in --out
   std::string target;                  // --target local|k8s: overrides cluster.target
   std::string kubectl = "kubectl";     // cluster.target k8s: the kubectl program,
   std::string context;                 //   its context ("": the current one)

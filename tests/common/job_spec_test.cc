@@ -121,6 +121,51 @@ TEST(JobSpec, MissingFile) {
   ExpectMentions(job.status(), {"/nonexistent/job.yaml", "not found"});
 }
 
+// What is not a job file says what it is, not that it is empty or missing.
+TEST(JobSpec, AFolderADeviceOrAHugeFileIsNoJobFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tencache_job_spec_not_a_file";
+  std::filesystem::create_directories(dir);
+  StatusOr<JobSpec> job = LoadJobFile(dir.string());
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(ExitCodeFor(job.status()), 2);
+  ExpectMentions(job.status(), {"is a folder"});
+  job = LoadJobFile("/dev/zero");  // endless: never read whole
+  ASSERT_FALSE(job.ok());
+  ExpectMentions(job.status(), {"/dev/zero", "not a regular file"});
+  const std::filesystem::path huge = dir / "huge.yaml";
+  {
+    std::ofstream out(huge);
+    out << "name: huge\n";
+    for (int i = 0; i < 40000; ++i) out << "# a comment line to make the file large enough\n";
+  }
+  job = LoadJobFile(huge.string());
+  ASSERT_FALSE(job.ok());
+  ExpectMentions(job.status(), {"huge.yaml", "larger than 1024 KiB"});
+  std::filesystem::remove_all(dir);
+}
+
+// train.data that exists but is no file says so (it was "not found").
+TEST(JobSpec, DataThatIsADeviceOrAFolderIsNamed) {
+  ExpectMentions(ErrorFor(kFullJob, {"train.data=/dev/zero"}), {"'/dev/zero' is not a regular file"});
+  ExpectMentions(ErrorFor(kFullJob, {"train.data=/tmp"}), {"'/tmp' is a folder"});
+}
+
+// Silently reinterpreted before: an empty value became the default, and a
+// second document was ignored.
+TEST(JobSpec, AnEmptyValueOrASecondDocumentIsRefused) {
+  ExpectMentions(ErrorFor(Replace(kFullJob, "global_batch: 64", "global_batch:")),
+                 {"job.yaml:9:3", "key 'train.global_batch' has no value"});
+  ExpectMentions(ErrorFor(std::string(kFullJob) + "---\nname: second\n"), {"job.yaml", "holds 2 YAML documents"});
+  // A document marker alone, before or after, is one document.
+  EXPECT_TRUE(ParseJobText(std::string("---\n") + kFullJob + "---\n", "job.yaml").ok());
+}
+
+// A tab in the indentation is named as such, with its line.
+TEST(JobSpec, ATabIndentIsNamed) {
+  ExpectMentions(ErrorFor(Replace(kFullJob, "  micro_batch: 4", "\tmicro_batch: 4")),
+                 {"job.yaml:8", "a tab indents this line; YAML indents with spaces only"});
+}
+
 TEST(JobSpec, MalformedYamlNamesTheLine) {
   ExpectMentions(ErrorFor("model:\n  preset: [gpt2\ntrain: {}\n"), {"job.yaml:", "malformed YAML"});
   ExpectMentions(ErrorFor("- just\n- a list\n"), {"job.yaml", "expected a mapping"});

@@ -153,6 +153,72 @@ TEST(LaunchRun, DryRunPrintsTheResolvedJobAndStartsNothing) {
   EXPECT_NE(r.out.find("--tag-output -n 2"), std::string::npos) << r.out;
 }
 
+std::string ReadText(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// An earlier run's folder is never replaced unasked: --out naming it is
+// refused before anything is probed or written, and --overwrite replaces its
+// results whole (no stale report or metrics line survives).
+TEST(LaunchRun, AnEarlierRunFolderIsRefusedUnlessOverwritten) {
+  const fs::path out = Runs() / "earlier";
+  fs::create_directories(out / "weights");
+  std::ofstream(out / "metrics.jsonl") << "{\"step\": 0, \"earlier\": true}\n";
+  std::ofstream(out / "report.md") << "# the earlier run's report\n";
+  const double t0 = Now();
+  CommandResult r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --steps 2 --out " + out.string() +
+                                                  " --progress-every 0 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_LT(Now() - t0, 10.0);  // refused before the machine is probed
+  EXPECT_NE(r.out.find("holds an earlier run (metrics.jsonl, report.md, weights)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--overwrite"), std::string::npos) << r.out;
+  EXPECT_EQ(ReadText(out / "report.md"), "# the earlier run's report\n");
+  EXPECT_FALSE(fs::exists(out / "plan.json"));
+  // A file is no run folder.
+  std::ofstream(Runs() / "a-file") << "x";
+  r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --out " + (Runs() / "a-file").string() + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("not a folder"), std::string::npos) << r.out;
+  r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --steps 2 --overwrite --out " + out.string() +
+                                    " --progress-every 0 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(ReadText(out / "metrics.jsonl").find("earlier"), std::string::npos);
+  EXPECT_EQ(ReadText(out / "report.md").find("the earlier run's report"), std::string::npos);
+}
+
+// A missing mpirun is the job's error, named before anything starts (it was
+// "a rank failed after 0 step(s)", exit 1).
+TEST(LaunchRun, AMissingMpirunIsNamed) {
+  CommandResult r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --mpirun /nonexistent/mpirun --out " +
+                                                  (Runs() / "no-mpirun").string() + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--mpirun /nonexistent/mpirun: not an executable file"), std::string::npos) << r.out;
+  r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --mpirun no-such-mpirun-here --out " +
+                                    (Runs() / "no-mpirun").string() + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no such program on PATH"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(Runs() / "no-mpirun"));
+}
+
+// --resume with no complete checkpoint where it looks is refused before
+// anything starts, naming the folder it looked in; no run folder is left.
+TEST(LaunchRun, ResumeWithoutACheckpointIsRefusedBeforeAnythingStarts) {
+  const fs::path none = Runs() / "never-checkpointed", out = Runs() / "resumed-nothing";
+  fs::create_directories(none / "checkpoints" / "step-00000003.tmp");  // unfinished: not a checkpoint
+  CommandResult r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --resume " + none.string() +
+                                                  " --out " + out.string() + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no complete checkpoint (a step-N folder) in " + (none / "checkpoints").string()),
+            std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  // --resume alone continues --out's own run: a new folder has none.
+  r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --resume --out " + out.string() + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--resume without a folder continues --out's own run"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(LaunchRun, QuickstartTrainsAndReports) {
   const fs::path out = Runs() / "quickstart";
   CommandResult r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --steps 6 --out " + out.string() +
