@@ -153,7 +153,7 @@ struct JobSpec {
 double LearningRateAt(const TrainSpec& t, int64_t step);
 
 // Reads and validates `path`, applying overrides ("cache.device_budget=8MiB").
-// A folder, a device or other non-regular file, a file over 1 MiB, more than
+// A folder, more than 1 MiB (a pipe or device is read no further), more than
 // one YAML document, a tab in a line's indentation (where the YAML does not
 // parse) and a key with no value are each refused with InvalidArgument naming
 // the file (and line); a missing file is NotFound.

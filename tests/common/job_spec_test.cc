@@ -122,16 +122,16 @@ TEST(JobSpec, MissingFile) {
 }
 
 // What is not a job file says what it is, not that it is empty or missing.
-TEST(JobSpec, AFolderADeviceOrAHugeFileIsNoJobFile) {
+TEST(JobSpec, AFolderAnEndlessDeviceOrAHugeFileIsNoJobFile) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tencache_job_spec_not_a_file";
   std::filesystem::create_directories(dir);
   StatusOr<JobSpec> job = LoadJobFile(dir.string());
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(ExitCodeFor(job.status()), 2);
   ExpectMentions(job.status(), {"is a folder"});
-  job = LoadJobFile("/dev/zero");  // endless: never read whole
+  job = LoadJobFile("/dev/zero");  // endless: read no further than the cap
   ASSERT_FALSE(job.ok());
-  ExpectMentions(job.status(), {"/dev/zero", "not a regular file"});
+  ExpectMentions(job.status(), {"/dev/zero", "larger than 1024 KiB"});
   const std::filesystem::path huge = dir / "huge.yaml";
   {
     std::ofstream out(huge);
