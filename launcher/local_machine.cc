@@ -386,27 +386,29 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   if (c.reference_layers > 0) reference.model.layers = c.reference_layers;  // the probe's cut model
   const Candidate modelled = EvaluateCandidate(reference, in, g, l.nodes, a);
   std::string collectives_note;
-  if (c.reference_step_s > 0 && modelled.feasible && c.reference_step_s >= modelled.step.step_s) {
-    a.step_overhead_s = c.reference_step_s - modelled.step.step_s;
-  } else if (c.reference_step_s > 0 && modelled.feasible && ranks > 1) {
-    // The reference ran faster than its lanes add up to: its collectives,
-    // probed back to back out of any step, cost less inside one (a rank's wait
-    // for a peer overlaps that peer's work). They are charged at the share of
-    // the probe's times that the reference leaves them (none where it leaves
-    // less than the rest of its lanes).
-    ModelAssumptions free = a;
-    free.collective_efficiency = std::numeric_limits<double>::infinity();
-    free.collective_latency_s = 0;
-    const double rest = EvaluateCandidate(reference, in, g, l.nodes, free).step.step_s;
-    const double probed = modelled.step.step_s - rest;
-    if (probed > 0) {
-      const double share = std::clamp((c.reference_step_s - rest) / probed, 0.0, 1.0);
-      a.collective_efficiency = share > 0 ? 1.0 / share : std::numeric_limits<double>::infinity();
-      a.collective_latency_s *= share;
-      collectives_note = "collectives: the reference step took " + Num(c.reference_step_s * 1e3, "%.1f") +
-                         " ms where its lanes add up to " + Num(modelled.step.step_s * 1e3, "%.1f") +
-                         " ms; its collectives, " + Num(probed * 1e3, "%.1f") + " ms at the probe's back-to-back times, "
-                         "are charged at " + Num(share * 100, "%.0f") + " % of them";
+  if (c.reference_step_s > 0 && modelled.feasible) {
+    if (c.reference_step_s >= modelled.step.step_s) {
+      a.step_overhead_s = c.reference_step_s - modelled.step.step_s;
+    } else if (ranks > 1) {
+      // The reference ran faster than its lanes add up to: its collectives,
+      // probed back to back out of any step, cost less inside one (a rank's wait
+      // for a peer overlaps that peer's work). They are charged at the share of
+      // the probe's times that the reference leaves them (none where it leaves
+      // less than the rest of its lanes).
+      ModelAssumptions free = a;
+      free.collective_efficiency = std::numeric_limits<double>::infinity();
+      free.collective_latency_s = 0;
+      const double rest = EvaluateCandidate(reference, in, g, l.nodes, free).step.step_s;
+      const double probed = modelled.step.step_s - rest;
+      if (probed > 0) {
+        const double share = std::clamp((c.reference_step_s - rest) / probed, 0.0, 1.0);
+        a.collective_efficiency = share > 0 ? 1.0 / share : std::numeric_limits<double>::infinity();
+        a.collective_latency_s *= share;
+        collectives_note = "collectives: the reference step took " + Num(c.reference_step_s * 1e3, "%.1f") +
+                           " ms where its lanes add up to " + Num(modelled.step.step_s * 1e3, "%.1f") +
+                           " ms; its collectives, " + Num(probed * 1e3, "%.1f") + " ms at the probe's back-to-back times, "
+                           "are charged at " + Num(share * 100, "%.0f") + " % of them";
+      }
     }
   }
   // The run's cache (not the reference's, which has none) copies and

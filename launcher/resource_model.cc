@@ -218,18 +218,20 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   for (int blk = 0; blk < m.num_blocks(); ++blk) {
     const double full = gathered[blk] * wb, shard = full / ranks;
     const double flops = BlockForwardFlops(m, blk, own[blk], tokens);
+    // This block's bytes a pass: weights in from the host and NVMe, gradients out to them.
+    const double w_in = k[0] * shard * w_off, w_read = k[2] * shard * w_nvme;
+    const double g_out = k[1] * shard * g_off, g_written = k[3] * shard * g_nvme;
     Lanes fwd;
-    fwd.compute = flops / peak + a.block_overhead_s + cache_cpu(k[0] * shard * w_off, k[2] * shard * w_nvme);
-    fwd.h2d = k[0] * shard * w_off / pcie;
-    fwd.nvme = k[2] * shard * w_nvme / nvme_rd;
+    fwd.compute = flops / peak + a.block_overhead_s + cache_cpu(w_in, w_read);
+    fwd.h2d = w_in / pcie;
+    fwd.nvme = w_read / nvme_rd;
     const double ring = RingCollectiveSeconds(full, ranks, coll_bw, step_latency);
     const BlockCollectives n = CollectivesOfBlock(m, blk);
     fwd.coll = n.forward_gathers * ring;
     Lanes bwd = fwd;  // backward fetches and gathers the block again
-    bwd.compute = flops * BackwardFactor(m, blk) / peak + a.block_overhead_s +
-                  cache_cpu(k[0] * shard * w_off + k[1] * shard * g_off, k[2] * shard * w_nvme + k[3] * shard * g_nvme);
-    bwd.d2h = k[1] * shard * g_off / pcie;
-    bwd.nvme += k[3] * shard * g_nvme / nvme_wr;
+    bwd.compute = flops * BackwardFactor(m, blk) / peak + a.block_overhead_s + cache_cpu(w_in + g_out, w_read + g_written);
+    bwd.d2h = g_out / pcie;
+    bwd.nvme += g_written / nvme_wr;
     // reduce-scatters of fp32 gradients: twice the bytes of 16-bit weights
     bwd.coll = n.backward_gathers * ring + n.reduce_scatters * RingCollectiveSeconds(full * 4 / wb, ranks,
                                                                                      coll_bw * a.reduce_scatter_bw_fraction,
