@@ -57,6 +57,29 @@ class EntryReader {
   std::string entry_;
 };
 
+// `sources:` maps a fact's key (one of `keys`) or `spec` (every fact not named)
+// to where it comes from: a non-empty string, typically URLs and what they say.
+Status ReadSources(const std::string& file, const EntryReader& e, const std::string& entry,
+                   const std::vector<std::string>& keys, std::map<std::string, std::string>* out) {
+  YAML::Node sources = e.Child("sources");
+  if (!sources.IsDefined() || sources.IsNull()) return Status::Ok();
+  std::string names = "spec";
+  for (const std::string& k : keys) names += ", " + k;
+  if (!sources.IsMap()) return e.Error("sources", "a mapping of " + names + " to a source string");
+  EntryReader r(file, sources, entry + " sources");
+  std::vector<std::string> allowed = keys;
+  allowed.push_back("spec");
+  for (const auto& kv : sources) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      return r.Error(key, "one of " + names + DidYouMean(key, allowed));
+    }
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty()) return r.Error(key, "a non-empty source string");
+    (*out)[key] = kv.second.Scalar();
+  }
+  return Status::Ok();
+}
+
 Status ReadGpu(const std::string& file, const YAML::Node& node, GpuSpec* g) {
   EntryReader r(file, node, "gpu entry");
   TC_RETURN_IF_ERROR(r.String("name", true, &g->name));
@@ -69,6 +92,10 @@ Status ReadGpu(const std::string& file, const YAML::Node& node, GpuSpec* g) {
   TC_RETURN_IF_ERROR(named.Number("h2d_gbps", true, &g->h2d_gbps));
   TC_RETURN_IF_ERROR(named.String("pcie", false, &g->pcie));
   TC_RETURN_IF_ERROR(named.String("source", true, &g->source));
+  TC_RETURN_IF_ERROR(ReadSources(file, named, "gpu '" + g->name + "'",
+                                 {"bf16_tflops", "fp32_tflops", "memory_gib", "memory_bw_gbps", "p2p_gbps",
+                                  "h2d_gbps", "pcie"},
+                                 &g->sources));
   return Status::Ok();
 }
 
@@ -146,6 +173,9 @@ Status ReadInstance(const std::string& file, const YAML::Node& node, const std::
   TC_RETURN_IF_ERROR(p.Number("spot", false, &spot));
   if (spot > 0) s->price_spot = spot;
   TC_RETURN_IF_ERROR(p.String("source", true, &s->price_source));
+  TC_RETURN_IF_ERROR(ReadSources(file, e, "instance '" + s->type + "'",
+                                 {"gpu", "gpu_count", "gpu_memory_gib", "vcpus", "ram_gib", "network_gbps"},
+                                 &s->sources));
   return Status::Ok();
 }
 
@@ -233,6 +263,17 @@ StatusOr<const InstanceSpec*> Catalog::FindInstance(const std::string& type) con
   }
   return Status::NotFound("unknown instance type '" + type + "'" + DidYouMean(type, names));
 }
+
+namespace {
+std::string SourceOf(const std::map<std::string, std::string>& sources, const std::string& key) {
+  auto it = sources.find(key);
+  if (it == sources.end()) it = sources.find("spec");
+  return it == sources.end() ? std::string() : it->second;
+}
+}  // namespace
+
+std::string GpuSpec::source_of(const std::string& key) const { return SourceOf(sources, key); }
+std::string InstanceSpec::source_of(const std::string& key) const { return SourceOf(sources, key); }
 
 const GpuSpec* Catalog::FindGpu(const std::string& name) const {
   for (const GpuSpec& g : gpus_) {

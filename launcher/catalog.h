@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ struct GpuSpec {
   double h2d_gbps = 0;        // pinned host-to-device, GB/s
   std::string pcie;
   std::string source;
+  // Where each figure comes from (`sources:` in gpus.yaml): keyed by a figure's
+  // key (bf16_tflops, memory_bw_gbps, ...) or `spec` for every figure not named.
+  std::map<std::string, std::string> sources;
+  std::string source_of(const std::string& key) const;  // "" when none recorded
 };
 
 // Local NVMe (instance storage) of an instance type, in one of three states:
@@ -72,6 +77,11 @@ struct InstanceSpec {
   std::string price_source;
   std::string price_recorded;    // date the price was copied into the catalog
   std::string file;              // catalog file it came from
+  // Where each fact comes from (`sources:`): keyed by gpu, gpu_count,
+  // gpu_memory_gib, vcpus, ram_gib or network_gbps, or `spec` for every fact not
+  // named. NVMe and price keep their own `source`.
+  std::map<std::string, std::string> sources;
+  std::string source_of(const std::string& key) const;  // "" when none recorded
 };
 
 // Between cloud nodes, one ring step of NCCL or Open MPI costs tens of

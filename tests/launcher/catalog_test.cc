@@ -64,7 +64,7 @@ TEST(Catalog, EveryShippedInstanceSaysWhereItsLocalNvmeCameFrom) {
   EXPECT_EQ(nvme("g6e.xlarge").capacity_bytes(), 250000000000ull);
   EXPECT_EQ(nvme("p5en.48xlarge").capacity_bytes(), 30400000000000ull);
   EXPECT_EQ(nvme("a3-highgpu-8g").disks, 16);
-  EXPECT_EQ(nvme("a3-highgpu-8g").capacity_bytes(), 16 * 375000000000ull);
+  EXPECT_NEAR(double(nvme("a3-highgpu-8g").capacity_bytes()), 16.0 * 375 * 1024 * 1024 * 1024, 1e6);  // 375 GiB each
   EXPECT_EQ(nvme("Standard_NC96ads_A100_v4").disks, 4);
   EXPECT_EQ(nvme("Standard_NC96ads_A100_v4").capacity_bytes(), 4 * 960000000000ull);
   // Attachable Local SSD is not part of the machine type or its price: none,
@@ -72,6 +72,74 @@ TEST(Catalog, EveryShippedInstanceSaysWhereItsLocalNvmeCameFrom) {
   EXPECT_TRUE(nvme("a2-highgpu-8g").none());
   EXPECT_NE(nvme("a2-highgpu-8g").note.find("attachable"), std::string::npos);
   EXPECT_EQ(nvme("a2-highgpu-8g").capacity_bytes(), 0u);
+}
+
+TEST(Catalog, ShippedFactsMatchTheProvidersSpecSheets) {
+  // Facts the catalog once had wrong, pinned to the providers' published specs.
+  Catalog c = *Catalog::Load(DefaultCatalogPath());
+  const auto inst = [&](const std::string& type) { return *c.FindInstance(type); };
+
+  // Standard_NC40ads_H100_v5 carries one H100 NVL (94 GB HBM3, PCIe Gen5), not
+  // an 80 GB H100 SXM (learn.microsoft.com ncadsh100v5-series).
+  const InstanceSpec* nc40 = inst("Standard_NC40ads_H100_v5");
+  EXPECT_EQ(nc40->gpu, "H100-NVL");
+  EXPECT_EQ(nc40->gpu_memory_gib, 94);
+  EXPECT_EQ(nc40->network_gbps, 40);
+  EXPECT_TRUE(nc40->network_assumed.empty());
+  const GpuSpec* nvl = c.FindGpu("H100-NVL");
+  ASSERT_NE(nvl, nullptr);
+  EXPECT_EQ(nvl->memory_gib, 94);
+  EXPECT_EQ(nvl->memory_bw_gbps, 3900);
+  EXPECT_EQ(nvl->bf16_tflops, 835);
+  EXPECT_EQ(nvl->fp32_tflops, 60);
+  EXPECT_EQ(nvl->pcie, "gen5");
+
+  // NC A100 v4 carries A100 PCIe 80 GB (1,935 GB/s, no NVLink between its GPUs);
+  // its network is published (20 / 80 Gbps), not assumed.
+  for (const char* type : {"Standard_NC24ads_A100_v4", "Standard_NC96ads_A100_v4"}) {
+    EXPECT_EQ(inst(type)->gpu, "A100-80GB-PCIe") << type;
+    EXPECT_TRUE(inst(type)->network_assumed.empty()) << type;
+  }
+  EXPECT_EQ(inst("Standard_NC24ads_A100_v4")->network_gbps, 20);
+  EXPECT_EQ(inst("Standard_NC96ads_A100_v4")->network_gbps, 80);
+  const GpuSpec* a100_pcie = c.FindGpu("A100-80GB-PCIe");
+  ASSERT_NE(a100_pcie, nullptr);
+  EXPECT_EQ(a100_pcie->memory_bw_gbps, 1935);
+  EXPECT_LT(a100_pcie->p2p_gbps, c.FindGpu("A100-80GB")->p2p_gbps);
+
+  // ND96amsr_A100_v4 has 1,900 GiB of memory, not 1,800.
+  EXPECT_EQ(inst("Standard_ND96amsr_A100_v4")->ram_gib, 1900);
+
+  // The EC2 API's disk counts: p5en.48xlarge 8 x 3800 GB, g6.48xlarge 8 x 940 GB,
+  // g6e.48xlarge 4 x 1900 GB (not one disk each).
+  EXPECT_EQ(inst("p5en.48xlarge")->nvme.disks, 8);
+  EXPECT_EQ(inst("p5en.48xlarge")->nvme.disk_gb, 3800);
+  EXPECT_EQ(inst("g6.48xlarge")->nvme.disks, 8);
+  EXPECT_EQ(inst("g6.48xlarge")->nvme.disk_gb, 940);
+  EXPECT_EQ(inst("g6e.48xlarge")->nvme.disks, 4);
+  EXPECT_EQ(inst("g6e.48xlarge")->nvme.disk_gb, 1900);
+
+  // GCP's Local SSD disks are 375 GiB (16 on a3-highgpu-8g, 6,000 GiB in all);
+  // A3 High's published network is 1,000 Gbps (GPUDirect-TCPX, which the note names).
+  const InstanceSpec* a3 = inst("a3-highgpu-8g");
+  EXPECT_EQ(a3->nvme.disks, 16);
+  EXPECT_NEAR(double(a3->nvme.capacity_bytes()), 16.0 * 375 * kGiB, 1e6);
+  EXPECT_EQ(a3->network_gbps, 1000);
+  EXPECT_NE(a3->network_assumed.find("GPUDirect-TCPX"), std::string::npos) << a3->network_assumed;
+}
+
+TEST(Catalog, EveryShippedFactNamesItsSource) {
+  Catalog c = *Catalog::Load(DefaultCatalogPath());
+  for (const InstanceSpec& s : c.instances()) {
+    for (const char* key : {"gpu", "gpu_count", "gpu_memory_gib", "vcpus", "ram_gib", "network_gbps"}) {
+      EXPECT_NE(s.source_of(key).find("https://"), std::string::npos) << s.type << " " << key;
+    }
+  }
+  for (const GpuSpec& g : c.gpus()) {
+    for (const char* key : {"bf16_tflops", "fp32_tflops", "memory_gib", "memory_bw_gbps", "p2p_gbps", "h2d_gbps"}) {
+      EXPECT_FALSE(g.source_of(key).empty()) << g.name << " " << key;
+    }
+  }
 }
 
 TEST(Catalog, UnknownInstanceSuggests) {
@@ -137,6 +205,31 @@ TEST_F(BadCatalog, NetworkLatencyIsOptionalAndPositive) {
   Status s = LoadWith("  - {type: t1, gpu: X1, gpu_count: 1, gpu_memory_gib: 16, vcpus: 4, ram_gib: 16,"
                       " network_gbps: 10, network_latency_us: -3, price: {on_demand: 1, source: test}}\n");
   EXPECT_NE(s.message().find("network_latency_us': expected a positive number"), std::string::npos) << s.message();
+}
+
+TEST_F(BadCatalog, SourcesNameEachFactOrTheSpec) {
+  StatusOr<Catalog> c = Load("  - {type: t1, gpu: X1, gpu_count: 1, gpu_memory_gib: 16, vcpus: 4, ram_gib: 16,"
+                             " network_gbps: 10, price: {on_demand: 1, source: test},"
+                             " sources: {spec: 'https://a (spec sheet)', network_gbps: 'https://b'}}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const InstanceSpec& t1 = c->instances()[0];
+  EXPECT_EQ(t1.source_of("vcpus"), "https://a (spec sheet)");
+  EXPECT_EQ(t1.source_of("network_gbps"), "https://b");
+  EXPECT_EQ(c->FindGpu("X1")->source_of("bf16_tflops"), "");  // none recorded
+
+  Status s = LoadWith("  - {type: t1, gpu: X1, gpu_count: 1, gpu_memory_gib: 16, vcpus: 4, ram_gib: 16,"
+                      " network_gbps: 10, price: {on_demand: 1, source: test}, sources: {vcpu: x}}\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(ExitCodeFor(s), 2);
+  EXPECT_NE(s.message().find("instance 't1' sources: key 'vcpu': expected one of spec, gpu,"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("did you mean 'vcpus'"), std::string::npos) << s.message();
+  s = LoadWith("  - {type: t1, gpu: X1, gpu_count: 1, gpu_memory_gib: 16, vcpus: 4, ram_gib: 16,"
+               " network_gbps: 10, price: {on_demand: 1, source: test}, sources: {spec: [a, b]}}\n");
+  EXPECT_NE(s.message().find("key 'spec': expected a non-empty source string"), std::string::npos) << s.message();
+  s = LoadWith("  - {type: t1, gpu: X1, gpu_count: 1, gpu_memory_gib: 16, vcpus: 4, ram_gib: 16,"
+               " network_gbps: 10, price: {on_demand: 1, source: test}, sources: https://a}\n");
+  EXPECT_NE(s.message().find("key 'sources': expected a mapping of spec, gpu"), std::string::npos) << s.message();
 }
 
 TEST_F(BadCatalog, LocalNvmeIsKnownNoneOrUnknown) {
