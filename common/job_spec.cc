@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/byte_size.h"
+#include "common/image_reference.h"
 #include "common/job_reader.h"
 #include "common/suggest.h"
 
@@ -27,6 +28,16 @@ const char* CachePolicyName(CachePolicy p) {
     case CachePolicy::kTenCacheWindow: return "10cache-window";
     case CachePolicy::kLru: return "lru";
     case CachePolicy::kNone: return "none";
+  }
+  return "?";
+}
+
+const char* GangSchedulerName(GangScheduler g) {
+  switch (g) {
+    case GangScheduler::kNone: return "none";
+    case GangScheduler::kKueue: return "kueue";
+    case GangScheduler::kVolcano: return "volcano";
+    case GangScheduler::kSchedulerPlugins: return "scheduler-plugins";
   }
   return "?";
 }
@@ -70,6 +81,7 @@ const std::vector<std::string>& LeafKeys() {
       "cluster.volume.size", "cluster.volume.read_gbps", "cluster.volume.write_gbps",
       "cluster.image", "cluster.namespace", "cluster.nvme_volume", "cluster.nvme_storage_class",
       "cluster.nvme_host_path", "cluster.checkpoint_claim", "cluster.data_claim",
+      "cluster.gang_scheduler", "cluster.queue", "cluster.priority_class", "cluster.checkpoint_write_gbps",
       "cluster.hosts", "cluster.hostfile", "cluster.rsh_agent", "cluster.network_interface",
       "cluster.instance_type",
       "cache.policy", "cache.device_budget", "cache.host_budget", "cache.nvme_budget",
@@ -468,6 +480,57 @@ Status ReadHosts(JobReader& r, JobSpec* job) {
   return Status::Ok();
 }
 
+// RFC 1123 label (Kueue LocalQueue, Volcano queue and PriorityClass names are object names).
+bool IsDnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  for (char ch : s) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-')) return false;
+  }
+  return s.front() != '-' && s.back() != '-';
+}
+
+// cluster.image's grammar and the Kubernetes scheduling keys: the gang
+// scheduler, its queue, the priority class, the checkpoint volume's bandwidth.
+Status ReadK8sScheduling(JobReader& r, JobSpec* job) {
+  KubernetesSpec& k = job->cluster.k8s;
+  job->locations = r.locations();  // so that Where names a --set
+  if (!k.image.empty()) {
+    if (std::string problem = ImageReferenceProblem(k.image); !problem.empty()) {
+      return Status::InvalidArgument(job->Where("cluster.image") + ": '" + Excerpt(k.image) + "' is not an image "
+                                     "reference (" + Excerpt(problem, 160) + "); expected [REGISTRY[:PORT]/]PATH[:TAG]"
+                                     "[@sha256:DIGEST] with lower-case path components, e.g. ghcr.io/acme/tencache-worker:0.1.0");
+    }
+  }
+  TC_RETURN_IF_ERROR(r.GetString("cluster.queue", &k.queue));
+  TC_RETURN_IF_ERROR(r.GetString("cluster.priority_class", &k.priority_class));
+  if (!k.queue.empty()) k.gang_scheduler = GangScheduler::kKueue;
+  TC_RETURN_IF_ERROR(r.GetEnum<GangScheduler>("cluster.gang_scheduler",
+                                              {{"none", GangScheduler::kNone},
+                                               {"kueue", GangScheduler::kKueue},
+                                               {"volcano", GangScheduler::kVolcano},
+                                               {"scheduler-plugins", GangScheduler::kSchedulerPlugins}},
+                                              &k.gang_scheduler));
+  TC_RETURN_IF_ERROR(r.GetDouble("cluster.checkpoint_write_gbps", 0.0, true, &k.checkpoint_write_gbps));
+  job->locations = r.locations();
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"cluster.queue", &k.queue},
+                                   {"cluster.priority_class", &k.priority_class}}) {
+    if (!value->empty() && !IsDnsLabel(*value)) {
+      return Status::InvalidArgument(job->Where(key) + ": '" + Excerpt(*value) + "' is not a valid name; expected "
+                                     "lower-case letters, digits and '-' (RFC 1123 label, at most 63)");
+    }
+  }
+  if (k.gang_scheduler == GangScheduler::kKueue && k.queue.empty()) {
+    return Status::InvalidArgument(job->Where("cluster.gang_scheduler") + ": kueue needs cluster.queue, the "
+                                   "LocalQueue of the job's namespace that admits it");
+  }
+  if (!k.queue.empty() && (k.gang_scheduler == GangScheduler::kNone ||
+                           k.gang_scheduler == GangScheduler::kSchedulerPlugins)) {
+    return Status::InvalidArgument(job->Where("cluster.queue") + ": a queue applies to cluster.gang_scheduler kueue "
+                                   "or volcano, but it is " + GangSchedulerName(k.gang_scheduler));
+  }
+  return Status::Ok();
+}
+
 Status ReadCluster(JobReader& r, JobSpec* job) {
   ClusterSpec& c = job->cluster;
   TC_RETURN_IF_ERROR(r.GetEnum<Target>("cluster.target",
@@ -500,6 +563,7 @@ Status ReadCluster(JobReader& r, JobSpec* job) {
   TC_RETURN_IF_ERROR(r.GetString("cluster.nvme_host_path", &k.nvme_host_path));
   TC_RETURN_IF_ERROR(r.GetString("cluster.checkpoint_claim", &k.checkpoint_claim));
   TC_RETURN_IF_ERROR(r.GetString("cluster.data_claim", &k.data_claim));
+  TC_RETURN_IF_ERROR(ReadK8sScheduling(r, job));
   if (!c.catalog.empty() && fs::path(c.catalog).is_relative()) {
     c.catalog = (fs::path(job->source).parent_path() / c.catalog).lexically_normal().string();
   }

@@ -83,6 +83,9 @@ struct HostsSpec {
 enum class NvmeVolume { kLocalPv, kEphemeral, kHostPath };
 const char* NvmeVolumeName(NvmeVolume v);
 
+enum class GangScheduler { kNone, kKueue, kVolcano, kSchedulerPlugins };
+const char* GangSchedulerName(GangScheduler g);  // "none", "kueue", "volcano", "scheduler-plugins"
+
 struct KubernetesSpec {
   std::string image;                                // the worker image (k8s/Dockerfile); required to render
   std::string namespace_ = "tencache";
@@ -91,6 +94,13 @@ struct KubernetesSpec {
   std::string nvme_host_path = "/mnt/nvme/tencache";      // host-path
   std::string checkpoint_claim;                     // a ReadWriteMany PVC for train.checkpoint_dir; "": an emptyDir
   std::string data_claim;                           // a PVC holding train.data, mounted read-only at its folder
+  // Gang scheduling of the MPIJob: Kueue admits it whole from `queue` (a
+  // LocalQueue); Volcano or scheduler-plugins place its pods as one PodGroup
+  // (`queue`: Volcano's queue). kKueue is the default when `queue` is set.
+  GangScheduler gang_scheduler = GangScheduler::kNone;
+  std::string queue;
+  std::string priority_class;                       // a PriorityClass for the pods and the PodGroup; "": none
+  double checkpoint_write_gbps = 1.0;               // GB/s per node into the checkpoint volume (the grace period)
 };
 enum class Objective { kCost, kTime };
 

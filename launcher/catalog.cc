@@ -179,6 +179,48 @@ Status ReadInstance(const std::string& file, const YAML::Node& node, const std::
   return Status::Ok();
 }
 
+// One `fabrics:` entry: {name, types: [...], resources: {NAME: COUNT}, env:
+// {VAR: VALUE}, note, source}. resources and env may both be absent (the
+// listed types have no fabric tencache renders; `note` says why).
+Status ReadFabric(const std::string& file, const YAML::Node& node, std::vector<std::string>* types, FabricSpec* f) {
+  EntryReader r(file, node, "fabric entry");
+  if (!node.IsMap()) return r.Error("fabrics", "a mapping {name, types, resources, env, note, source}");
+  TC_RETURN_IF_ERROR(r.String("name", true, &f->name));
+  EntryReader e(file, node, "fabric '" + f->name + "'");
+  TC_RETURN_IF_ERROR(e.String("note", false, &f->note));
+  TC_RETURN_IF_ERROR(e.String("source", true, &f->source));
+  const YAML::Node t = node["types"];
+  if (!t.IsDefined() || !t.IsSequence() || t.size() == 0) return e.Error("types", "a non-empty list of instance types");
+  for (const YAML::Node& n : t) {
+    if (!n.IsScalar()) return e.Error("types", "a list of instance type names");
+    types->push_back(n.Scalar());
+  }
+  const YAML::Node res = node["resources"];
+  if (res.IsDefined() && !res.IsNull()) {
+    if (!res.IsMap()) return e.Error("resources", "a mapping of extended resource name to a count per pod");
+    for (const auto& kv : res) {
+      int count = 0;
+      try {
+        count = kv.second.as<int>();
+      } catch (const YAML::Exception&) {
+        count = 0;
+      }
+      if (count < 1) return e.Error("resources", "a positive integer count for '" + kv.first.Scalar() + "'");
+      f->resources.emplace_back(kv.first.Scalar(), count);
+    }
+  }
+  const YAML::Node env = node["env"];
+  if (env.IsDefined() && !env.IsNull()) {
+    if (!env.IsMap()) return e.Error("env", "a mapping of environment variable to value");
+    for (const auto& kv : env) {
+      if (!kv.second.IsScalar()) return e.Error("env", "a string value for '" + kv.first.Scalar() + "'");
+      f->env.emplace_back(kv.first.Scalar(), kv.second.Scalar());
+    }
+  }
+  if (f->none() && f->note.empty()) return e.Error("note", "why the types have no fabric (no resources, no env)");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Catalog::LoadFile(const std::string& file) {
@@ -217,6 +259,38 @@ Status Catalog::LoadFile(const std::string& file) {
       instances_.push_back(s);
     }
   }
+  if (top["fabrics"].IsDefined()) {
+    if (!top["fabrics"].IsSequence()) return Status::InvalidArgument(file + ": key 'fabrics': expected a list");
+    for (const YAML::Node& n : top["fabrics"]) {
+      PendingFabric p;
+      p.file = file;
+      p.line = n.Mark().line + 1;
+      TC_RETURN_IF_ERROR(ReadFabric(file, n, &p.types, &p.fabric));
+      fabrics_.push_back(std::move(p));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Catalog::AttachFabrics() {
+  for (const PendingFabric& p : fabrics_) {
+    for (const std::string& type : p.types) {
+      auto it = std::find_if(instances_.begin(), instances_.end(), [&](const InstanceSpec& s) { return s.type == type; });
+      const std::string where = p.file + ":" + std::to_string(p.line) + ": fabric '" + p.fabric.name + "'";
+      if (it == instances_.end()) {
+        std::vector<std::string> names;
+        for (const InstanceSpec& s : instances_) names.push_back(s.type);
+        return Status::InvalidArgument(where + ": key 'types': unknown instance type '" + type + "'" +
+                                       DidYouMean(type, names));
+      }
+      if (!it->fabric.name.empty()) {
+        return Status::InvalidArgument(where + ": instance '" + type + "' already has the fabric '" +
+                                       it->fabric.name + "'");
+      }
+      it->fabric = p.fabric;
+    }
+  }
+  fabrics_.clear();
   return Status::Ok();
 }
 
@@ -251,6 +325,7 @@ StatusOr<Catalog> Catalog::Load(const std::string& path) {
     return Status::NotFound(path + ": catalog not found; expected a directory of *.yaml files "
                             "such as configs/instances");
   }
+  TC_RETURN_IF_ERROR(catalog.AttachFabrics());
   TC_RETURN_IF_ERROR(catalog.CheckReferences());
   return catalog;
 }

@@ -4,14 +4,16 @@
 // Every figure keeps its provenance: prices and local NVMe carry their source,
 // and values the facts do not give (NVMe bandwidth, some networks) carry the
 // assumption made, which the planner prints. Local NVMe is known, none or
-// unknown, never "none" by omission. Loading validates every entry and names
-// the file and entry on error. Immutable after Load; thread-safe to read.
+// unknown, never "none" by omission. Each instance type's fabric (what its
+// pods need for NCCL over EFA or InfiniBand) comes from a `fabrics:` list.
+// Loading validates every entry and names the file and entry on error. Immutable after Load; thread-safe to read.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -58,6 +60,21 @@ struct NvmeSpec {
   uint64_t capacity_bytes() const { return known() ? static_cast<uint64_t>(disks * disk_gb * 1e9) : 0; }
 };
 
+// What an instance type's GPU nodes need so that NCCL crosses nodes over their
+// fabric (EFA, InfiniBand) instead of TCP sockets: extended resources each
+// worker pod requests (requests = limits), the environment NCCL and its
+// network plugin read, and a note on what the nodes and the image need besides.
+// Recorded in the catalog's `fabrics:` list; an instance type with no entry, or
+// an entry with no resources and no env, has none (`note` then says why).
+struct FabricSpec {
+  std::string name;  // "aws-efa", "azure-infiniband"; "" when the catalog records none
+  std::vector<std::pair<std::string, int>> resources;      // e.g. {"vpc.amazonaws.com/efa", 32}
+  std::vector<std::pair<std::string, std::string>> env;   // e.g. {"FI_PROVIDER", "efa"}
+  std::string note;    // what else it needs, or why there is none
+  std::string source;  // where the resource names, counts and variables came from
+  bool none() const { return resources.empty() && env.empty(); }
+};
+
 struct InstanceSpec {
   std::string provider;
   std::string type;
@@ -82,6 +99,7 @@ struct InstanceSpec {
   // named. NVMe and price keep their own `source`.
   std::map<std::string, std::string> sources;
   std::string source_of(const std::string& key) const;  // "" when none recorded
+  FabricSpec fabric;             // from the catalog's fabrics: list; none when absent
 };
 
 // Between cloud nodes, one ring step of NCCL or Open MPI costs tens of
@@ -106,11 +124,21 @@ class Catalog {
 
  private:
   Status LoadFile(const std::string& file);
+  // Fabric entries name instance types that may come from a later file: they
+  // are attached once every file is read.
+  Status AttachFabrics();
   Status CheckReferences() const;
 
   std::string path_;
   std::vector<InstanceSpec> instances_;
   std::vector<GpuSpec> gpus_;
+  struct PendingFabric {
+    std::string file;
+    int line = 0;
+    std::vector<std::string> types;
+    FabricSpec fabric;
+  };
+  std::vector<PendingFabric> fabrics_;  // read by LoadFile, attached by AttachFabrics
 };
 
 // The catalog shipped with the source tree (configs/instances).

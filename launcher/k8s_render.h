@@ -7,7 +7,12 @@
 // for the NVMe tier, checkpoints and /dev/shm. Containers run as a non-root
 // user with every capability dropped and no privilege escalation. Names and
 // labels are RFC 1123, derived from the job's name and unique per submission.
-// docs/kubernetes.md explains each choice. Pure functions.
+// Worker pods also carry the instance type's fabric (launcher/k8s_fabric.h),
+// CPU and memory that fit the node and a grace period long enough for the
+// SIGTERM checkpoint (launcher/k8s_pod_sizing.h); cluster.gang_scheduler makes
+// the MPIJob one unit for Kueue, Volcano or scheduler-plugins. Comments in the
+// YAML say why each size was chosen. docs/kubernetes.md explains each choice.
+// Pure functions.
 #pragma once
 
 #include <string>
@@ -37,6 +42,9 @@ struct RenderedJob {
   std::string namespace_;
   std::string yaml;        // every object, as YAML documents
   std::vector<std::string> launcher_command;  // what the Launcher container runs
+  // What a cluster admin should hear before applying it (the pods' memory does
+  // not fit the node, the grace period outlasts a spot notice): printed on stderr.
+  std::vector<std::string> warnings;
 };
 
 // A submission name: the job's name, cut to leave room, plus "-" and `suffix`

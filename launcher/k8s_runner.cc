@@ -312,6 +312,12 @@ K8sFollow::Verdict K8sFollow::Judge(const std::vector<json>& pods, const json& j
   }
   if (state == "Succeeded" || Phase(launcher_pod_) == "Succeeded") return Verdict::kSucceeded;
   // 4. Pending too long: no pod at all, or a pod that is not scheduled or not started.
+  // A suspended MPIJob waits in its queue (Kueue admits it when its quota
+  // allows, cluster.queue) for as long as that takes.
+  if (pods.empty() && state == "Suspended") {
+    no_pods_since_ = -1;
+    return Verdict::kRunning;
+  }
   if (pods.empty()) {
     if (no_pods_since_ < 0) no_pods_since_ = now;
     if (now - no_pods_since_ >= f_.pending_timeout_s) {

@@ -57,6 +57,7 @@ int PlanForK8s(const std::string& job_path, const std::vector<std::string>& over
   StatusOr<RenderedJob> rendered = RenderK8sJob(out->resolved, out->chosen(), *name);
   if (!rendered.ok()) return Fail(rendered.status());
   out->rendered = std::move(*rendered);
+  for (const std::string& w : out->rendered.warnings) std::fprintf(stderr, "tencache-launch: warning: %s\n", w.c_str());
   return 0;
 }
 

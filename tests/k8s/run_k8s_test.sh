@@ -70,8 +70,23 @@ rendered_examples() {
       fail "render $(basename "$ex") failed: $out"
     printf '%s\n' "$out" | validate - || fail "the render of $(basename "$ex") does not validate"
   done
+  # The cluster features on several nodes: each fabric, each gang scheduler, a named NVMe volume.
+  local variants=(
+    "cluster.instance_types=[p5.48xlarge] cluster.nodes=4 cluster.queue=team-a cluster.priority_class=high"
+    "cluster.instance_types=[Standard_ND96amsr_A100_v4] cluster.nodes=2 cluster.gang_scheduler=volcano cluster.queue=gpu"
+    "cluster.instance_types=[p4d.24xlarge] cluster.nodes=2 cluster.gang_scheduler=scheduler-plugins cluster.nvme_volume=host-path"
+    "cluster.instance_types=[a3-highgpu-8g] cluster.nodes=2 cluster.nvme_volume=ephemeral cluster.nvme_storage_class=gp3")
+  local v sets s
+  for v in "${variants[@]}"; do
+    sets=()
+    for s in $v; do sets+=(--set "$s"); done
+    out="$(cd "$repo" && "$launch" render configs/examples/llama-2-70b.yaml \
+             --set cluster.image=registry.example.com/tencache/worker:0.1.0 "${sets[@]}")" ||
+      fail "render of llama-2-70b with $v failed: $out"
+    printf '%s\n' "$out" | validate - || fail "the render of llama-2-70b with $v does not validate"
+  done
   [ -f "$crd" ] || skip "MPIJob CRD not found at $crd: the MPIJobs were checked by name only"
-  echo "PASS: every example's render validates"
+  echo "PASS: every example's render validates, and the cluster variants of llama-2-70b"
 }
 
 case "${1:-}" in

@@ -118,6 +118,23 @@ TEST(K8sRunner, KubectlCommandIsAnArgumentVector) {
   EXPECT_EQ(KubectlOptions().namespace_, "tencache");
 }
 
+// An MPIJob suspended in its Kueue queue has no pods for as long as it waits:
+// that is not the operator failing to act (pending_timeout_s), so the run
+// waits for the MPIJob's own verdict.
+TEST(K8sRunner, ASuspendedMpiJobWaitsInItsQueuePastThePendingTimeout) {
+  StandIn k("queued");
+  FollowOptions f = k.Follow();
+  f.pending_timeout_s = 0.05;  // eleven polls of 0.02 s outlast it
+  testing::internal::CaptureStdout();
+  StatusOr<RunOutcome> r = FollowK8sJob(StandIn::Options(), f);
+  const std::string out = testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_TRUE(Has(r->failure, "the queue was deleted")) << r->failure;
+  EXPECT_FALSE(Has(r->failure, "no pods")) << r->failure;
+  EXPECT_TRUE(Has(out, ": Suspended")) << out;
+}
+
 TEST(K8sRunner, ApplyPrintsWhatWasCreated) {
   StandIn k("success");
   testing::internal::CaptureStdout();
