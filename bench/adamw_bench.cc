@@ -169,13 +169,13 @@ Benchmark AddAdamWBench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "adamw", "AdamW's GB/s (bytes read + written) against a copy of the same bytes on the same threads");
   cmd->add_option("--params", f->params, "fp32 parameters (16 bytes of state each)")->type_name("N")
-      ->check(CliWholeNumber(1, int64_t{1} << 34));
+      ->transform(CliWholeNumber(1, int64_t{1} << 34));
   cmd->add_option("--shard", f->shard, "parameters per AdamWStep call, as the trainer's shards; 0: one call")
-      ->type_name("N")->check(CliWholeNumber(0, int64_t{1} << 34));
+      ->type_name("N")->transform(CliWholeNumber(0, int64_t{1} << 34));
   cmd->add_option("--threads", f->threads, "threads per call (default: this machine's cores)")->type_name("T")
-      ->check(CliWholeNumber(1, 1024));
+      ->transform(CliWholeNumber(1, 1024));
   cmd->add_option("--rounds", f->rounds, "timed rounds of each variant, interleaved")->type_name("N")
-      ->check(CliWholeNumber(1, 10000));
+      ->transform(CliWholeNumber(1, 10000));
   cmd->add_flag("--torch", f->torch, "also torch::optim::AdamW's step over as many parameters");
   cmd->add_flag("--json", f->json, "one JSON object instead of the table");
   return {cmd, [f] { return RunAdamWBench(*f); }};

@@ -208,10 +208,10 @@ Benchmark AddCacheBench(CLI::App& app) {
   cmd->add_option("--dir", c->dir, "where the NVMe tier's file goes")->type_name("DIR");
   AddSizeOption(*cmd, "--device-budget", &c->device_budget, "device tier memory");
   AddSizeOption(*cmd, "--host-budget", &c->host_budget, "host tier memory");
-  cmd->add_option("--layers", c->layers, "model layers")->type_name("N")->check(CliWholeNumber(1, 1000));
-  cmd->add_option("--steps", c->steps, "steps, step 0 the warm-up")->type_name("N")->check(CliWholeNumber(2, 100));
+  cmd->add_option("--layers", c->layers, "model layers")->type_name("N")->transform(CliWholeNumber(1, 1000));
+  cmd->add_option("--steps", c->steps, "steps, step 0 the warm-up")->type_name("N")->transform(CliWholeNumber(2, 100));
   cmd->add_option("--lookahead", c->lookahead, "accesses the prefetch runs ahead")->type_name("N")
-      ->check(CliWholeNumber(1, 1000));
+      ->transform(CliWholeNumber(1, 1000));
   cmd->add_flag("--json", c->json, "one JSON object instead of the report");
   return {cmd, [c] { return RunCacheBench(*c); }};
 }

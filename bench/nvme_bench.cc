@@ -330,15 +330,15 @@ Benchmark AddNvmeBench(CLI::App& app) {
   cmd->add_option("--dir", c->dir, "a directory on the NVMe device")->type_name("DIR")->required();
   AddSizeOption(*cmd, "--size", &c->size, "bytes written and read per pass (rounded up to whole blocks)");
   AddSizeOption(*cmd, "--block", &c->block, "bytes per I/O, a multiple of 4KiB up to 1GiB")->check(BlockSize());
-  cmd->add_option("--depth", c->depth, "I/Os in flight")->type_name("N")->check(CliWholeNumber(1, 4096));
+  cmd->add_option("--depth", c->depth, "I/Os in flight")->type_name("N")->transform(CliWholeNumber(1, 4096));
   AddSizeOption(*cmd, "--request", &c->request, "bytes per NvmeTier request, a multiple of 4KiB")
       ->check(CliCheck("a positive multiple of 4KiB", [](const std::string& v) {
         const uint64_t bytes = std::stoull(v);
         return bytes > 0 && bytes % 4096 == 0;
       }));
   cmd->add_option("--outstanding", c->outstanding, "NvmeTier requests in flight")
-      ->type_name("N")->check(CliWholeNumber(1, 64));
-  cmd->add_option("--rounds", c->rounds, "rounds of every contender")->type_name("N")->check(CliWholeNumber(1, 20));
+      ->type_name("N")->transform(CliWholeNumber(1, 64));
+  cmd->add_option("--rounds", c->rounds, "rounds of every contender")->type_name("N")->transform(CliWholeNumber(1, 20));
   cmd->add_option("--deepspeed-aio", c->deepspeed_aio,
                   "also run DeepSpeed's libaio engine: the deepspeed-aio-pass that bench/deepspeed_aio.sh builds")
       ->type_name("PATH")

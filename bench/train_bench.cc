@@ -243,7 +243,7 @@ Benchmark AddTrainBench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "train", "step time of offloaded training (tencache, no-prefetch, zero-infinity, lru) against in-memory training");
   cmd->add_option("--steps", f->steps, "steps per variant, the first two warm-up")->type_name("N")
-      ->check(CliWholeNumber(3, 100000));
+      ->transform(CliWholeNumber(3, 100000));
   cmd->add_option("--device-budget", f->device_budget,
                   "cache.device_budget (compute-bound and io-bound; default 4MiB in bf16, 8MiB in fp32: two layer "
                   "blocks)")
@@ -264,7 +264,7 @@ Benchmark AddTrainBench(CLI::App& app) {
   cmd->add_option("--threads", f->threads,
                   "compute threads, torch's and OpenBLAS's (default 1: the other cores left to the cache's threads; a one-rank worker "
                   "would use " + std::to_string(ComputeThreadsPerRank(1)) + ")")
-      ->type_name("N")->check(CliWholeNumber(1, 1024));
+      ->type_name("N")->transform(CliWholeNumber(1, 1024));
   cmd->add_flag("--json", f->json, "one JSON object instead of the tables");
   return {cmd, [f] { return RunTrainBench(*f); }};
 }

@@ -24,6 +24,7 @@ bool UnitMultiplier(std::string_view unit, double* mult) {
       {"m", 1048576.0}, {"mib", 1048576.0}, {"mb", 1e6},
       {"g", double(kGiB)}, {"gib", double(kGiB)}, {"gb", 1e9},
       {"t", double(kTiB)}, {"tib", double(kTiB)}, {"tb", 1e12},
+      {"p", double(kPiB)}, {"pib", double(kPiB)}, {"pb", 1e15},  // what FormatBytes prints, typed back
   };
   for (const Entry& e : kUnits) {
     if (u == e.name) {

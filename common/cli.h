@@ -1,7 +1,7 @@
 // Command lines: every tencache program (tencache-launch, -worker, -sim, -bench)
 // parses its flags with CLI11 through these two functions, so that all of them
 // accept `--flag value` and `--flag=value`, answer `--help` on every subcommand
-// and `--version`, and turn a parse error into one message on stderr and exit 2.
+// and `-v`/`--version`, and turn a parse error into one message on stderr and exit 2.
 // The validators below give every program the same messages for sizes, counts
 // and choices. Header-only; not thread-safe (used once at startup).
 #pragma once
@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "common/byte_size.h"
+#include "common/suggest.h"
 
 #ifndef TENCACHE_VERSION
 #define TENCACHE_VERSION "unknown"
@@ -27,15 +30,41 @@ namespace tencache {
 
 inline const char* TencacheVersion() { return TENCACHE_VERSION; }
 
-// An app named `program` with `--version` ("tencache-sim 0.1.0"), help on
+// An app named `program` with `-v,--version` ("tencache-sim 0.1.0"), help on
 // every subcommand, and the last of a repeated single-value flag winning.
 inline std::unique_ptr<CLI::App> MakeCliApp(const std::string& program, const std::string& description) {
   auto app = std::make_unique<CLI::App>(description, program);
-  app->set_version_flag("--version", program + " " + TencacheVersion());
+  app->set_version_flag("-v,--version", program + " " + TencacheVersion());
   app->option_defaults()->always_capture_default();
   // A flag given twice: the last wins (lists such as --set gather every one).
   app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   return app;
+}
+
+// " (did you mean '--json'?)" for the first unknown flag that CLI11's
+// ExtrasError `message` names, from the options of the subcommand being parsed;
+// "" when none is close.
+inline std::string SuggestFlag(const CLI::App& app, const std::string& message) {
+  const CLI::App* cur = &app;
+  while (!cur->get_subcommands().empty()) cur = cur->get_subcommands().front();
+  std::vector<std::string> names;
+  for (const CLI::App* a = cur; a != nullptr; a = a->get_parent()) {
+    for (const CLI::Option* opt : a->get_options()) {
+      for (const std::string& n : opt->get_lnames()) names.push_back("--" + n);
+      for (const std::string& n : opt->get_snames()) names.push_back("-" + n);
+    }
+  }
+  const size_t colon = message.find(": ");
+  std::string rest = colon == std::string::npos ? "" : message.substr(colon + 2);
+  size_t at = 0;
+  while (at < rest.size()) {
+    size_t end = rest.find(' ', at);
+    if (end == std::string::npos) end = rest.size();
+    const std::string word = rest.substr(at, end - at);
+    if (word.size() > 1 && word[0] == '-') return DidYouMean(word.substr(0, word.find('=')), names);
+    at = end + 1;
+  }
+  return "";
 }
 
 // Parses argv into `app`. Returns -1 when the program should go on; otherwise
@@ -50,6 +79,10 @@ inline int ParseCli(CLI::App& app, int argc, const char* const* argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    std::fprintf(stderr, "%s: %s%s; see %s --help\n", app.get_name().c_str(), e.what(),
+                 SuggestFlag(app, e.what()).c_str(), app.get_name().c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "%s: %s; see %s --help\n", app.get_name().c_str(), e.what(), app.get_name().c_str());
     return 2;
@@ -65,6 +98,9 @@ inline int ParseCli(CLI::App& app, std::vector<std::string> args, std::ostream& 
     app.parse(args);
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e, out, err);
+  } catch (const CLI::ExtrasError& e) {
+    err << app.get_name() << ": " << e.what() << SuggestFlag(app, e.what()) << "; see " << app.get_name() << " --help\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     err << app.get_name() << ": " << e.what() << "; see " << app.get_name() << " --help\n";
     return 2;
@@ -82,15 +118,21 @@ inline CLI::Validator CliCheck(const std::string& expected, std::function<bool(c
       "");
 }
 
-// A whole number from `min` to `max` ("got '0', expected a whole number from 1 to 4096").
+// A whole number from `min` to `max`, written plainly or in exponent form as
+// job files take them ("1e3"); as a transform it rewrites the text as digits
+// for an integer option ("got '0', expected a whole number from 1 to 4096").
 inline CLI::Validator CliWholeNumber(long long min, long long max) {
-  return CliCheck("a whole number from " + std::to_string(min) + " to " + std::to_string(max),
-                  [min, max](const std::string& v) {
-                    size_t used = 0;
-                    long long n = 0;
-                    try { n = std::stoll(v, &used); } catch (const std::exception&) { return false; }
-                    return used == v.size() && n >= min && n <= max;
-                  });
+  const std::string expected = "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [min, max, expected](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double d = v.empty() ? 0.0 : std::strtod(v.c_str(), &end);
+        const bool whole = !v.empty() && end == v.c_str() + v.size() && std::isfinite(d) && d == std::floor(d);
+        if (!whole || d < double(min) || d > double(max)) return "got '" + v + "', expected " + expected;
+        v = std::to_string((long long)d);
+        return "";
+      },
+      "");
 }
 
 // One of `choices` ("got 'int8', expected bf16, fp16 or fp32").

@@ -131,4 +131,56 @@ std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 character at text[i] (2 to 4 bytes), or 0
+// where the bytes there are not one (a stray or overlong byte, a surrogate).
+size_t Utf8Length(const std::string& text, size_t i) {
+  const auto at = [&](size_t k) { return k < text.size() ? (unsigned char)text[k] : 0u; };
+  const unsigned c = at(i);
+  size_t n = 0;
+  unsigned lo = 0x80, hi = 0xbf;  // the second byte's range
+  if (c >= 0xc2 && c <= 0xdf) n = 2;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+  else return 0;
+  if (at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (at(i + k) < 0x80 || at(i + k) > 0xbf) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string Excerpt(const std::string& text, size_t max) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size() && i < max) {
+    const unsigned char c = text[i];
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+      ++i;
+      continue;
+    }
+    if (const size_t n = Utf8Length(text, i); n > 0) {
+      if (i + n > max) break;  // never half a character
+      out.append(text, i, n);
+      i += n;
+      continue;
+    }
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+    ++i;
+  }
+  if (i < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
 }  // namespace tencache

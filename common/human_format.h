@@ -30,6 +30,13 @@ std::string FormatPercent(double fraction);
 // anything that rounds to zero is "0.0 %".
 std::string FormatSignedPercent(double fraction);
 
+// `text` as a message quotes it, on one line: its first `max` bytes (never half
+// a UTF-8 character) and its length when longer (paths: max 512); a line break
+// or tab written \n, \r, \t, and every other byte that is neither printable
+// ASCII nor part of well-formed UTF-8 written \xNN, so that no input can put
+// control bytes or pages of text on a terminal.
+std::string Excerpt(const std::string& text, size_t max = 64);
+
 // Rows as text: columns padded to their widest cell, two spaces apart, no
 // trailing spaces, one line per row.
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);

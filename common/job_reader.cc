@@ -1,5 +1,6 @@
 #include "common/job_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -38,25 +39,6 @@ std::string JobReader::Location(const std::string& key, const YAML::Node& node) 
   const YAML::Mark mark = node.Mark();
   if (mark.line < 0) return source_;
   return source_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-}
-
-std::string Excerpt(const std::string& text, size_t max) {
-  if (text.size() <= max) return text;
-  return text.substr(0, max) + "... (" + std::to_string(text.size()) + " bytes)";
-}
-
-std::string Printable(const std::string& text) {
-  std::string out;
-  for (unsigned char c : Excerpt(text)) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += char(c);
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
 }
 
 Status JobReader::Error(const std::string& key, const YAML::Node& node,
@@ -100,32 +82,39 @@ Status JobReader::GetWhole(const std::string& key, double min, double max, doubl
   YAML::Node node = Find(key);
   *found = node.IsDefined();
   if (!*found) return Status::Ok();
-  const std::string expected = "an integer >= " + std::to_string(int64_t(min));
+  const std::string expected = max >= 2147483647.0 ? "an integer >= " + std::to_string(int64_t(min))
+                                                    : "an integer from " + std::to_string(int64_t(min)) + " to " +
+                                                          std::to_string(int64_t(max));
   std::string text;
   TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
-  if (!ParseWholeNumber(text, out) || *out < min || *out > max) return Error(key, node, expected);
+  if (!ParseWholeNumber(text, out) || *out < min) return Error(key, node, expected);
+  if (*out > max) {
+    return Error(key, node, max >= 2147483647.0 ? expected + " and at most " + std::to_string(int64_t(max)) : expected);
+  }
   Record(key, node);
   return Status::Ok();
 }
 
-Status JobReader::GetInt(const std::string& key, int64_t min, int* out) {
+Status JobReader::GetInt(const std::string& key, int64_t min, int* out, int64_t max) {
   double v = 0;
   bool found = false;
-  TC_RETURN_IF_ERROR(GetWhole(key, double(min), 2147483647.0, &v, &found));
+  TC_RETURN_IF_ERROR(GetWhole(key, double(min), double(std::min<int64_t>(max, 2147483647)), &v, &found));
   if (found) *out = static_cast<int>(v);
   return Status::Ok();
 }
 
-Status JobReader::GetCountOrAuto(const std::string& key, int* out) {
+Status JobReader::GetCountOrAuto(const std::string& key, int* out, int max) {
   YAML::Node node = Find(key);
   if (node.IsDefined() && node.IsScalar() && node.Scalar() == "auto") {
     *out = 0;
     Record(key, node);
     return Status::Ok();
   }
-  if (node.IsDefined() && !node.IsScalar()) return Error(key, node, "'auto' or an integer >= 1");
-  Status s = GetInt(key, 1, out);
-  if (!s.ok()) return Error(key, node, "'auto' or an integer >= 1");
+  const std::string expected =
+      "'auto' or an integer " + (max == 2147483647 ? std::string(">= 1") : "from 1 to " + std::to_string(max));
+  if (node.IsDefined() && !node.IsScalar()) return Error(key, node, expected);
+  Status s = GetInt(key, 1, out, max);
+  if (!s.ok()) return Error(key, node, expected);
   return s;
 }
 
@@ -194,6 +183,10 @@ Status JobReader::GetStringList(const std::string& key, std::vector<std::string>
   out->clear();
   for (const YAML::Node& item : node) {
     if (!item.IsScalar() || item.Scalar().empty()) return Error(key, item, expected);
+    if (std::find(out->begin(), out->end(), item.Scalar()) != out->end()) {
+      return Status::InvalidArgument(Location(key, item) + ": key '" + key + "': '" + Excerpt(item.Scalar()) +
+                                     "' is listed twice; expected each name once");
+    }
     out->push_back(item.Scalar());
   }
   Record(key, node);

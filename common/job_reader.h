@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/human_format.h"
 #include "common/status.h"
 #include "common/suggest.h"
 
@@ -19,11 +20,6 @@ namespace tencache {
 
 // "a, b, c".
 std::string JoinNames(const std::vector<std::string>& v);
-// `text`, or its first `max` bytes and its length when longer (for messages;
-// paths with max 512).
-std::string Excerpt(const std::string& text, size_t max = 64);
-// Excerpt(text) with every byte outside printable ASCII written \xNN.
-std::string Printable(const std::string& text);
 
 // Reads typed values out of the YAML tree, naming file, line and key on error.
 class JobReader {
@@ -39,13 +35,15 @@ class JobReader {
   Status Error(const std::string& key, const YAML::Node& node, const std::string& expected) const;
 
   Status GetString(const std::string& key, std::string* out);
-  Status GetInt(const std::string& key, int64_t min, int* out);
+  // An integer from `min` to `max`, written plainly or in exponent form (2e9).
+  Status GetInt(const std::string& key, int64_t min, int* out, int64_t max = 2147483647);
   // An integer >= 1, or 'auto' (stored as 0).
-  Status GetCountOrAuto(const std::string& key, int* out);
+  Status GetCountOrAuto(const std::string& key, int* out, int max = 2147483647);
   Status GetUint64(const std::string& key, uint64_t min, uint64_t* out);
   Status GetDouble(const std::string& key, double min, bool min_exclusive, double* out);
   Status GetBool(const std::string& key, bool* out);
   Status GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out, bool allow_zero = false);
+  // A list of non-empty names, each named once.
   Status GetStringList(const std::string& key, std::vector<std::string>* out);
   template <typename E>
   Status GetEnum(const std::string& key, const std::vector<std::pair<std::string, E>>& values, E* out);

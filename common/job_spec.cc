@@ -178,6 +178,11 @@ Status JobReader::CheckKeys(const YAML::Node& node, const std::string& section) 
   return Status::Ok();
 }
 
+int DataBytesPerToken(const std::string& path) {
+  const std::string ext = fs::path(path).extension().string();
+  return (ext == ".bin" || ext == ".u16") ? 2 : ext == ".u32" ? 4 : 1;
+}
+
 namespace {
 
 Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
@@ -204,15 +209,18 @@ Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
   }
   const bool kv_given = r.Has("model.kv_heads");
   const bool multi_head = m.kv_heads == m.heads;  // the preset's: kv_heads follows a new heads
-  TC_RETURN_IF_ERROR(r.GetInt("model.layers", 1, &m.layers));
-  TC_RETURN_IF_ERROR(r.GetInt("model.hidden", 1, &m.hidden));
-  TC_RETURN_IF_ERROR(r.GetInt("model.heads", 1, &m.heads));
+  // Each dimension is bounded well above any published model (the largest have
+  // ~130 layers, hidden 25,600, vocabularies of 256 Ki), so that a hostile job
+  // cannot make planning take minutes or its byte counts overflow.
+  TC_RETURN_IF_ERROR(r.GetInt("model.layers", 1, &m.layers, kMaxModelLayers));
+  TC_RETURN_IF_ERROR(r.GetInt("model.hidden", 1, &m.hidden, kMaxModelWidth));
+  TC_RETURN_IF_ERROR(r.GetInt("model.heads", 1, &m.heads, kMaxModelHeads));
   if (multi_head && !kv_given) m.kv_heads = m.heads;
-  TC_RETURN_IF_ERROR(r.GetInt("model.kv_heads", 1, &m.kv_heads));
-  TC_RETURN_IF_ERROR(r.GetInt("model.ffn_hidden", 1, &m.ffn_hidden));
-  TC_RETURN_IF_ERROR(r.GetInt("model.seq_len", 1, &m.seq_len));
-  TC_RETURN_IF_ERROR(r.GetInt("model.vocab", 1, &m.vocab));
-  TC_RETURN_IF_ERROR(r.GetInt("model.max_positions", 1, &m.max_positions));
+  TC_RETURN_IF_ERROR(r.GetInt("model.kv_heads", 1, &m.kv_heads, kMaxModelHeads));
+  TC_RETURN_IF_ERROR(r.GetInt("model.ffn_hidden", 1, &m.ffn_hidden, 4 * kMaxModelWidth));
+  TC_RETURN_IF_ERROR(r.GetInt("model.seq_len", 1, &m.seq_len, kMaxModelPositions));
+  TC_RETURN_IF_ERROR(r.GetInt("model.vocab", 1, &m.vocab, kMaxModelVocab));
+  TC_RETURN_IF_ERROR(r.GetInt("model.max_positions", 1, &m.max_positions, kMaxModelPositions));
   if (preset.empty()) {
     if (!kv_given) m.kv_heads = m.heads;
     if (!r.Has("model.max_positions")) m.max_positions = m.seq_len;
@@ -325,9 +333,7 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
     std::error_code ec;
     const bool exists = fs::is_regular_file(data, ec);
     if (exists && t.tokens_per_epoch == 0) {
-      uint64_t bytes = fs::file_size(data, ec);
-      const std::string ext = data.extension().string();
-      t.tokens_per_epoch = (ext == ".bin" || ext == ".u16") ? bytes / 2 : ext == ".u32" ? bytes / 4 : bytes;
+      t.tokens_per_epoch = fs::file_size(data, ec) / DataBytesPerToken(t.data);
       if (t.tokens_per_epoch == 0) {
         return Status::InvalidArgument(job->Where("train.data") + ": file '" + Excerpt(t.data, 512) +
                                        "' is empty; expected a text corpus or uint16 token file");
@@ -536,9 +542,9 @@ Status ReadCluster(JobReader& r, JobSpec* job) {
   TC_RETURN_IF_ERROR(r.GetEnum<Target>("cluster.target",
                                        {{"local", Target::kLocal}, {"k8s", Target::kK8s}, {"hosts", Target::kHosts}},
                                        &c.target));
-  TC_RETURN_IF_ERROR(r.GetCountOrAuto("cluster.nodes", &c.nodes));
+  TC_RETURN_IF_ERROR(r.GetCountOrAuto("cluster.nodes", &c.nodes, kMaxNodes));
   TC_RETURN_IF_ERROR(r.GetCountOrAuto("cluster.ranks_per_node", &c.ranks_per_node));
-  TC_RETURN_IF_ERROR(r.GetInt("cluster.max_nodes", 1, &c.max_nodes));
+  TC_RETURN_IF_ERROR(r.GetInt("cluster.max_nodes", 1, &c.max_nodes, kMaxNodes));
   if (c.nodes > c.max_nodes) c.max_nodes = c.nodes;
   TC_RETURN_IF_ERROR(r.GetStringList("cluster.instance_types", &c.instance_types));
   TC_RETURN_IF_ERROR(r.GetEnum<Objective>(
@@ -684,9 +690,9 @@ StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& sourc
                                      ": a tab indents this line; YAML indents with spaces only");
     }
     return Status::InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ":" +
-                                   std::to_string(e.mark.column + 1) + ": malformed YAML: " + Printable(e.msg));
+                                   std::to_string(e.mark.column + 1) + ": malformed YAML: " + Excerpt(e.msg, 512));
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(source + ": malformed YAML: " + Printable(e.msg));
+    return Status::InvalidArgument(source + ": malformed YAML: " + Excerpt(e.msg, 512));
   }
   if (root.IsNull() || !root.IsDefined()) {
     if (overrides.empty()) {
@@ -708,12 +714,17 @@ StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& sourc
   job.source = source;
   job.name = fs::path(source).stem().string();
   TC_RETURN_IF_ERROR(reader.GetString("name", &job.name));
-  for (char c : job.name) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
-      return Status::InvalidArgument((reader.Has("name") ? reader.locations().at("name") : source) +
-                                     ": key 'name': expected lower-case letters, digits and '-' (it "
-                                     "names Kubernetes objects), got '" + Excerpt(job.name) + "'");
-    }
+  // The name names Kubernetes objects (a DNS label: at most 63) and run folders.
+  const auto name_char = [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c));
+  };
+  if (job.name.size() > kMaxJobName || !name_char(job.name.front()) || !name_char(job.name.back()) ||
+      !std::all_of(job.name.begin(), job.name.end(), [&](char c) { return name_char(c) || c == '-'; })) {
+    return Status::InvalidArgument((reader.Has("name") ? reader.locations().at("name") : source) +
+                                   ": key 'name': expected at most " + std::to_string(kMaxJobName) +
+                                   " lower-case letters, digits and '-', starting and ending with a letter or digit "
+                                   "(it names Kubernetes objects and the run folder), got '" + Excerpt(job.name) +
+                                   "'" + (reader.Has("name") ? "" : " (from the file's name; set name: to choose one)"));
   }
   TC_RETURN_IF_ERROR(ReadModel(reader, source, &job));
   job.locations = reader.locations();

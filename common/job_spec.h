@@ -162,6 +162,20 @@ struct JobSpec {
 // min_lr after).
 double LearningRateAt(const TrainSpec& t, int64_t step);
 
+// Bytes per token of a train.data file: 2 for .bin and .u16 (uint16 token ids),
+// 4 for .u32, else 1 (a text corpus, one token per byte).
+int DataBytesPerToken(const std::string& path);
+
+// The largest values a job may name (docs/job-yaml.md): far above any published
+// model or cluster, they keep a hostile job's planning under a second.
+inline constexpr int kMaxModelLayers = 1024;
+inline constexpr int kMaxModelWidth = 262144;      // model.hidden; model.ffn_hidden up to 4x
+inline constexpr int kMaxModelHeads = 4096;        // model.heads, model.kv_heads
+inline constexpr int kMaxModelPositions = 1 << 22; // model.seq_len, model.max_positions
+inline constexpr int kMaxModelVocab = 1 << 24;
+inline constexpr int kMaxNodes = 4096;             // cluster.max_nodes, cluster.nodes
+inline constexpr size_t kMaxJobName = 63;          // a DNS label
+
 // Reads and validates `path`, applying overrides ("cache.device_budget=8MiB").
 // A folder, more than 1 MiB (a pipe or device is read no further), more than
 // one YAML document, a tab in a line's indentation (where the YAML does not

@@ -87,7 +87,7 @@ std::vector<TensorShape> ModelShape::Tensors() const {
 
 uint64_t ModelShape::ParamCount() const {
   uint64_t n = 0;
-  for (const TensorShape& t : Tensors()) n += t.numel;
+  for (uint64_t c : BlockParamCounts()) n += c;
   return n;
 }
 
@@ -97,8 +97,15 @@ uint64_t ModelShape::BlockParams(int block) const {
 }
 
 std::vector<uint64_t> ModelShape::BlockParamCounts() const {
-  std::vector<uint64_t> counts(num_blocks(), 0);
-  for (const TensorShape& t : Tensors()) counts[t.block] += t.numel;
+  // Every layer holds the same tensors: a one-layer model's blocks (the
+  // embedding, its layer, the head) give them all without naming each tensor.
+  ModelShape one = *this;
+  one.layers = 1;
+  uint64_t block[3] = {0, 0, 0};
+  for (const TensorShape& t : one.Tensors()) block[t.block] += t.numel;
+  std::vector<uint64_t> counts(num_blocks(), block[1]);
+  counts.front() = block[0];
+  counts.back() = block[2];
   return counts;
 }
 

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/human_format.h"
 #include "common/job_spec.h"
+#include "common/suggest.h"
 #include "launcher/catalog.h"
 #include "launcher/export_weights.h"
 #include "launcher/k8s_runner.h"
@@ -96,8 +98,9 @@ int Main(int argc, char** argv) {
     const std::string first = argv[1];
     const bool yaml = first.size() > 5 && (first.rfind(".yaml") == first.size() - 5 || first.rfind(".yml") == first.size() - 4);
     if (!yaml && first.find('/') == std::string::npos) {
-      std::fprintf(stderr, "tencache-launch: unknown command '%s'; expected plan, run, render, report, export, status, logs, delete or a JOB.yaml "
-                           "(see tencache-launch --help)\n", first.c_str());
+      std::fprintf(stderr, "tencache-launch: unknown command '%s'%s; expected plan, run, render, report, export, status, "
+                           "logs, delete or a JOB.yaml (see tencache-launch --help)\n", Excerpt(first).c_str(),
+                   DidYouMean(first, {"plan", "run", "render", "report", "export", "status", "logs", "delete"}).c_str());
       return 2;
     }
     args.insert(args.begin() + 1, "run");
@@ -122,7 +125,8 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--out", run.out, "the run folder (default: runs/NAME-YYYYmmdd-HHMMSS); one that holds an "
                                         "earlier run is refused unless --resume continues it or --overwrite");
   run_cmd->add_flag("--overwrite", run.overwrite, "replace the results of an earlier run in --out");
-  run_cmd->add_option("--steps", run.steps, "train this many steps (sets train.steps)")->check(CLI::Range(1, 100000000));
+  run_cmd->add_option("--steps", run.steps, "train this many steps (sets train.steps; 1000 or 1e3)")
+      ->transform(CliWholeNumber(1, 100000000))->type_name("N")->default_str("");
   run_cmd->add_flag("--dry-run", run.dry_run, "print the resolved job and the exact command, start nothing");
   run_cmd->add_flag("--reprobe", run.reprobe, "measure this machine again even when its probes are cached");
   run_cmd->add_option("--worker", run.worker, "tencache-worker to run (default: the one beside this program)");

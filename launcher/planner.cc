@@ -89,17 +89,37 @@ Candidate EvaluateWithMicroBatch(const JobSpec& job, const InstanceSpec& inst, c
     return c;
   }
   if (job.train.micro_batch > 0) return EvaluateCandidate(job, inst, gpu, nodes, a);
+  // The largest micro-batch that divides the rank's share and fits. A smaller
+  // one needs less memory, so feasibility only grows as the micro-batch
+  // shrinks: a binary search over the share's divisors finds it.
   JobSpec trial = job;
   const int per_rank = job.train.global_batch / ranks;
-  Candidate first;
-  for (int mb = std::max(per_rank, 1); mb >= 1; --mb) {
-    if (per_rank > 0 && per_rank % mb != 0) continue;
-    trial.train.micro_batch = mb;
-    Candidate c = EvaluateCandidate(trial, inst, gpu, nodes, a);
-    if (c.feasible) return c;
-    if (first.instance == nullptr || mb == 1) first = c;
+  std::vector<int> divisors;  // descending, ending in 1
+  for (int d = 1; int64_t(d) * d <= std::max(per_rank, 1); ++d) {
+    if (per_rank % d != 0) continue;
+    divisors.push_back(d);
+    if (d != per_rank / d) divisors.push_back(per_rank / d);
   }
-  return first;
+  if (divisors.empty()) divisors.push_back(1);
+  std::sort(divisors.rbegin(), divisors.rend());
+  auto evaluate = [&](size_t i) {
+    trial.train.micro_batch = divisors[i];
+    return EvaluateCandidate(trial, inst, gpu, nodes, a);
+  };
+  size_t lo = 0, hi = divisors.size() - 1;  // divisors[hi] == 1
+  Candidate best = evaluate(hi);
+  if (!best.feasible) return best;  // not even one sequence fits: say why at 1
+  while (lo < hi) {                 // divisors[hi] fits; those before lo do not
+    const size_t mid = lo + (hi - lo) / 2;
+    Candidate c = evaluate(mid);
+    if (c.feasible) {
+      best = std::move(c);
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return best;
 }
 
 StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const ModelAssumptions& a,
@@ -136,8 +156,14 @@ StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const M
     const GpuSpec* gpu = catalog.FindGpu(inst->gpu);
     std::vector<Candidate> tried;
     const int lo = job.cluster.nodes > 0 ? job.cluster.nodes : 1;
-    const int hi = job.cluster.nodes > 0 ? job.cluster.nodes : job.cluster.max_nodes;
+    // A node count whose ranks do not divide the batch cannot train (each rank
+    // takes an equal share of whole sequences): past the first, such counts
+    // are not evaluated, which bounds the work by the batch's divisors.
+    const int gpus = std::max(1, inst->gpu_count);
+    const int hi = job.cluster.nodes > 0 ? job.cluster.nodes
+                                         : std::min(job.cluster.max_nodes, std::max(lo, job.train.global_batch / gpus));
     for (int nodes = lo; nodes <= hi; ++nodes) {
+      if (nodes > lo && job.train.global_batch % (int64_t(nodes) * gpus) != 0) continue;
       tried.push_back(EvaluateWithMicroBatch(job, *inst, *gpu, nodes, a));
       r.evaluated.push_back(tried.back());
     }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/byte_size.h"
+#include "common/human_format.h"
 #include "common/shard_bytes.h"
 
 namespace tencache {
@@ -69,22 +70,8 @@ Status ResolveBudgets(const JobSpec& job, const Candidate& c, ResolvedJob* r) {
   return Status::Ok();
 }
 
-// `text` kept on one comment line: a line break or other control character (a
-// --set value may hold one) written as \n, \r, \t or \xHH.
-std::string CommentText(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    } else out += char(c);
-  }
-  return out;
-}
+// `text` kept on one comment line (Excerpt, uncut).
+std::string CommentText(const std::string& text) { return Excerpt(text, text.size()); }
 
 }  // namespace
 
@@ -108,6 +95,12 @@ StatusOr<ResolvedJob> ResolveJob(const JobSpec& job, const Candidate& run) {
                                  " accumulation step(s))";
   }
   r.job.train.micro_batch = run.micro_batch;
+  if (!job.locations.count("train.tokens_per_epoch") && !job.train.data.empty()) {
+    const int per_token = DataBytesPerToken(job.train.data);
+    r.why["train.tokens_per_epoch"] = "counted in train.data: its bytes" +
+                                      (per_token == 1 ? std::string(", one token each")
+                                                      : " / " + std::to_string(per_token) + " per token");
+  }
   TC_RETURN_IF_ERROR(ResolveBudgets(job, run, &r));
   return r;
 }

@@ -66,7 +66,9 @@ GpuFixedBytes GpuFixedPerRank(const ModelShape& m, DType dtype, int micro_batch,
   f.activations = static_cast<uint64_t>(checkpoints + std::max(layer, logits));
   const uint64_t gathered = MaxGatheredParams(m) * DTypeBytes(dtype);
   uint64_t largest_weight = 0;
-  for (const TensorShape& t : m.Tensors()) largest_weight = std::max(largest_weight, t.numel);
+  ModelShape one_layer = m;  // every layer holds the same tensors
+  one_layer.layers = std::min(m.layers, 1);
+  for (const TensorShape& t : one_layer.Tensors()) largest_weight = std::max(largest_weight, t.numel);
   // + one block's full gradient, and autograd's gradient of one weight before
   // it is added into it (DecoderModel::Backward): at most the largest weight's.
   f.working_set = gathered * a.gathered_blocks + gathered + largest_weight * DTypeBytes(dtype);

@@ -77,7 +77,7 @@ void AddInputFlags(CLI::App& app, SimCliOptions& o, SimFlags& f) {
       ->type_name("LIST")->check(PolicyList());
   app.add_flag("--json", o.json, "one JSON object {\"results\": [...]} instead of a table");
   app.add_option("--steps", o.sim.steps, "steady-state steps to count after 2 warm-up steps")
-      ->type_name("N")->check(Count());
+      ->type_name("N")->transform(Count());
   app.add_option("--write-trace", o.write_trace, "also write the trace used to FILE")->type_name("FILE");
 }
 
@@ -85,11 +85,11 @@ void AddModelFlags(CLI::App& app, SynthOptions& s, SimFlags& f) {
   const std::string group = "With --model";
   app.add_option("--dtype", f.dtype, "bf16, fp16 or fp32")->type_name("T")->check(CliOneOf({"bf16", "fp16", "fp32"}))
       ->group(group);
-  app.add_option("--micro-batch", s.micro_batch, "sequences per rank per step")->type_name("N")->check(Count())
+  app.add_option("--micro-batch", s.micro_batch, "sequences per rank per step")->type_name("N")->transform(Count())
       ->group(group);
   app.add_option("--seq-len", s.seq_len, "tokens per sequence (default: the preset's)")->type_name("N")
-      ->check(Count())->default_str("")->group(group);
-  app.add_option("--ranks", s.ranks, "data-parallel ZeRO-3 ranks")->type_name("N")->check(Count())->group(group);
+      ->transform(Count())->default_str("")->group(group);
+  app.add_option("--ranks", s.ranks, "data-parallel ZeRO-3 ranks")->type_name("N")->transform(Count())->group(group);
   app.add_option("--device-tflops", f.device_tflops, "sustained device speed, TFLOP/s")->type_name("X")
       ->check(PositiveNumber())->group(group);
   app.add_option("--host-adam-rate", f.host_adam_rate, "host Adam updates, parameters per second")->type_name("X")

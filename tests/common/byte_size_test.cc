@@ -57,6 +57,10 @@ TEST(FormatBytes, ThreeSignificantDigits) {
   EXPECT_EQ(FormatBytes(3 * kGiB / 2), "1.50 GiB");
   EXPECT_EQ(FormatBytes(512 * kMiB), "512 MiB");
   EXPECT_EQ(FormatBytes(20 * kTiB), "20.0 TiB");
+  // What it prints as PiB can be typed back.
+  EXPECT_EQ(FormatBytes(3 * kPiB), "3.00 PiB");
+  EXPECT_EQ(*ParseByteSize("3.00 PiB"), 3 * kPiB);
+  EXPECT_EQ(*ParseByteSize("2PB"), uint64_t(2e15));
 }
 
 }  // namespace

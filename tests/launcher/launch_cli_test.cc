@@ -92,6 +92,21 @@ TEST(LaunchCli, VersionAndHelpOnEverySubcommand) {
   }
   r = RunLaunch("plan " + Example("quickstart") + " --json --set=train.steps=5");  // --flag=value
   EXPECT_EQ(r.code, 0) << r.out;
+  r = RunLaunch("-v");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("tencache-launch 0.1.0"), std::string::npos) << r.out;
+  // No default outside an option's own range.
+  r = RunLaunch("run --help");
+  EXPECT_EQ(r.out.find("=-1"), std::string::npos) << r.out;
+}
+
+TEST(LaunchCli, CountsTakeTheExponentFormJobFilesTake) {
+  CommandResult r = RunLaunch("run " + Example("quickstart") + " --steps 1e3 --dry-run");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("steps: 1000  # from --set train.steps=1000"), std::string::npos) << r.out;
+  r = RunLaunch("run " + Example("quickstart") + " --steps 1.5 --dry-run");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("expected a whole number from 1 to 100000000"), std::string::npos) << r.out;
 }
 
 TEST_F(BadJob, MissingFile) {
@@ -131,10 +146,16 @@ TEST_F(BadJob, HeadsNotDividingHidden) {
 TEST_F(BadJob, BadFlagsAndCommands) {
   CommandResult r = RunLaunch("plan " + Example("quickstart") + " --jsn");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("--jsn"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--jsn (did you mean '--json'?)"), std::string::npos) << r.out;
+  r = RunLaunch("run " + Example("quickstart") + " --dryrun");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("(did you mean '--dry-run'?)"), std::string::npos) << r.out;
   r = RunLaunch("plna " + Example("quickstart"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("unknown command 'plna'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unknown command 'plna' (did you mean 'plan'?)"), std::string::npos) << r.out;
+  r = RunLaunch("$(printf 'pl\\033[2Jan')");  // a terminal escape is never echoed raw
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown command 'pl\\x1b[2Jan'"), std::string::npos) << r.out;
   r = RunLaunch("plan");
   EXPECT_EQ(r.code, 2);
   r = RunLaunch("plan " + Example("quickstart") + " --catalog /nonexistent");

@@ -28,11 +28,21 @@ const char kLlama7b[] =
     "train: {tokens_per_epoch: 2e9, micro_batch: 1, global_batch: 64}\n"
     "cluster: {max_nodes: 4, volume: {size: 2TiB}}\n";
 
+// The node counts the planner evaluates for every instance type of `catalog`:
+// 1, and each count up to max_nodes whose ranks divide global_batch.
+size_t NodeCountsEvaluated(const Catalog& catalog, int max_nodes, int global_batch) {
+  size_t n = 0;
+  for (const InstanceSpec& s : catalog.instances()) {
+    for (int nodes = 1; nodes <= max_nodes; ++nodes) n += nodes == 1 || global_batch % (nodes * s.gpu_count) == 0;
+  }
+  return n;
+}
+
 TEST_F(PlannerTest, ChoosesTheCheapestFeasiblePlan) {
   PlanResult plan = *PlanJob(Job(kLlama7b), catalog_, ModelAssumptions());
   ASSERT_EQ(plan.chosen, 0);
   EXPECT_EQ(plan.candidates.size(), catalog_.instances().size());  // one row per instance type
-  EXPECT_EQ(plan.evaluated.size(), catalog_.instances().size() * 4);
+  EXPECT_EQ(plan.evaluated.size(), NodeCountsEvaluated(catalog_, 4, 64));
   const Candidate& chosen = plan.candidates[0];
   for (const Candidate& c : plan.evaluated) {
     if (c.feasible) {
@@ -123,7 +133,7 @@ TEST_F(PlannerTest, MultiNodePlansArePricedForAllTheirNodes) {
   // price_per_hour_usd is the price of all nodes together. (2 x g6e.xlarge at
   // $1.861 per node-hour is $3.722 per hour: an epoch of 691 h costs $2,572.)
   PlanResult plan = *PlanJob(Job(kLlama7b, {"cluster.max_nodes=4"}), catalog_, ModelAssumptions());
-  ASSERT_EQ(plan.evaluated.size(), catalog_.instances().size() * 4);
+  ASSERT_EQ(plan.evaluated.size(), NodeCountsEvaluated(catalog_, 4, 64));
   int multi_node_feasible = 0;
   for (const Candidate& c : plan.evaluated) {
     if (!c.feasible) continue;
@@ -219,8 +229,25 @@ TEST_F(PlannerTest, WholeCatalogPlansWellUnderASecond) {
   const auto start = std::chrono::steady_clock::now();
   PlanResult plan = *PlanJob(job, catalog_, ModelAssumptions());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(plan.evaluated.size(), catalog_.instances().size() * 8);
+  EXPECT_EQ(plan.evaluated.size(), NodeCountsEvaluated(catalog_, 8, 64));
   EXPECT_LT(s, 1.0);
+}
+
+TEST_F(PlannerTest, AHostileJobPlansUnderASecond) {
+  // The largest values a job may name: the planner's work is bounded by the
+  // batch's divisors, not by cluster.max_nodes.
+  for (const char* batch : {"train.global_batch=1048576", "train.global_batch=720720"}) {
+    JobSpec job = Job(kLlama7b, {"cluster.max_nodes=4096", batch, "train.micro_batch=auto"});
+    const auto start = std::chrono::steady_clock::now();
+    PlanResult plan = *PlanJob(job, catalog_, ModelAssumptions());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(plan.evaluated.size(), catalog_.instances().size() * 300) << batch;
+    EXPECT_LT(s, 1.0) << batch;
+  }
+  JobSpec deep = Job(kLlama7b, {"model.layers=1024", "cluster.max_nodes=1"});
+  const auto start = std::chrono::steady_clock::now();
+  (void)*PlanJob(deep, catalog_, ModelAssumptions());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
 }
 
 // A model of 1.06e10 parameters whose embedding alone has 4.19e9 (256000 x
