@@ -74,7 +74,7 @@ const std::vector<std::string>& LeafKeys() {
       "train.steps", "train.lr", "train.lr_schedule", "train.warmup_steps", "train.min_lr", "train.beta1",
       "train.beta2", "train.eps", "train.weight_decay", "train.grad_clip", "train.initial_loss_scale",
       "train.loss_scale_window", "train.eval_every", "train.eval_data", "train.eval_split",
-      "train.eval_sequences", "train.seed", "train.compute_threads", "train.checkpoint_every", "train.checkpoint_dir",
+      "train.eval_sequences", "train.seed", "train.compute_threads", "train.checkpoint_every", "train.checkpoint_on_stop", "train.checkpoint_dir",
       "train.keep_checkpoints",
       "cluster.target", "cluster.nodes", "cluster.ranks_per_node", "cluster.max_nodes", "cluster.instance_types", "cluster.objective",
       "cluster.use_spot", "cluster.max_price_per_hour", "cluster.catalog",
@@ -316,6 +316,7 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
   TC_RETURN_IF_ERROR(r.GetUint64("train.seed", 0, &t.seed));
   TC_RETURN_IF_ERROR(r.GetInt("train.compute_threads", 0, &t.compute_threads));
   TC_RETURN_IF_ERROR(r.GetInt("train.checkpoint_every", 0, &t.checkpoint_every));
+  TC_RETURN_IF_ERROR(r.GetBool("train.checkpoint_on_stop", &t.checkpoint_on_stop));
   TC_RETURN_IF_ERROR(r.GetString("train.checkpoint_dir", &t.checkpoint_dir));
   TC_RETURN_IF_ERROR(r.GetInt("train.keep_checkpoints", 1, &t.keep_checkpoints));
   if (fs::path(t.checkpoint_dir).is_relative()) {

@@ -49,7 +49,8 @@ struct TrainSpec {
   // Compute threads of each rank (torch's and OpenBLAS's); 0: the rank's share
   // of its machine's cores (worker/compute_device.h ComputeThreadsPerRank).
   int compute_threads = 0;
-  int checkpoint_every = 0;       // 0: never
+  int checkpoint_every = 0;       // 0: only at a stop (checkpoint_on_stop)
+  bool checkpoint_on_stop = true; // a stop asked by a signal writes a checkpoint after its step
   std::string checkpoint_dir = "ckpt/";  // relative to the job file's folder
   int keep_checkpoints = 2;       // the newest complete checkpoints kept
 };

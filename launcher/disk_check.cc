@@ -37,7 +37,7 @@ std::vector<DiskDemand> RunDiskDemands(const JobSpec& job, uint64_t nvme_bytes_p
     d.push_back({"cache.nvme_path", job.cache.nvme_path, nvme_bytes_per_rank * uint64_t(local_ranks),
                  "the NVMe tier of " + std::to_string(local_ranks) + " rank(s)"});
   }
-  if (job.train.checkpoint_every > 0) {
+  if (job.train.checkpoint_every > 0 || job.train.checkpoint_on_stop) {
     const uint64_t one = CheckpointBytes(job, std::max(1, job.ranks()));
     const int keep = std::max(1, job.train.keep_checkpoints);
     const int more = std::max(0, keep - existing_checkpoints);
@@ -103,16 +103,6 @@ Status CheckDiskSpace(const std::vector<DiskDemand>& demands, const std::functio
   }
   if (msg.empty()) return Status::Ok();
   return Status::InvalidArgument(msg + ": free space, point the key at a larger disk, or lower train.keep_checkpoints");
-}
-
-int CountCheckpoints(const std::string& dir) {
-  int n = 0;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_directory(ec) && name.rfind("step-", 0) == 0 && name.find(".tmp") == std::string::npos) ++n;
-  }
-  return n;
 }
 
 }  // namespace tencache

@@ -57,7 +57,5 @@ FsSpace QueryFsSpace(const std::string& path);
 Status CheckDiskSpace(const std::vector<DiskDemand>& demands,
                       const std::function<FsSpace(const std::string&)>& query = QueryFsSpace);
 
-// Complete checkpoints (step-N folders without ".tmp") in `dir`.
-int CountCheckpoints(const std::string& dir);
 
 }  // namespace tencache

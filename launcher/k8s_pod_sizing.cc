@@ -109,7 +109,7 @@ GracePeriod TerminationGrace(const JobSpec& job, const Candidate& chosen) {
   const double step_s = chosen.step.step_s;
   const double gbps = job.cluster.k8s.checkpoint_write_gbps;
   char buf[512];
-  if (job.train.checkpoint_every > 0) {
+  if (job.train.checkpoint_on_stop) {
     const uint64_t per_rank = chosen.states.bytes[kMaster32] + chosen.states.bytes[kAdamM] + chosen.states.bytes[kAdamV];
     g.checkpoint_bytes_per_node = per_rank * uint64_t(per_node);
     g.write_s = double(g.checkpoint_bytes_per_node) / (gbps * 1e9);
@@ -123,7 +123,7 @@ GracePeriod TerminationGrace(const JobSpec& job, const Candidate& chosen) {
   } else {
     g.seconds = int64_t(std::ceil(kGraceFactor * step_s)) + kGraceFixedS;
     std::snprintf(buf, sizeof(buf),
-                  "terminationGracePeriodSeconds: train.checkpoint_every is 0, so SIGTERM writes no checkpoint; "
+                  "terminationGracePeriodSeconds: train.checkpoint_on_stop is false, so SIGTERM writes no checkpoint; "
                   "the step in flight (%.1f s planned) x %.0f + %llds = %llds",
                   step_s, kGraceFactor, (long long)kGraceFixedS, (long long)g.seconds);
   }

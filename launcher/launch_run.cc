@@ -14,6 +14,7 @@
 #include "common/byte_size.h"
 #include "common/job_spec.h"
 #include "common/report_lines.h"
+#include "common/checkpoint_dir.h"
 #include "launcher/disk_check.h"
 #include "launcher/gnuplot.h"
 #include "launcher/launch_k8s.h"
@@ -268,11 +269,11 @@ StatusOr<Catalog> LoadCatalog(const std::string& flag, const JobSpec& job) {
 }
 
 // How long the ranks may take to stop after a signal: the step in progress
-// and a checkpoint (when the job writes them) at the disk's measured write
+// and a checkpoint (train.checkpoint_on_stop) at the disk's measured write
 // speed, each with half again as margin, and 30 s.
 double StopGraceSeconds(const JobSpec& job, const Candidate& plan, double write_gbps) {
   double s = 30 + 1.5 * plan.step.step_s;
-  if (job.train.checkpoint_every > 0 && write_gbps > 0) {
+  if (job.train.checkpoint_on_stop && write_gbps > 0) {
     s += 1.5 * double(CheckpointBytes(job, std::max(1, job.ranks()))) / (write_gbps * 1e9);
   }
   return s;
@@ -373,10 +374,10 @@ int LaunchRun(const LaunchOptions& opt) {
                                         "run folder (" + opt.resume_from + "); use --resume alone"));
   }
   // Checked before anything is probed, started or written.
-  if (opt.resume && CountCheckpoints(job.train.checkpoint_dir) == 0) {
+  if (opt.resume && CompleteCheckpoints(job.train.checkpoint_dir).empty()) {
     const std::string whose =
-        !opt.resume_from.empty() ? "the run " + opt.resume_from + " wrote none (train.checkpoint_every 0, or it "
-                                                                  "stopped before its first)"
+        !opt.resume_from.empty() ? "the run " + opt.resume_from + " wrote none (it stopped before its first, "
+                                                                  "or with train.checkpoint_on_stop false)"
         : job.locations.count("train.checkpoint_dir") != 0 ? "train.checkpoint_dir holds none"
                                                            : "--resume without a folder continues --out's own run, "
                                                              "and it has none: name the run folder, --resume RUN_DIR";
@@ -446,7 +447,7 @@ int LaunchRun(const LaunchOptions& opt) {
   const std::vector<DiskDemand> disk =
       RunDiskDemands(resolved->job, NvmeFileBytes(resolved->job, resolved->job.ranks()),
                      std::max(1, resolved->job.ranks() / nodes), out.string(),
-                     CountCheckpoints(resolved->job.train.checkpoint_dir));
+                     int(CompleteCheckpoints(resolved->job.train.checkpoint_dir).size()));
   if (Status s = CheckDiskSpace(disk); !s.ok()) return Fail(s.WithContext(opt.job_path));
   MpirunSpec spec;
   spec.mpirun = opt.mpirun;
@@ -496,8 +497,16 @@ int LaunchRun(const LaunchOptions& opt) {
   }
   if (outcome->exit_code != 0) RemoveLeftSwapFolder(resolved->job, *outcome, facts.hostname, made_nvme_path);
   const std::string status = outcome->exit_code == 0 ? "finished" : outcome->interrupted ? "interrupted" : "failed";
-  nlohmann::ordered_json run_json = {{"status", status}, {"exit_code", outcome->exit_code},
-                                     {"steps_done", outcome->steps_done}, {"failed_rank", outcome->failed_rank},
+  // What this program exits with (130 interrupted, 1 failed), and what mpirun did.
+  const int exit_code = outcome->interrupted ? 130 : outcome->exit_code != 0 ? 1 : 0;
+  // The newest complete checkpoint: a stop writes one after the last step
+  // whose metrics line arrived, so the two agree unless a line was lost.
+  const std::vector<int64_t> checkpoints = CompleteCheckpoints(resolved->job.train.checkpoint_dir);
+  const int64_t checkpoint_step = checkpoints.empty() ? 0 : checkpoints.front();
+  nlohmann::ordered_json run_json = {{"status", status}, {"exit_code", exit_code},
+                                     {"mpirun_exit_code", outcome->exit_code},
+                                     {"steps_done", outcome->steps_done}, {"checkpoint_step", checkpoint_step},
+                                     {"failed_rank", outcome->failed_rank},
                                      {"failure", outcome->failure}, {"failed_host", outcome->failed_host},
                                      {"last_stderr", outcome->last_stderr},
                                      {"stop_seconds", outcome->stop_seconds}, {"stop_forced", outcome->forced},
@@ -509,10 +518,23 @@ int LaunchRun(const LaunchOptions& opt) {
   int code = outcome->steps_done > 0 ? WriteReport(out.string(), resolved->job, *catalog, predicted, machine, status,
                                                     local.notes, outcome->rank_hosts)
                                      : 0;
+  if (checkpoint_step > outcome->steps_done) {
+    std::fprintf(stderr, "tencache-launch: the checkpoint is at step %lld but metrics.jsonl holds %d step(s): rank 0's "
+                         "last metrics line(s) did not arrive (logs/rank-0.out)\n",
+                 (long long)checkpoint_step, outcome->steps_done);
+  }
   if (outcome->interrupted) {
     std::fprintf(stderr, "tencache-launch: interrupted after %d step(s); every rank stopped in %.1f s. Run folder: %s\n",
                  outcome->steps_done, outcome->stop_seconds, out.c_str());
-    return 130;
+    if (checkpoint_step > 0) {
+      std::fprintf(stderr, "tencache-launch: resume from its checkpoint at step %lld: tencache-launch %s --resume %s\n",
+                   (long long)checkpoint_step, opt.job_path.c_str(), out.c_str());
+    } else {
+      std::fprintf(stderr, "tencache-launch: this run wrote no checkpoint, so it cannot be resumed (%s)\n",
+                   resolved->job.train.checkpoint_on_stop ? "it stopped before its first step ended"
+                                                          : "train.checkpoint_on_stop is false");
+    }
+    return exit_code;
   }
   if (outcome->exit_code != 0) {
     std::string who = outcome->failed_rank >= 0 ? "rank " + std::to_string(outcome->failed_rank) : "a rank";

@@ -155,6 +155,7 @@ std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::strin
       {"train.seed", std::to_string(j.train.seed)},
       {"train.compute_threads", std::to_string(j.train.compute_threads)},
       {"train.checkpoint_every", std::to_string(j.train.checkpoint_every)},
+      {"train.checkpoint_on_stop", j.train.checkpoint_on_stop ? "true" : "false"},
       {"train.checkpoint_dir", Quote(std::filesystem::absolute(j.train.checkpoint_dir).string())},
       {"train.keep_checkpoints", std::to_string(j.train.keep_checkpoints)},
       {"cluster.target", TargetName(j.cluster.target)},

@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/checkpoint_dir.h"
 #include "common/job_spec.h"
 #include "common/status.h"
 
@@ -53,13 +54,8 @@ struct CheckpointManifest {
   static StatusOr<CheckpointManifest> FromJson(const nlohmann::json& j, const std::string& path);
 };
 
-// "DIR/step-00000012" and its rank file name.
-std::string CheckpointFolder(const std::string& dir, int64_t step);
+// A rank's file name in a checkpoint folder (CheckpointFolder: common/checkpoint_dir.h).
 std::string RankFileName(int rank);
-
-// The complete checkpoints in `dir` (folders step-N without ".tmp"), newest
-// first. An absent folder has none.
-std::vector<int64_t> CompleteCheckpoints(const std::string& dir);
 
 // Writes `manifest` to folder/manifest.json (0600, fsynced).
 Status WriteManifest(const std::string& folder, const CheckpointManifest& manifest);

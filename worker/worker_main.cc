@@ -148,13 +148,13 @@ std::string Throughput(const std::string& folder, double seconds) {
   return folder + text;
 }
 
-volatile std::sig_atomic_t g_stop_requested = 0;
+volatile std::sig_atomic_t g_stop_requested = 0;  // the signal's number
 
 // SIGINT, SIGTERM and SIGUSR1 (what tencache-launch sends mpirun, which
 // forwards it to every rank) ask for a stop after the current step.
 void InstallStopHandlers() {
   struct sigaction sa = {};
-  sa.sa_handler = [](int) { g_stop_requested = 1; };
+  sa.sa_handler = [](int sig) { g_stop_requested = sig; };
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -207,7 +207,9 @@ std::unique_ptr<CLI::App> MakeApp(Args* a) {
   return app;
 }
 
-Status Run(const Args& args, int rank) {
+// Trains the job. *stopped_by: the signal that stopped it after a step (every
+// rank agreed, and checkpointed where train.checkpoint_on_stop), else 0.
+Status Run(const Args& args, int rank, int* stopped_by) {
   if (args.report_lines) {
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
@@ -293,20 +295,26 @@ Status Run(const Args& args, int rank) {
       TC_ASSIGN_OR_RETURN(m.eval_loss, trainer->Evaluate());
     }
     if (rank == 0) PrintStep(m, args, metrics, log);
-    // A stop asked of any rank (SIGINT, SIGTERM) ends the run on every rank
-    // after this step, with a checkpoint when the job writes them.
-    double stop = g_stop_requested ? 1.0 : 0.0;
+    // A stop asked of any rank (SIGINT, SIGTERM, SIGUSR1) ends the run on
+    // every rank after this step, with a checkpoint (train.checkpoint_on_stop).
+    double stop = g_stop_requested != 0 ? 1.0 : 0.0;
     TC_RETURN_IF_ERROR(comm->AllReduceSum(&stop, 1));
     const int ckpt = job.train.checkpoint_every;
-    if (ckpt > 0 && ((s + 1) % ckpt == 0 || stop > 0)) {
+    if ((ckpt > 0 && (s + 1) % ckpt == 0) || (stop > 0 && job.train.checkpoint_on_stop)) {
       const double t0 = MonotonicSeconds();
       TC_RETURN_IF_ERROR(trainer->SaveCheckpoint());
       log("checkpoint: step " + std::to_string(s + 1) + " in " +
           Throughput(CheckpointFolder(job.train.checkpoint_dir, s + 1), MonotonicSeconds() - t0));
     }
     if (stop > 0) {
-      if (rank == 0) log("stopped after step " + std::to_string(s + 1) + " (a signal asked it)");
-      return Status::Unavailable("stopped by a signal after step " + std::to_string(s + 1));
+      if (rank == 0) {
+        log("stopped after step " + std::to_string(s + 1) + " (a signal asked it)" +
+            (job.train.checkpoint_on_stop || (ckpt > 0 && (s + 1) % ckpt == 0)
+                 ? ""
+                 : "; no checkpoint written (train.checkpoint_on_stop is false)"));
+      }
+      *stopped_by = g_stop_requested != 0 ? int(g_stop_requested) : SIGTERM;  // SIGTERM: another rank's
+      return Status::Ok();
     }
   }
   if (rank == 0 && !args.trace.empty()) {
@@ -361,7 +369,20 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return code;
   }
-  tencache::Status status = tencache::Run(args, rank);
+  int stopped_by = 0;
+  tencache::Status status = tencache::Run(args, rank, &stopped_by);
+  if (status.ok() && stopped_by != 0) {
+    // Every rank agreed to stop after the same step: no MPI_Abort, which
+    // would kill the ranks with their last lines still on the way to mpirun.
+    // Only rank 0, whose lines carry the metrics, exits non-zero (128 + the
+    // signal: a stop is not a finished run), so mpirun, which kills the other
+    // ranks when one exits non-zero, never kills rank 0 with its output unread.
+    std::cout << std::flush;
+    std::fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return rank == 0 ? 128 + stopped_by : 0;
+  }
   if (!status.ok()) {
     std::fprintf(stderr, "tencache-worker (rank %d): %s\n", rank, status.message().c_str());
     const int code = tencache::ExitCodeFor(status);

@@ -1,6 +1,7 @@
 // The disk check before a run: what each place will hold (NVMe tier,
 // checkpoints, final weights), demands on one file system added up, and a
 // refusal that names every key with the numbers.
+#include "common/checkpoint_dir.h"
 #include "launcher/disk_check.h"
 
 #include <gtest/gtest.h>
@@ -54,8 +55,11 @@ TEST(DiskCheck, DemandsCountRanksAndTheCheckpointsAtThePeak) {
   ASSERT_EQ(resumed.size(), 3u);
   EXPECT_EQ(resumed[1].bytes, one);
   EXPECT_TRUE(resumed[1].transient);
-  // Nothing on NVMe, no checkpoints: the weights alone.
-  const std::vector<DiskDemand> plain = RunDiskDemands(Job({"train.checkpoint_every=0"}), 0, 2, "/runs/r", 0);
+  // No periodic checkpoints: still the one a stop writes.
+  EXPECT_EQ(RunDiskDemands(Job({"train.checkpoint_every=0"}), 0, 2, "/runs/r", 0).size(), 3u);
+  // Nothing on NVMe, no checkpoints at all: the weights alone.
+  const std::vector<DiskDemand> plain =
+      RunDiskDemands(Job({"train.checkpoint_every=0", "train.checkpoint_on_stop=false"}), 0, 2, "/runs/r", 0);
   ASSERT_EQ(plain.size(), 1u);
   EXPECT_EQ(plain[0].key, "--out");
 }
@@ -117,8 +121,8 @@ TEST(DiskCheck, QueriesTheNearestExistingFolderAndCountsCompleteCheckpoints) {
   fs::create_directories(dir / "step-00000010");
   fs::create_directories(dir / "step-00000020");
   fs::create_directories(dir / "step-00000030.tmp");
-  EXPECT_EQ(CountCheckpoints(dir.string()), 2);
-  EXPECT_EQ(CountCheckpoints((dir / "absent").string()), 0);
+  EXPECT_EQ(CompleteCheckpoints(dir.string()).size(), 2u);
+  EXPECT_TRUE(CompleteCheckpoints((dir / "absent").string()).empty());
   const FsSpace s = QueryFsSpace((dir / "not" / "made" / "yet").string());
   EXPECT_TRUE(s.known);
   EXPECT_GT(s.free_bytes, 0u);

@@ -95,10 +95,14 @@ TEST(TerminationGrace, CoversTheStepAndTheNodesCheckpointWithMargin) {
 
 TEST(TerminationGrace, WithoutCheckpointsOnlyTheStepInFlight) {
   Plan p;
-  p.job.train.checkpoint_every = 0;
+  p.job.train.checkpoint_on_stop = false;
   const GracePeriod g = TerminationGrace(p.job, p.c);
   EXPECT_EQ(g.seconds, 2 * 10 + 30);
-  EXPECT_NE(g.comment.find("checkpoint_every is 0"), std::string::npos) << g.comment;
+  EXPECT_NE(g.comment.find("checkpoint_on_stop is false"), std::string::npos) << g.comment;
+  // With no periodic checkpoints, the stop still writes one by default.
+  p.job.train.checkpoint_on_stop = true;
+  p.job.train.checkpoint_every = 0;
+  EXPECT_GT(TerminationGrace(p.job, p.c).seconds, g.seconds);
 }
 
 TEST(TerminationGrace, WarnsWhereItOutlastsTheSpotNotice) {
@@ -108,7 +112,7 @@ TEST(TerminationGrace, WarnsWhereItOutlastsTheSpotNotice) {
   ASSERT_GT(g.seconds, 120);
   EXPECT_NE(g.warning.find("spot interruption notice (120 s"), std::string::npos) << g.warning;
   // Short enough for AWS's two minutes, too long for GCP's 30 s.
-  p.job.train.checkpoint_every = 0;
+  p.job.train.checkpoint_on_stop = false;
   p.c.step.step_s = 1;
   EXPECT_TRUE(TerminationGrace(p.job, p.c).warning.empty());
   p.inst.provider = "gcp";

@@ -329,6 +329,33 @@ TEST(LaunchRun, SigtermStopsEveryRankWithin10s) {
   EXPECT_EQ(ReadJson(out / "report.json")["status"], "interrupted");
 }
 
+// Ctrl-C, three times: each stop writes whole metrics lines only, a report
+// and a checkpoint of the same step, and a run.json that says what the
+// launcher exited with.
+TEST(LaunchRun, AnInterruptLeavesWholeMetricsAndACheckpointOfTheSameStep) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const fs::path out = Runs() / ("ctrl-c-" + std::to_string(attempt));
+    Background run(kQuickstart + " --steps 100000 --out " + out.string() + " --progress-every 0");
+    ASSERT_TRUE(run.WaitFor("step " + std::to_string(2 + attempt) + "/")) << run.out();
+    ASSERT_EQ(kill(run.pid(), SIGINT), 0);
+    const int code = run.Finish();
+    EXPECT_EQ(code, 130) << run.out();
+    std::ifstream metrics(out / "metrics.jsonl");
+    int lines = 0;
+    for (std::string line; std::getline(metrics, line); ++lines) {
+      EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << "line " << lines + 1 << ": " << line;
+    }
+    const nlohmann::json r = ReadJson(out / "run.json");
+    EXPECT_EQ(r["exit_code"], 130) << r;
+    EXPECT_EQ(r["steps_done"], lines) << r;
+    EXPECT_EQ(r["checkpoint_step"], lines) << r;
+    EXPECT_EQ(ReadJson(out / "report.json")["measured"]["steps"], lines);
+    EXPECT_NE(run.out().find("resume from its checkpoint at step " + std::to_string(lines)), std::string::npos)
+        << run.out();
+    EXPECT_EQ(run.out().find("not readable JSON"), std::string::npos) << run.out();
+  }
+}
+
 TEST(LaunchRun, BudgetsBeyondThisMachineAreRefusedWithTheNumbers) {
   CommandResult r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --set cache.host_budget=200GiB --out " +
                                                   (Runs() / "too-big").string() + " 2>&1");
