@@ -40,7 +40,8 @@ int CudaDeviceCount();
 // A HostPinner that page-locks with cudaHostRegister; empty when built without CUDA.
 HostPinner CudaHostPinner();
 // Host tier options whose memory is page-locked for the GPU (CudaHostPinner,
-// described as "cudaHostRegister"): what the host tier is when the device tier is CUDA.
+// described as "cudaHostRegister", required: a refused pin fails): what the host
+// tier is when the device tier is CUDA.
 HostTierOptions CudaPinnedHostTierOptions();
 
 }  // namespace tencache

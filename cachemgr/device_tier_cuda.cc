@@ -22,6 +22,7 @@ HostTierOptions CudaPinnedHostTierOptions() {
   HostTierOptions o;
   o.pinner = CudaHostPinner();
   o.pinner_name = "cudaHostRegister";
+  o.require_pin = true;  // pageable memory would halve the copies the plan times
   return o;
 }
 

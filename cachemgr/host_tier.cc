@@ -38,6 +38,13 @@ StatusOr<uint64_t> HostTier::Reserve(uint64_t bytes) {
   if (!options_.pin) return offset;
   const uint64_t rounded = (bytes + 4095) / 4096 * 4096;
   Status st = options_.pinner ? options_.pinner(base, rounded) : MlockPinner(base, rounded);
+  if (!st.ok() && options_.require_pin) {
+    return Status::ResourceExhausted(
+        "host tier: cannot pin " + FormatBytes(rounded) + " (" + st.message() + "), and a GPU's host tier must be "
+        "pinned: its copies to the device run at pinned speed in the plan. Raise the memlock limit of this process "
+        "(ulimit -l unlimited; under systemd LimitMEMLOCK=infinity; in Kubernetes the container runtime's "
+        "LimitMEMLOCK, docs/kubernetes.md) or lower cache.host_budget");
+  }
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (all_pinned_) {

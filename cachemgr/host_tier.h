@@ -3,7 +3,9 @@
 // Pinning uses mlock by default, or a pinner supplied by the CUDA backend
 // (cudaHostRegister). When pinning is refused (RLIMIT_MEMLOCK in containers) the
 // tier keeps working with pageable memory, prints one warning, and says so in
-// Describe() and pinned().
+// Describe() and pinned() — unless pinning is required (a real GPU's host tier,
+// whose copies the plan times at pinned speed): then Reserve fails, naming the
+// limit and how to raise it.
 //
 // Thread safety: all methods are thread-safe; copies to disjoint ranges may run
 // concurrently.
@@ -28,6 +30,7 @@ struct HostTierOptions {
   HostPinner pinner;          // empty: mlock
   std::string pinner_name;    // how Describe() names the pinner, e.g. "cudaHostRegister"
   bool huge_pages = true;     // regions of 2 MiB or more advised MADV_HUGEPAGE (host_arena.h)
+  bool require_pin = false;   // a refused pin fails Reserve instead of falling back to pageable memory
 };
 
 // The default pinner: mlock, with RLIMIT_MEMLOCK named in its error.

@@ -52,6 +52,18 @@ TEST(HostTierTest, FallsBackToPageableWithOneWarningWhenPinningIsRefused) {
   EXPECT_TRUE(testing::CheckPattern(static_cast<uint8_t*>(tier.Address(RegionBase(1))), 4096, 1));
 }
 
+TEST(HostTierTest, ARequiredPinThatIsRefusedFailsNamingTheLimit) {
+  HostTierOptions o;
+  o.pinner = [](void*, uint64_t) { return Status::ResourceExhausted("mlock: refused (RLIMIT_MEMLOCK 8.00 MiB)"); };
+  o.require_pin = true;
+  HostTier tier(o);
+  StatusOr<uint64_t> r = tier.Reserve(1 << 20);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("RLIMIT_MEMLOCK 8.00 MiB"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("ulimit -l unlimited"), std::string::npos) << r.status().message();
+}
+
 TEST(HostTierTest, PinningDisabledIsReported) {
   HostTierOptions o;
   o.pin = false;
