@@ -158,6 +158,9 @@ StatusOr<LocalProbes> MeasureProbes(const Probing& p, bool as_root) {
   std::printf("Probing this machine (%s): NVMe tier at %s, the model's compute under mpirun -n %d ...\n",
               p.facts->hostname.c_str(), p.job->cache.nvme_path.c_str(), p.ranks);
   std::fflush(stdout);
+  probes.conditions = p.facts->Conditions();  // the load just before the probes start
+  probes.conditions.at = std::time(nullptr);
+  probes.conditions.load1 = ReadLoadAverage();
   TC_ASSIGN_OR_RETURN(probes.disk, ProbeDisk(p.job->cache.nvme_path, kDiskProbeBytes));
   MpirunSpec spec;
   spec.mpirun = p.opt->mpirun;
@@ -389,6 +392,7 @@ int LaunchRun(const LaunchOptions& opt) {
 
   // This machine as a candidate, measured (or read from the per-machine cache).
   MachineFacts facts = ReadMachineFacts(job.cache.nvme_path);
+  facts.build = WorkerBuild(opt.worker.empty() ? DefaultWorker() : opt.worker);
   const bool hosts = job.cluster.target == Target::kHosts;
   if (hosts) facts.links = ReadLinks(job.cluster.hosts.network_interface);
   const int nodes = hosts ? job.cluster.nodes : 1;
@@ -409,14 +413,22 @@ int LaunchRun(const LaunchOptions& opt) {
     machine = {{"facts", facts.ToJson()}, {"ranks", ranks}, {"instance_type", job.cluster.hosts.instance_type}};
   } else {
     StatusOr<LocalProbes> probes = ReadProbeCache(probing.cache_file, ProbeCacheKey(probed, facts, ranks));
-    if (!probes.ok() || opt.reprobe) {
+    // A cached probe stands only while this machine is as it was (load, CPU, build).
+    const std::string stale = !probes.ok() ? ""
+                              : opt.reprobe ? "--reprobe asks for it"
+                                            : ReprobeReason(probes->conditions, facts.Conditions());
+    if (opt.dry_run && probes.ok() && !stale.empty()) {
+      probes->reprobe_reason = "a run would measure again: " + stale;
+    } else if (!probes.ok() || !stale.empty()) {
       if (opt.dry_run) {
         probes = NominalProbes();
       } else {
+        if (!stale.empty()) std::printf("Probing this machine again: %s.\n", stale.c_str());
         std::error_code ec;
         fs::create_directories(out, ec);
         probes = MeasureProbes(probing, as_root);
         if (!probes.ok()) return Fail(probes.status().WithContext("probing this machine"));
+        probes->reprobe_reason = stale;
       }
     }
     local = MakeLocalCandidate(probed, facts, *probes, ranks, nodes);

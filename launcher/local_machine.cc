@@ -99,7 +99,11 @@ nlohmann::ordered_json MachineFacts::ToJson() const {
           {"gpu_memory_bytes", gpu_memory_bytes},
           {"nvme_path", nvme_path},
           {"nvme_free_bytes", nvme_free_bytes},
-          {"links", links}};
+          {"links", links},
+          {"read_at", read_at},
+          {"load1", load1},
+          {"cpu_model", cpu_model},
+          {"build", build}};
 }
 
 StatusOr<MachineFacts> MachineFacts::FromJson(const nlohmann::json& j) {
@@ -113,6 +117,10 @@ StatusOr<MachineFacts> MachineFacts::FromJson(const nlohmann::json& j) {
     f.nvme_path = j.at("nvme_path").get<std::string>();
     f.nvme_free_bytes = j.at("nvme_free_bytes").get<uint64_t>();
     f.links = j.value("links", "");
+    f.read_at = j.value("read_at", int64_t(0));
+    f.load1 = j.value("load1", -1.0);
+    f.cpu_model = j.value("cpu_model", "");
+    f.build = j.value("build", "");
     if (!j.contains("memory")) {
       f.memory.mem_total = {true, j.at("ram_bytes").get<uint64_t>(), "/proc/meminfo MemTotal"};
       if (j.value("ram_available_bytes", uint64_t(0)) > 0) {
@@ -181,6 +189,9 @@ MachineFacts ReadMachineFacts(const std::string& nvme_path) {
   f.memory = ReadMemoryLimits(memory);
   f.nvme_path = nvme_path;
   f.nvme_free_bytes = FreeBytesAt(nvme_path);
+  f.read_at = std::time(nullptr);
+  f.load1 = ReadLoadAverage();
+  f.cpu_model = ReadCpuModel();
   return f;
 }
 
@@ -261,6 +272,8 @@ std::string ProbeCacheKey(const JobSpec& job, const MachineFacts& facts, int ran
 
 nlohmann::ordered_json LocalProbes::ToJson() const {
   return {{"cached", cached},
+          {"conditions", conditions.ToJson()},
+          {"reprobe_reason", reprobe_reason},
           {"disk", {{"read_gbps", disk.read_gbps}, {"write_gbps", disk.write_gbps}, {"bytes", disk.bytes},
                     {"engine", disk.engine}}},
           {"compute", compute.ToJson()}};
@@ -273,6 +286,8 @@ StatusOr<LocalProbes> LocalProbes::FromJson(const nlohmann::json& j) {
     p.disk = {d.at("read_gbps").get<double>(), d.at("write_gbps").get<double>(), d.at("bytes").get<uint64_t>(),
               d.at("engine").get<std::string>()};
     p.cached = j.value("cached", false);
+    p.conditions = ProbeConditions::FromJson(j.value("conditions", nlohmann::json::object()));
+    p.reprobe_reason = j.value("reprobe_reason", "");
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("probes: ") + e.what());
   }
@@ -421,6 +436,12 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   }
 
   const std::string when = probes.cached ? " (cached probe)" : "";
+  l.notes.push_back(c.dtype == "nominal" ? std::string("nothing probed (a dry run, no cached probe): nominal speeds")
+                                         : DescribeProbeConditions(probes.conditions, facts.Conditions()) +
+                    (probes.cached ? ": reused from the probe cache" +
+                                         (probes.reprobe_reason.empty() ? "" : "; " + probes.reprobe_reason)
+                     : !probes.reprobe_reason.empty() ? ": measured again, as " + probes.reprobe_reason
+                                                      : ": measured for this launch"));
   l.notes.push_back("this machine: " + std::to_string(facts.cores) + " cores, " +
                     FormatBytes(facts.memory.mem_total.bytes.value_or(0)) +
                     " RAM, " + (facts.gpus > 0 ? std::to_string(facts.gpus) + " x " + facts.gpu_name +

@@ -7,7 +7,9 @@
 // `tencache-worker --probe` running the job's model under mpirun with the run's
 // rank count. Probe results are cached per machine (hostname, path, model,
 // dtype, micro-batch, ranks) in a JSON file beside the run folders, so that a
-// second run on the same machine starts at once.
+// second run on the same machine starts at once, each with the conditions it
+// ran under (load, cores, CPU, build): the launcher reuses one only while they
+// hold (launcher/probe_conditions.h), and the notes say how old it is.
 // Thread-compatible; used once per launch.
 #pragma once
 
@@ -21,6 +23,7 @@
 #include "common/probe_result.h"
 #include "launcher/catalog.h"
 #include "launcher/memory_limits.h"
+#include "launcher/probe_conditions.h"
 #include "launcher/resource_model.h"
 
 namespace tencache {
@@ -36,6 +39,12 @@ struct MachineFacts {
   std::string nvme_path;
   uint64_t nvme_free_bytes = 0;      // at nvme_path (or its nearest existing parent)
   std::string links;                 // ReadLinks, where the launch needs it (cluster.target hosts)
+  int64_t read_at = 0;               // Unix seconds: when these facts were read (the launch)
+  double load1 = -1;                 // /proc/loadavg's 1-minute load average then; < 0 unreadable
+  std::string cpu_model;             // /proc/cpuinfo's first "model name"
+  std::string build;                 // WorkerBuild of the worker this launch runs (set by the launcher)
+  // This machine now, as a probe taken now would record it.
+  ProbeConditions Conditions() const { return {read_at, load1, cores, cpu_model, build}; }
   // As machine.json holds them: "ram_bytes" and "ram_available_bytes" are
   // MemTotal and MemAvailable, "memory" every limit (MemoryLimits::ToJson).
   nlohmann::ordered_json ToJson() const;
@@ -68,7 +77,10 @@ struct LocalProbes {
   DiskProbe disk;
   ProbeResult compute;
   bool cached = false;  // read from the cache file rather than measured now
-  // {"cached", "disk": {...}, "compute": {...}}, as the probe cache and machine.json hold it.
+  ProbeConditions conditions;  // this machine when the probes ran
+  std::string reprobe_reason;  // measured now although cached: why (ReprobeReason, or --reprobe)
+  // {"cached", "conditions", "reprobe_reason", "disk": {...}, "compute": {...}}, as the probe cache
+  // and machine.json hold it.
   nlohmann::ordered_json ToJson() const;
   // InvalidArgument naming the missing field.
   static StatusOr<LocalProbes> FromJson(const nlohmann::json& j);

@@ -213,9 +213,9 @@ std::vector<std::string> Row(const Candidate& c, bool chosen) {
           c.instance->provider,
           std::to_string(c.nodes) + "x" + std::to_string(c.instance->gpu_count) + " " + c.instance->gpu,
           priced ? Num("%.2f", c.price_per_node_hour * c.nodes) : "-",
-          FormatBytes(c.placement.bytes[kGpu]),
-          FormatBytes(c.placement.bytes[kCpu]),
-          FormatBytes(c.placement.bytes[kNvme]),
+          FormatBytes(c.budgets.device),
+          FormatBytes(c.budgets.host),
+          FormatBytes(c.budgets.nvme),
           Placement3(c),
           FormatDuration(c.step.step_s),
           Count(c.tokens_per_s),
@@ -255,7 +255,9 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
   }
   if (rows.size() > 1) out << FormatTable(rows);
   else out << "No feasible plan.\n";
-  out << "PLACEMENT: share of model states on GPU / pinned CPU / NVMe; budgets are per rank.\n";
+  out << "GPU/rank, CPU/rank, NVMe/rank: what the worker's cache gets on each rank (cache.device_budget, pinned\n"
+         "cache.host_budget, cache.nvme_budget in job.resolved.yaml; the host tier holds every shard that fits).\n"
+         "PLACEMENT: share of model states the model keeps on GPU / pinned CPU / NVMe for its step time.\n";
   if (!infeasible.empty()) {
     out << "\nInfeasible:\n";
     for (const auto& [type, reason] : infeasible) out << "  " << type << ": " << reason << "\n";
@@ -314,6 +316,7 @@ nlohmann::ordered_json CandidateJson(const Candidate& c) {
   j["price_per_hour_usd"] = c.price_per_node_hour * c.nodes;
   j["feasible"] = c.feasible;
   j["reason"] = c.reason;
+  j["budgets"] = {{"device", c.budgets.device}, {"host", c.budgets.host}, {"nvme", c.budgets.nvme}};
   j["per_rank"] = {{"gpu_bytes", c.placement.bytes[kGpu]},
                    {"cpu_bytes", c.placement.bytes[kCpu]},
                    {"nvme_bytes", c.placement.bytes[kNvme]},

@@ -27,6 +27,7 @@
 #include "common/human_format.h"
 #include "common/step_lanes.h"
 #include "launcher/gnuplot.h"
+#include "launcher/probe_conditions.h"
 #include "launcher/report_nodes.h"
 
 namespace tencache {
@@ -57,11 +58,14 @@ struct CostRow {
 struct RunReport {
   std::string job, status, target;
   std::string hostname, device, instance_type, dtype, policy;
+  std::string probe;          // when this machine's probes ran, at what load (machine.probes.conditions)
+  bool simulated_device = false;
   Opt cores, ram_bytes, gpus, nodes, ranks, steps, budget[kTiers];
   Opt m_steps, m_warmup, m_step_time, m_tokens, m_stall, m_hit, m_bytes[kLinks], m_peak[kTiers], loss_first, loss_last;
   Opt evaluations, eval_loss_first, eval_loss_last, skipped_steps;
   Opt p_step_time, p_tokens, p_stall, p_bytes[kLinks];
   Opt prediction_error;
+  Opt p_cal_step_time, p_cal_tokens, cal_factor, cal_error;  // predicted.calibrated: this machine's, corrected
   Opt m_lanes[kStepLanes], m_overlap;  // measured.lane_busy_s, overlap_efficiency (absent in older reports)
   std::string m_bound_lane;
   std::vector<CostRow> costs;
@@ -147,6 +151,25 @@ void ReadCostRows(Fields& f, const json& list, std::vector<CostRow>* out) {
   }
 }
 
+// "probe taken 2 h before this launch ... at load 2.41 on 2 cores; load now
+// 0.40 ...; reused from the probe cache": from machine.probes (its conditions)
+// and machine.facts (this launch); "" where the machine was not probed.
+std::string ProbeLine(Fields& f, const json& machine) {
+  const json& probes = f.Obj(machine, "machine.", "probes");
+  if (probes.empty()) return "";
+  const json& facts = f.Obj(machine, "machine.", "facts");
+  ProbeConditions now;
+  now.at = int64_t(f.Num(facts, "machine.facts.", "read_at").value_or(0));
+  now.load1 = f.Num(facts, "machine.facts.", "load1").value_or(-1);
+  now.cores = int(f.Num(facts, "machine.facts.", "cores").value_or(0));
+  std::string line = DescribeProbeConditions(ProbeConditions::FromJson(f.Obj(probes, "machine.probes.", "conditions")), now);
+  const std::string why = f.Str(probes, "machine.probes.", "reprobe_reason");
+  if (f.Bool(probes, "machine.probes.", "cached", false)) {
+    return line + "; reused from the probe cache" + (why.empty() ? "" : "; " + why);
+  }
+  return line + (why.empty() ? "; measured for this launch" : "; measured again, as " + why);
+}
+
 void ReadRunSections(Fields& f, const json& j, RunReport* r) {
   r->status = f.Str(j, "", "status");
   r->target = f.Str(j, "", "target");
@@ -156,8 +179,10 @@ void ReadRunSections(Fields& f, const json& j, RunReport* r) {
   r->ram_bytes = f.Num(facts, "machine.facts.", "ram_bytes");
   r->gpus = f.Num(facts, "machine.facts.", "gpus");
   const std::string gpu_name = f.Str(facts, "machine.facts.", "gpu_name");
-  if (r->gpus && *r->gpus == 0) r->device = "simulated in host memory (no GPU)";
+  r->simulated_device = r->gpus && *r->gpus == 0;
+  if (r->simulated_device) r->device = "simulated in host memory (no GPU)";
   else if (r->gpus) r->device = gpu_name.empty() ? "GPU memory" : gpu_name + " memory";
+  r->probe = ProbeLine(f, f.Obj(j, "", "machine"));
   const json& run = f.Obj(j, "", "run");
   r->instance_type = f.Str(run, "run.", "instance_type");
   r->dtype = f.Str(run, "run.", "dtype");
@@ -206,6 +231,11 @@ void ReadMeasuredPredicted(Fields& f, const json& j, RunReport* r) {
     if (!r->p_bytes[l] && one && r->ranks) r->p_bytes[l] = *one * *r->ranks;
   }
   r->prediction_error = f.Num(j, "", "prediction_error");
+  const json& cal = f.Obj(p, "predicted.", "calibrated");
+  r->p_cal_step_time = f.Num(cal, "predicted.calibrated.", "step_time_s");
+  r->p_cal_tokens = f.Num(cal, "predicted.calibrated.", "tokens_per_s");
+  r->cal_factor = f.Num(cal, "predicted.calibrated.", "factor");
+  r->cal_error = f.Num(j, "", "prediction_error_calibrated");
 }
 
 Status ReadReport(const std::string& path, RunReport* r) {
@@ -352,18 +382,28 @@ std::string MdTable(const std::vector<std::vector<std::string>>& rows, size_t te
 }
 
 
+// A link's name; the device's say so where the device tier is simulated.
+std::string LinkName(const RunReport& r, int l) {
+  return std::string(kLinkNames[l]) + (r.simulated_device && l < 2 ? " (simulated device)" : "");
+}
+
 // What was measured against what the planner predicted, with the prediction
 // error; with `tiers`, also the hit rate and bytes per link (report.md has
 // those in its tier tables).
 std::vector<std::vector<std::string>> MeasuredRows(const RunReport& r, bool tiers) {
   Opt step_error = r.prediction_error ? r.prediction_error : Error(r.m_step_time, r.p_step_time);
   std::vector<std::vector<std::string>> rows = {
-      {"step time", Secs(r.m_step_time), Secs(r.p_step_time), SignedPct(step_error)},
+      {"step time", Secs(r.m_step_time), Secs(r.p_step_time), SignedPct(step_error)}};
+  if (r.p_cal_step_time) {
+    rows.push_back({"step time, calibrated", Secs(r.m_step_time), Secs(r.p_cal_step_time),
+                    SignedPct(r.cal_error ? r.cal_error : Error(r.m_step_time, r.p_cal_step_time))});
+  }
+  rows.insert(rows.end(), {
       {"tokens/s", Rate(r.m_tokens), Rate(r.p_tokens), SignedPct(Error(r.m_tokens, r.p_tokens))},
-      {"stall per step", Secs(r.m_stall), Secs(r.p_stall), SignedPct(Error(r.m_stall, r.p_stall))}};
+      {"stall per step", Secs(r.m_stall), Secs(r.p_stall), SignedPct(Error(r.m_stall, r.p_stall))}});
   if (tiers) rows.push_back({"device hit rate", Pct(r.m_hit), kNone, kNone});
   for (int l = 0; tiers && l < kLinks; ++l) {
-    rows.push_back({std::string(kLinkNames[l]) + " per step", Bytes(r.m_bytes[l]), Bytes(r.p_bytes[l]),
+    rows.push_back({LinkName(r, l) + " per step", Bytes(r.m_bytes[l]), Bytes(r.p_bytes[l]),
                     SignedPct(Error(r.m_bytes[l], r.p_bytes[l]))});
   }
   return rows;
@@ -388,6 +428,7 @@ std::string WhatRan(const RunReport& r, const Metrics& m) {
     rows.push_back({"machine", machine});
   }
   if (!r.device.empty()) rows.push_back({"device tier", r.device});
+  if (!r.probe.empty()) rows.push_back({"probe", r.probe});
   if (!r.instance_type.empty()) rows.push_back({"instance type", r.instance_type});
   if (r.nodes) rows.push_back({"nodes", Int(r.nodes)});
   if (r.ranks) rows.push_back({"ranks", Int(r.ranks)});
@@ -414,6 +455,11 @@ std::string WhatRan(const RunReport& r, const Metrics& m) {
   return "## What ran\n\n" + MdTable(rows, /*text_columns=*/2);
 }
 
+constexpr const char* kSimulatedLinks =
+    "The device tier is simulated in host memory (no GPU): host->device is a memcpy into it, and the worker "
+    "computes on the CPU, so its reduce-scatters write every gradient straight into host memory and nothing "
+    "moves device->host (none is predicted).";
+
 std::string TierTables(const RunReport& r, const Metrics& m) {
   std::vector<std::vector<std::string>> tiers = {{"tier", "budget", "peak held", "hit rate"}};
   for (int t = 0; t < kTiers; ++t) {
@@ -423,12 +469,13 @@ std::string TierTables(const RunReport& r, const Metrics& m) {
   std::vector<std::vector<std::string>> links = {
       {"link", "measured per step", "predicted per step", "prediction error", all}};
   for (int l = 0; l < kLinks; ++l) {
-    links.push_back({kLinkNames[l], Bytes(r.m_bytes[l]), Bytes(r.p_bytes[l]),
+    links.push_back({LinkName(r, l), Bytes(r.m_bytes[l]), Bytes(r.p_bytes[l]),
                      SignedPct(Error(r.m_bytes[l], r.p_bytes[l])), FormatBytes(Total(m, l))});
   }
   return "## Tiers\n\n" + MdTable(tiers) + "\nHit rate: device parameter-shard accesses that found the shard "
          "still on the device (docs/worker.md).\n\n" + MdTable(links) +
-         "\nBytes per step are summed over ranks.\n";
+         "\nBytes per step are summed over ranks." + (r.simulated_device ? " " + std::string(kSimulatedLinks) : "") +
+         "\n";
 }
 
 // Each lane's busy time per step against the step time, and the overlap
@@ -511,7 +558,14 @@ std::string RenderMarkdown(const RunReport& r, const Metrics& m, const Pictures&
   out << "## Measured vs predicted\n\n";
   std::vector<std::vector<std::string>> rows = {{"", "measured", "predicted", "prediction error"}};
   for (auto& row : MeasuredRows(r, /*tiers=*/false)) rows.push_back(row);
-  out << MdTable(rows) << "\nPrediction error: (predicted - measured) / measured.\n\n";
+  out << MdTable(rows) << "\nPrediction error: (predicted - measured) / measured.";
+  if (r.cal_factor) {
+    char factor[32];
+    std::snprintf(factor, sizeof factor, "%.2f", *r.cal_factor);
+    out << " Calibrated: the prediction with every speed of this machine divided by " << factor
+        << ", what the first steps past warm-up took over what was predicted (see Calibration).";
+  }
+  out << "\n\n";
   if (const auto nodes = NodeRows(r.node_figures); nodes.size() > 2 || (nodes.size() == 2 && r.target == "hosts")) {
     out << "## Per node\n\nMedians per step after warm-up; stall and bytes summed over the node's ranks.\n\n"
         << MdTable(nodes, 2) << "\n";

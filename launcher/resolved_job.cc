@@ -10,11 +10,10 @@
 #include "common/byte_size.h"
 #include "common/human_format.h"
 #include "common/shard_bytes.h"
+#include "launcher/cache_budgets.h"
 
 namespace tencache {
 namespace {
-
-constexpr uint64_t kSlot = 4096;  // the cache's slot alignment: each tensor rounds up to it
 
 std::string Quote(const std::string& s) { return nlohmann::json(s).dump(); }  // a YAML double-quoted scalar
 
@@ -22,50 +21,18 @@ std::string OptionalQuote(const std::string& s) { return s.empty() ? "" : Quote(
 
 std::string Size(uint64_t bytes) { return bytes == 0 ? "0" : std::to_string(bytes); }
 
-// Per-rank budgets in the worker's accounting. The host tier is inclusive:
-// every shard passes through it (the optimizer updates on the host), so a host
-// budget that holds every shard needs no NVMe at all.
+// Per-rank budgets in the worker's accounting, as the plan computed them
+// (launcher/cache_budgets.h).
 Status ResolveBudgets(const JobSpec& job, const Candidate& c, ResolvedJob* r) {
-  const ShardBytes s = ShardBytesPerRank(job.model, job.dtype, c.ranks);
-  const uint64_t rounding = s.tensors * kSlot;
+  const CacheBudgets b = PlanCacheBudgets(job, c.ranks, c.capacity[kGpu], c.capacity[kCpu], c.capacity[kNvme]);
+  if (!b.error.empty()) return Status::InvalidArgument(b.error);
   CacheSpec& cache = r->job.cache;
-  const uint64_t device_need = s.param + uint64_t(job.model.num_blocks()) * kSlot;
-  if (!job.cache.device_budget) {
-    cache.device_budget = std::min(device_need, c.capacity[kGpu]);
-    r->why["cache.device_budget"] = "planned: " + std::string(*cache.device_budget >= device_need
-        ? "every parameter shard of this rank (" + FormatBytes(s.param) + ")"
-        : "the device memory left after activations and working buffers (" + FormatBytes(c.capacity[kGpu]) +
-              "; parameter shards are " + FormatBytes(s.param) + ")");
-  }
-  const uint64_t host_need = s.total() + rounding;
-  if (!job.cache.host_budget) {
-    cache.host_budget = std::min(host_need, c.capacity[kCpu]);
-    r->why["cache.host_budget"] = "planned: " + std::string(*cache.host_budget >= host_need
-        ? "every shard of this rank (" + FormatBytes(s.total()) + ": parameters, masters, moments, gradients)"
-        : "the host memory per rank (" + FormatBytes(c.capacity[kCpu]) + "; the shards are " +
-              FormatBytes(s.total()) + ")");
-  }
-  if (!job.cache.nvme_budget) {
-    if (*cache.host_budget >= host_need) {
-      cache.nvme_budget = 0;
-      r->why["cache.nvme_budget"] = "planned: 0, every shard fits the host budget (no NVMe file)";
-    } else {
-      // A shard keeps its NVMe extent once written, so the file holds what
-      // cannot stay on the host at once and, beside it, a clean copy of every
-      // parameter shard (the passes re-read parameters from the host; their
-      // NVMe copies spare a write-back). The cache's eviction keeps within it.
-      const uint64_t off_host = host_need - *cache.host_budget;
-      const uint64_t param_copies = s.param + uint64_t(job.model.num_blocks()) * kSlot;  // one tensor a block
-      cache.nvme_budget = std::min({host_need, off_host + param_copies, c.capacity[kNvme]});
-      r->why["cache.nvme_budget"] = "planned: the shards that cannot stay on the host (" + FormatBytes(off_host) +
-                                    ") and a clean copy of every parameter shard (" + FormatBytes(param_copies) +
-                                    "), within " + FormatBytes(c.capacity[kNvme]) + " of NVMe per rank";
-    }
-  }
-  if (*cache.host_budget < host_need && *cache.nvme_budget == 0) {
-    return Status::InvalidArgument(job.Where("cache.nvme_budget") + ": 0, but cache.host_budget " +
-                                   FormatBytes(*cache.host_budget) + " holds less than this rank's " +
-                                   FormatBytes(s.total()) + " of shards; raise one of them");
+  cache.device_budget = b.device;
+  cache.host_budget = b.host;
+  cache.nvme_budget = b.nvme;
+  for (const auto& [key, why] : {std::pair<const char*, const std::string*>{"cache.device_budget", &b.device_why},
+                                 {"cache.host_budget", &b.host_why}, {"cache.nvme_budget", &b.nvme_why}}) {
+    if (!why->empty()) r->why[key] = *why;
   }
   return Status::Ok();
 }

@@ -178,6 +178,11 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   const auto& f = pl.fraction;
   const double w_off = f[kWeights16][kCpu] + f[kWeights16][kNvme], w_nvme = f[kWeights16][kNvme];
   const double g_off = f[kGrads16][kCpu] + f[kGrads16][kNvme], g_nvme = f[kGrads16][kNvme];
+  // Computing on the CPU (the device tier simulated in host memory), the
+  // reduce-scatter writes each gradient shard into host memory: no gradient
+  // leaves through the device tier, so none is charged device->host.
+  const double via_device = a.device_in_host_memory ? 0.0 : 1.0;
+  const double g_leave = g_off * via_device;
 
   const std::vector<uint64_t> own = m.BlockParamCounts();
   const std::vector<uint64_t> gathered = GatheredParams(m);
@@ -191,7 +196,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   const double gpu_opt = params_rank * opt_gpu * (3 * wb + 24) / (gpu.memory_bw_gbps * 1e9);
   const double vcpus_per_rank = double(inst.vcpus) / inst.gpu_count;
   const double adam = params_rank * opt_cpu / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
-  const double opt_d2h = states.bytes[kGrads16] * f[kGrads16][kGpu] * opt_cpu;    // gradients to the CPU
+  const double opt_d2h = states.bytes[kGrads16] * f[kGrads16][kGpu] * opt_cpu * via_device;  // gradients to the CPU
   const double opt_h2d = states.bytes[kWeights16] * f[kWeights16][kGpu] * opt_cpu;  // updated weights back
   double opt_rd = states.bytes[kGrads16] * g_nvme, opt_wr = states.bytes[kWeights16] * w_nvme;
   for (int c : {kMaster32, kAdamM, kAdamV}) {
@@ -222,7 +227,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     const double flops = BlockForwardFlops(m, blk, own[blk], tokens);
     // This block's bytes a pass: weights in from the host and NVMe, gradients out to them.
     const double w_in = k[0] * shard * w_off, w_read = k[2] * shard * w_nvme;
-    const double g_out = k[1] * shard * g_off, g_written = k[3] * shard * g_nvme;
+    const double g_out = k[1] * shard * g_leave, g_written = k[3] * shard * g_nvme;
     Lanes fwd;
     fwd.compute = flops / peak + a.block_overhead_s + cache_cpu(w_in, w_read);
     fwd.h2d = w_in / pcie;
@@ -262,7 +267,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     out.nvme_s += fwd.nvme + bwd.nvme;
     out.collective_s += fwd.coll + bwd.coll;
     h2d_bytes += 2 * shard * w_off;
-    d2h_bytes += shard * g_off;
+    d2h_bytes += shard * g_leave;
     rd_bytes += 2 * shard * w_nvme;
     wr_bytes += shard * g_nvme;
   }
@@ -353,21 +358,16 @@ std::string SetCapacities(const JobSpec& job, const InstanceSpec& inst, const St
 }
 
 // The worker's cache under the tencache policy refuses a host budget below
-// LeastHostBudget: infeasible where the budget is the user's or this
-// machine's (the run's own); for a catalog instance's auto budget, said as a
-// caveat (the worker keeps every gradient shard in host memory today, where
-// this model lets gradients reach NVMe).
-std::string CheckLeastHostBudget(const JobSpec& job, const ModelAssumptions& a, Candidate* c) {
+// LeastHostBudget (it keeps every gradient shard in host memory): a candidate
+// whose host memory per rank is below it cannot run, whoever set the budget.
+std::string CheckLeastHostBudget(const JobSpec& job, Candidate* c) {
   if (job.cache.policy != CachePolicy::kTencache) return "";
   const uint64_t least = LeastHostBudget(job.model, job.dtype, c->ranks);
   if (c->capacity[kCpu] >= least) return "";
   const std::string what = job.cache.host_budget ? "cache.host_budget " : "host memory ";
-  const std::string says = what + FormatBytes(c->capacity[kCpu]) + " per rank is below the " + FormatBytes(least) +
-                           " the worker's cache needs (every gradient shard, two staging buffers, and " +
-                           std::to_string(kWorkerHostSlotsPerClass) + " slots of each shard size)";
-  if (job.cache.host_budget || a.device_in_host_memory) return says;
-  c->assumptions.push_back("worker: " + says + "; the plan models gradients on NVMe, the worker does not yet");
-  return "";
+  return what + FormatBytes(c->capacity[kCpu]) + " per rank is below the " + FormatBytes(least) +
+         " the worker's cache needs (every gradient shard, two staging buffers, and " +
+         std::to_string(kWorkerHostSlotsPerClass) + " slots of each shard size)";
 }
 
 std::string CheckBatch(const JobSpec& job, int ranks) {
@@ -394,6 +394,7 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
   c.micro_batch = job.train.micro_batch;
   c.spot = job.cluster.use_spot;
   c.price_per_node_hour = c.spot ? inst.price_spot.value_or(0) : inst.price_on_demand;
+  c.evaluated_with = a;
   const uint64_t params = job.model.ParamCount();
   c.states = StateBytesPerRank(params, job.dtype, c.ranks);
   const double gpu_mem = inst.gpu_memory_gib * double(kGiB);
@@ -440,7 +441,12 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
     return c;
   }
   if (c.placement.bytes[kNvme] > 0 && !storage.note.empty()) c.assumptions.push_back(storage.note);
-  if (c.reason = CheckLeastHostBudget(job, a, &c); !c.reason.empty()) return c;
+  if (c.reason = CheckLeastHostBudget(job, &c); !c.reason.empty()) return c;
+  c.budgets = PlanCacheBudgets(job, c.ranks, c.capacity[kGpu], c.capacity[kCpu], c.capacity[kNvme]);
+  if (!c.budgets.error.empty()) {
+    c.reason = c.budgets.error;
+    return c;
+  }
   c.feasible = true;
   c.step = EstimateStep(job, inst, gpu, nodes, c.placement, c.states, storage.read_gbps, storage.write_gbps, a);
   c.tokens_per_s = double(job.train.global_batch) * job.model.seq_len / c.step.step_s;

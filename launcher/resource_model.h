@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
+#include "launcher/cache_budgets.h"
 #include "launcher/catalog.h"
 
 namespace tencache {
@@ -41,7 +42,9 @@ struct ModelAssumptions {
   double step_overhead_s = 0;            // per step, outside the blocks (data, loss, framework): measured locally
   // A machine without a GPU (the local candidate): the device tier is simulated
   // in host memory, so the "GPU memory" is the device budget alone, and
-  // activations and working buffers take host RAM instead.
+  // activations and working buffers take host RAM instead; the worker computes
+  // on the CPU, so its reduce-scatters land in host memory and no gradient
+  // moves device->host (EstimateStep charges none).
   bool device_in_host_memory = false;
   // There, one worker process's own resident memory beside its tiers and
   // buffers (libtorch, OpenBLAS, Open MPI, code): the host memory a rank takes
@@ -161,12 +164,14 @@ struct Candidate {
   // buffers and, where the device is simulated in host memory, the device
   // tier, activations, gathered blocks and the process itself.
   uint64_t host_overhead_bytes = 0;
-  Placement placement;
+  Placement placement;       // where the model places the states (for the step time)
+  CacheBudgets budgets;      // what the worker's cache gets per rank (feasible candidates): the one figure shown
   StepBreakdown step;
   double tokens_per_s = 0;
   double epoch_hours = 0;
   double cost_per_epoch_usd = 0;
   std::vector<std::string> assumptions;  // e.g. assumed NVMe bandwidth, network
+  ModelAssumptions evaluated_with;       // what EvaluateCandidate was given (a calibration re-evaluates with it)
 };
 
 // Everything the model says about `job` on `nodes` x `instance`.

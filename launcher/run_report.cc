@@ -111,6 +111,13 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
   r.bytes_d2h = Median(v["bytes_d2h"]);
   r.bytes_nvme_read = Median(v["bytes_nvme_read"]);
   r.bytes_nvme_write = Median(v["bytes_nvme_write"]);
+  std::vector<double> first;
+  for (size_t i = size_t(r.warmup); i < metrics.size() && first.size() < size_t(kCalibrationSteps); ++i) {
+    first.push_back(NumberField(metrics[i], "step_time_s"));
+  }
+  r.calibration_first = r.warmup;
+  r.calibration_steps = int(first.size());
+  r.calibration_step_time_s = first.empty() ? 0 : Median(first);
   r.loss_first = NumberField(metrics.front(), "loss");
   r.loss_last = NumberField(metrics.back(), "loss");
   return r;
@@ -159,6 +166,40 @@ Calibration Calibrate(const MeasuredRun& run, const Candidate& p, int ranks, con
   return c;
 }
 
+ModelAssumptions SlowedBy(const ModelAssumptions& a, double factor) {
+  ModelAssumptions s = a;
+  s.compute_efficiency /= factor;
+  s.h2d_efficiency /= factor;
+  s.collective_efficiency /= factor;
+  s.nvme_efficiency /= factor;
+  s.cpu_adam_params_per_s_per_vcpu /= factor;
+  s.cache_copy_cpu_bps /= factor;
+  s.cache_checksum_cpu_bps /= factor;
+  s.collective_latency_s *= factor;
+  s.block_overhead_s *= factor;
+  s.step_overhead_s *= factor;
+  return s;
+}
+
+MachineCalibration CalibrateMachine(const MeasuredRun& run, const JobSpec& job, const Candidate& p) {
+  MachineCalibration c;
+  c.candidate = p;
+  if (run.calibration_steps == 0 || run.calibration_step_time_s <= 0 || p.step.step_s <= 0) return c;
+  c.factor = run.calibration_step_time_s / p.step.step_s;
+  c.first_step = run.calibration_first;
+  c.steps = run.calibration_steps;
+  c.candidate = EvaluateCandidate(job, *p.instance, *p.gpu, p.nodes, SlowedBy(p.evaluated_with, c.factor));
+  const std::string which = c.steps == 1 ? "step " + std::to_string(c.first_step)
+                                         : "steps " + std::to_string(c.first_step) + "-" +
+                                               std::to_string(c.first_step + c.steps - 1);
+  c.explanation = "this machine's speed: " + which + " (the first past warm-up) took " +
+                  FormatDuration(run.calibration_step_time_s) + " (median) where the prediction said " +
+                  FormatDuration(p.step.step_s) + ": every speed of the prediction divided by " + Ratio(c.factor) +
+                  " (compute, copies, collectives, NVMe, AdamW, per-step overhead), so the calibrated step is " +
+                  FormatDuration(c.candidate.step.step_s) + "; it does not carry to other machines";
+  return c;
+}
+
 StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in) {
   const JobSpec& job = *in.job;
   TC_ASSIGN_OR_RETURN(MeasuredRun run, Summarise(in.metrics));
@@ -196,6 +237,15 @@ StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in) {
                                         {"nvme_read", p.step.bytes_nvme_read},
                                         {"nvme_write", p.step.bytes_nvme_write}}}};
   r["prediction_error"] = (p.step.step_s - run.step_time_s) / run.step_time_s;
+  const MachineCalibration machine = CalibrateMachine(run, job, p);
+  if (machine.steps > 0 && machine.candidate.feasible) {
+    const double step = machine.candidate.step.step_s;
+    r["predicted"]["calibrated"] = {{"step_time_s", step},
+                                    {"tokens_per_s", tokens_per_step / step},
+                                    {"factor", machine.factor},
+                                    {"steps", {machine.first_step, machine.first_step + machine.steps - 1}}};
+    r["prediction_error_calibrated"] = (step - run.step_time_s) / run.step_time_s;
+  }
 
   const ModelAssumptions base;
   const Calibration cal = Calibrate(run, p, job.ranks(), base);
@@ -223,7 +273,9 @@ StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in) {
     costs.push_back(e);
   }
   r["cost_per_epoch"] = costs;
-  r["calibration"] = {{"carried", cal.carried}, {"assumed", cal.assumed}};
+  std::vector<std::string> carried = cal.carried;
+  if (!machine.explanation.empty()) carried.insert(carried.begin(), machine.explanation);
+  r["calibration"] = {{"carried", carried}, {"assumed", cal.assumed}};
   r["assumptions"] = in.assumptions;
   return r;
 }

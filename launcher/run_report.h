@@ -9,7 +9,9 @@
 // and the share of transfer time the run did not hide behind compute — replaces
 // the model's assumptions when every catalog instance is re-predicted; what
 // does not carry (this machine's compute, memory and collective speeds) stays
-// an assumption, and the report labels each. Pure functions.
+// an assumption, and the report labels each. This machine's own prediction is
+// corrected by the run's first steps past warm-up (CalibrateMachine), so that
+// a probe taken under another load does not stand uncorrected. Pure functions.
 #pragma once
 
 #include <map>
@@ -36,6 +38,11 @@ struct MeasuredRun {
   double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;
   double peak_device = 0, peak_host = 0, peak_nvme = 0;  // max over steps (each the max over ranks)
   double loss_first = 0, loss_last = 0;
+  // The median step time of the first kCalibrationSteps steps past warm-up
+  // (steps calibration_first .. calibration_first + calibration_steps - 1):
+  // what CalibrateMachine corrects this machine's prediction by.
+  double calibration_step_time_s = 0;
+  int calibration_first = 0, calibration_steps = 0;
   // train.eval_every: the validation losses (steps with "eval_loss"), first and last.
   int evaluations = 0;
   double eval_loss_first = 0, eval_loss_last = 0;
@@ -61,6 +68,26 @@ struct Calibration {
   std::vector<std::string> carried, assumed;
 };
 Calibration Calibrate(const MeasuredRun& run, const Candidate& predicted, int ranks, const ModelAssumptions& base);
+
+// This machine's prediction corrected by the run. The probes that predicted it
+// may be wrong (taken while other work loaded the cores, or before the machine
+// changed): the run's first steps past warm-up over the predicted step is how
+// much slower this machine ran, and every speed of the prediction's
+// assumptions is divided by it — compute, copies, collectives, NVMe, AdamW,
+// the per-step overhead — so that the re-predicted step (`candidate`) matches
+// those steps; the rest of the run then checks it. `factor` 1 and
+// `steps` 0 when no step past warm-up was measured.
+constexpr int kCalibrationSteps = 5;  // a median of five outlasts a step or two slowed by other work
+struct MachineCalibration {
+  double factor = 1;       // measured / predicted over the calibration steps
+  int first_step = 0, steps = 0;
+  Candidate candidate;     // `predicted` re-evaluated with every speed divided by `factor`
+  std::string explanation; // for report.json's calibration.carried
+};
+// Every speed of `a` divided by `factor` (each time it charges multiplied by it).
+ModelAssumptions SlowedBy(const ModelAssumptions& a, double factor);
+// REQUIRES: predicted.feasible; `job` is the job `predicted` was evaluated for.
+MachineCalibration CalibrateMachine(const MeasuredRun& run, const JobSpec& job, const Candidate& predicted);
 
 struct ReportInputs {
   const JobSpec* job = nullptr;          // the resolved job

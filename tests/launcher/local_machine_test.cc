@@ -306,6 +306,24 @@ TEST(LocalMachine, AReferenceFasterThanItsLanesChargesTheCollectivesItLeaves) {
               0.02 * lanes);
 }
 
+// Without a GPU the worker computes on the CPU: its reduce-scatters write the
+// gradients into host memory and none passes through the simulated device, so
+// the prediction charges none device->host (the run measures 0 B); on a GPU
+// the same placement sends gradients down.
+TEST(LocalMachine, TheSimulatedDeviceMovesNoGradientDeviceToHost) {
+  const JobSpec job = Job({"train.micro_batch=2"});
+  const LocalCandidate l = MakeLocalCandidate(job, TwoCores(16), SomeProbes(), 2);
+  const Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
+  ASSERT_TRUE(c.feasible) << c.reason;
+  ASSERT_GT(c.placement.fraction[kGrads16][kCpu], 0.0);  // the gradients are off the device
+  EXPECT_EQ(c.step.bytes_d2h, 0.0);
+  EXPECT_EQ(c.step.d2h_s, 0.0);
+  EXPECT_GT(c.step.bytes_h2d, 0.0);  // updated parameters still go up
+  ModelAssumptions gpu = l.assumptions;
+  gpu.device_in_host_memory = false;
+  EXPECT_GT(EstimateStep(job, l.instance, l.gpu, 1, c.placement, c.states, 1, 1, gpu).bytes_d2h, 0.0);
+}
+
 TEST(LocalMachine, FactsRoundTripThroughMachineJson) {
   MachineFacts f;
   f.hostname = "box";

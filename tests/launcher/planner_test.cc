@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/byte_size.h"
+
 namespace tencache {
 namespace {
 
@@ -82,13 +84,39 @@ TEST_F(PlannerTest, InfeasibleInstancesKeepTheirReason) {
   for (const Candidate& c : plan.candidates) {
     if (c.feasible) continue;
     ++infeasible;
-    EXPECT_NE(c.reason.find("NVMe per node"), std::string::npos) << c.reason;
+    // One g5.xlarge's 16 GiB cannot hold the gradients the worker keeps on the host.
+    EXPECT_TRUE(c.reason.find("NVMe per node") != std::string::npos ||
+                c.reason.find("the worker's cache needs") != std::string::npos) << c.reason;
   }
   EXPECT_GT(infeasible, 0);
   std::string table = RenderPlanTable(plan, false);
   EXPECT_NE(table.find("Infeasible:"), std::string::npos);
   EXPECT_NE(table.find("CHOSEN"), std::string::npos);
   EXPECT_NE(table.find("$/EPOCH"), std::string::npos);
+}
+
+// g5.xlarge (16 GiB RAM, an A10G) was listed as a feasible plan for Llama-2 7B
+// with "the worker does not yet" among the assumptions: the worker's cache
+// keeps every gradient shard in host memory, which 16 GiB cannot hold. It is
+// infeasible, with that reason in the Infeasible list, and not a row.
+TEST_F(PlannerTest, AnInstanceTheWorkerCannotRunIsInfeasibleWithTheReason) {
+  PlanResult plan = *PlanJob(Job(kLlama7b, {"cluster.instance_types=[g5.xlarge, p5.4xlarge]", "cluster.max_nodes=1"}),
+                             catalog_, ModelAssumptions());
+  const Candidate* g5 = nullptr;
+  for (const Candidate& c : plan.candidates) {
+    if (c.instance->type == "g5.xlarge") g5 = &c;
+  }
+  ASSERT_NE(g5, nullptr);
+  EXPECT_FALSE(g5->feasible);
+  const uint64_t least = LeastHostBudget(plan.model, plan.dtype, 1);
+  EXPECT_NE(g5->reason.find("per rank is below the " + FormatBytes(least) + " the worker's cache needs"),
+            std::string::npos) << g5->reason;
+  for (const std::string& a : g5->assumptions) EXPECT_EQ(a.find("the worker does not yet"), std::string::npos) << a;
+  const std::string table = RenderPlanTable(plan, false);
+  EXPECT_EQ(table.find("\ng5.xlarge "), std::string::npos) << table;  // no feasible row
+  EXPECT_NE(table.find("  g5.xlarge: host memory "), std::string::npos) << table;
+  EXPECT_EQ(plan.candidates[plan.chosen].instance->type, "p5.4xlarge");
+  EXPECT_FALSE(PlanToJson(plan, false)["candidates"][1]["feasible"].get<bool>());
 }
 
 TEST_F(PlannerTest, NothingFeasible) {

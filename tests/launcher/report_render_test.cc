@@ -53,7 +53,10 @@ json FixtureReport() {
           {"status", "finished"},
           {"target", "local"},
           {"machine", {{"facts", {{"hostname", "box"}, {"cores", 2}, {"ram_bytes", 25000000000.0}, {"gpus", 0},
-                                  {"gpu_name", ""}}}}},
+                                  {"gpu_name", ""}, {"read_at", 1700007200}, {"load1", 0.4}}},
+                       {"probes", {{"cached", true},
+                                   {"conditions", {{"at", 1700000000}, {"load1", 2.4}, {"cores", 2},
+                                                   {"cpu_model", "x"}, {"build", "b"}}}}}}},
           {"run", {{"instance_type", "local"}, {"nodes", 1}, {"ranks", 2}, {"steps", 200}, {"dtype", "bf16"},
                    {"policy", "tencache"}, {"budgets", {{"device", 1048576}, {"host", 6291456}, {"nvme", 0}}}}},
           {"measured", {{"steps", 200}, {"warmup_steps", 2}, {"step_time_s", 0.08}, {"tokens_per_s", 12000}, {"stall_s", 0.001},
@@ -65,8 +68,11 @@ json FixtureReport() {
                                          {"nvme_write", 0}, {"collectives", 0.02}, {"optimizer", 0.012}}},
                         {"bound_lane", "compute"}, {"overlap_efficiency", 0.75}}},
           {"predicted", {{"step_time_s", 0.085}, {"tokens_per_s", 11500},
+                         {"calibrated", {{"step_time_s", 0.079}, {"tokens_per_s", 12150}, {"factor", 0.93},
+                                         {"steps", {2, 4}}}},
                          {"bytes_per_rank", {{"h2d", 1500000}, {"d2h", 0}, {"nvme_read", 0}, {"nvme_write", 0}}}}},
           {"prediction_error", 0.0625},
+          {"prediction_error_calibrated", -0.0125},
           {"cost_per_epoch", costs},
           {"calibration", {{"carried", {"bytes moved per tier per step: measured on this run"}},
                            {"assumed", {"compute speed: the GPU table's bf16 peak at 40 % utilisation"}}}},
@@ -181,8 +187,18 @@ TEST_F(RenderReportTest, ReportHasEveryTableWithHumanNumbers) {
   EXPECT_HAS(md, "| stall per step | 1.0 ms | - | - |");
   EXPECT_HAS(md, "| device | 1.00 MiB | 977 KiB | 95.3 % |");
   // Predicted: 1.5 MB per rank x 2 ranks; 649.75 MiB over the 200 logged steps.
-  EXPECT_HAS(md, "| h2d | 3.00 MiB | 2.86 MiB | -4.6 % | 650 MiB |");
-  EXPECT_HAS(md, "| d2h | 1.00 MiB | 0 B | -100.0 % | 200 MiB |");
+  EXPECT_HAS(md, "| h2d (simulated device) | 3.00 MiB | 2.86 MiB | -4.6 % | 650 MiB |");
+  EXPECT_HAS(md, "| d2h (simulated device) | 1.00 MiB | 0 B | -100.0 % | 200 MiB |");
+  EXPECT_HAS(md, "The device tier is simulated in host memory (no GPU): host->device is a memcpy into it, and the "
+                 "worker computes on the CPU, so its reduce-scatters write every gradient straight into host memory "
+                 "and nothing moves device->host (none is predicted).");
+  // The probe's age and load, then and now; this machine's prediction calibrated on the run.
+  EXPECT_HAS(md, "| probe | probe taken 2 h 0 min before this launch (2023-11-14 22:13 UTC) at load 2.40 on 2 cores; "
+                 "load now 0.40");
+  EXPECT_HAS(md, "; reused from the probe cache |");
+  EXPECT_HAS(md, "| step time, calibrated | 80 ms | 79 ms | -1.2 % |");
+  EXPECT_HAS(md, "Calibrated: the prediction with every speed of this machine divided by 0.93");
+  EXPECT_HAS(summary_, "step time, calibrated");
   EXPECT_HAS(md, "| NVMe write | 0 B | 0 B | - | 0 B |");
   EXPECT_HAS(md, "| steps | 200 measured of 200 planned; 200 steps in metrics.jsonl; measured values are medians "
                  "after 2 warm-up steps |");

@@ -98,7 +98,7 @@ TEST_F(ResourceModelTest, NeedsHostMemory) {
 }
 
 TEST_F(ResourceModelTest, NeedsNvme) {
-  Candidate c = Eval(Job("llama-2-7b", 1, 8), "g5.xlarge", 1);  // 16 GiB RAM, 250 GB NVMe
+  Candidate c = Eval(Job("llama-2-7b", 1, 8), "g6.2xlarge", 1);  // 32 GiB RAM, 450 GB NVMe
   ASSERT_TRUE(c.feasible) << c.reason;
   EXPECT_GT(c.placement.bytes[kNvme], 0u);
   EXPECT_GT(c.step.bytes_nvme_read, 0.0);
@@ -106,8 +106,19 @@ TEST_F(ResourceModelTest, NeedsNvme) {
   EXPECT_FALSE(c.assumptions.empty());  // the NVMe bandwidth is assumed and says so
 }
 
+// The worker's cache keeps every gradient shard in host memory: one
+// g5.xlarge (16 GiB) cannot hold them for Llama-2 7B, whatever the model places.
+TEST_F(ResourceModelTest, HostMemoryBelowWhatTheWorkerNeedsIsInfeasible) {
+  const JobSpec job = Job("llama-2-7b", 1, 8);
+  const Candidate c = Eval(job, "g5.xlarge", 1);
+  EXPECT_FALSE(c.feasible);
+  EXPECT_EQ(c.reason, "host memory " + FormatBytes(c.capacity[kCpu]) + " per rank is below the " +
+                          FormatBytes(LeastHostBudget(job.model, job.dtype, 1)) + " the worker's cache needs (every gradient shard, two staging buffers, and 3 slots of each "
+                          "shard size)");
+}
+
 TEST_F(ResourceModelTest, InfeasibleWithTheExactShortfall) {
-  JobSpec job = Job("llama-2-70b", 1, 8);
+  JobSpec job = Job("llama-2-7b", 1, 8);
   Candidate c = Eval(job, "g2-standard-12", 1);  // no local NVMe, no volume
   ASSERT_FALSE(c.feasible);
   const uint64_t need = c.states.total() - c.placement.bytes[kGpu] - c.placement.bytes[kCpu];
@@ -161,15 +172,15 @@ TEST_F(ResourceModelTest, CostArithmetic) {
 // the last micro-step's backward lanes, each hidden where another lane is
 // slower; deferred (train.grad_clip), they follow the backward.
 TEST_F(ResourceModelTest, UpdatesInTheBackwardHideTheirTransfersBehindCompute) {
-  JobSpec job = Job("llama-2-7b", 1, 8);  // 112 GB of states: on one g5.xlarge, mostly on NVMe
-  Candidate in_backward = Eval(job, "g5.xlarge", 1);
+  JobSpec job = Job("llama-2-7b", 1, 8);  // 112 GB of states: on one g6.2xlarge, mostly on NVMe
+  Candidate in_backward = Eval(job, "g6.2xlarge", 1);
   ASSERT_TRUE(in_backward.feasible) << in_backward.reason;
   const StepBreakdown& s = in_backward.step;
   ASSERT_GT(s.optimizer_io_s, 0.0);
   EXPECT_GE(s.last_micro_step_s, s.micro_step_s);
   EXPECT_LT(s.last_micro_step_s - s.micro_step_s, s.optimizer_io_s + s.optimizer_s);  // some of it hidden
   job.train.grad_clip = 1.0;
-  Candidate deferred = Eval(job, "g5.xlarge", 1);
+  Candidate deferred = Eval(job, "g6.2xlarge", 1);
   ASSERT_TRUE(deferred.feasible) << deferred.reason;
   EXPECT_DOUBLE_EQ(deferred.step.last_micro_step_s, deferred.step.micro_step_s);
   EXPECT_GE(deferred.step.optimizer_s, deferred.step.optimizer_io_s);
@@ -178,7 +189,7 @@ TEST_F(ResourceModelTest, UpdatesInTheBackwardHideTheirTransfersBehindCompute) {
 }
 
 TEST_F(ResourceModelTest, LanesOverlapPerBlock) {
-  Candidate c = Eval(Job("llama-2-7b", 1, 8), "g5.xlarge", 1);
+  Candidate c = Eval(Job("llama-2-7b", 1, 8), "g6.2xlarge", 1);
   ASSERT_TRUE(c.feasible);
   const StepBreakdown& s = c.step;
   const double slowest = std::max({s.compute_s, s.h2d_s, s.d2h_s, s.nvme_s, s.collective_s});

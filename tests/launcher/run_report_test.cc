@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/local_machine.h"
+#include "launcher/resolved_job.h"
+
 namespace tencache {
 namespace {
 
@@ -81,7 +84,7 @@ TEST(RunReport, CalibratedTransfersCostMoreTime) {
   ASSERT_TRUE(job.ok()) << job.status().message();
   StatusOr<Catalog> catalog = Catalog::Load(DefaultCatalogPath());
   ASSERT_TRUE(catalog.ok());
-  const InstanceSpec* g5 = *catalog->FindInstance("g5.xlarge");
+  const InstanceSpec* g5 = *catalog->FindInstance("g6.2xlarge");
   ModelAssumptions base, slow;
   slow.transfer_bytes_factor = {2, 2, 2, 2};
   slow.exposed_transfer_fraction = 0.5;
@@ -90,6 +93,94 @@ TEST(RunReport, CalibratedTransfersCostMoreTime) {
   ASSERT_TRUE(a.feasible) << a.reason;
   EXPECT_GT(b.step.step_s, a.step.step_s);
   EXPECT_DOUBLE_EQ(b.step.bytes_h2d, a.step.bytes_h2d);  // the model's byte count is not the calibration's
+}
+
+// A probe taken while other work loaded this machine's cores predicts steps
+// three times slower than the run takes: the report's calibrated prediction,
+// from the first steps past warm-up, corrects it, beside the model-only one.
+LocalProbes TwoRankProbes(double layer_s) {
+  LocalProbes p;
+  p.disk = {2, 1, 0, "x"};
+  p.compute.dtype = "fp32";
+  p.compute.threads = 1;
+  p.compute.embed_s = p.compute.head_s = 0.001;
+  p.compute.layer_s = layer_s;
+  p.compute.adamw_params_per_s = 1e9;
+  p.compute.copy_gbps = 10;
+  p.compute.checksum_gbps = 10;
+  p.compute.allgather_gbps = p.compute.reduce_scatter_gbps = 1;
+  p.compute.collective_latency_s = 1e-5;
+  return p;
+}
+
+TEST(RunReport, CalibrationCorrectsAWrongProbe) {
+  StatusOr<JobSpec> job = ParseJobText("name: q\nmodel: {preset: tiny, dtype: fp32}\n"
+                                       "train: {tokens_per_epoch: 100000, micro_batch: 4, global_batch: 8, steps: 20}\n",
+                                       "j.yaml");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  MachineFacts facts;
+  facts.cores = 4;
+  facts.memory.mem_total = {true, 16ull << 30, "/proc/meminfo MemTotal"};
+  facts.nvme_free_bytes = 10ull << 30;
+  facts.nvme_path = "/tmp";
+  const LocalCandidate right = MakeLocalCandidate(*job, facts, TwoRankProbes(0.010), 2);
+  const LocalCandidate busy = MakeLocalCandidate(*job, facts, TwoRankProbes(0.030), 2);  // probed at 3x the load
+  const Candidate wrong = EvaluateWithMicroBatch(*job, busy.instance, busy.gpu, 1, busy.assumptions);
+  ASSERT_TRUE(wrong.feasible) << wrong.reason;
+  StatusOr<ResolvedJob> resolved = ResolveJob(*job, wrong);
+  ASSERT_TRUE(resolved.ok()) << resolved.status().message();
+  const Candidate predicted = EvaluateCandidate(resolved->job, busy.instance, busy.gpu, 1, busy.assumptions);
+  const Candidate truth = EvaluateCandidate(resolved->job, right.instance, right.gpu, 1, right.assumptions);
+  ASSERT_TRUE(truth.feasible) << truth.reason;
+  // The run takes the time the right probe predicts, a little slower after step
+  // 6, and one step past warm-up is slowed by other work.
+  std::vector<nlohmann::json> metrics;
+  for (int s = 0; s < 20; ++s) {
+    metrics.push_back(Step(s, truth.step.step_s * (s < 2 || s == 3 ? 3 : s <= 6 ? 1 : 1.02), 5));
+  }
+  StatusOr<Catalog> catalog = Catalog::Load(DefaultCatalogPath());
+  ASSERT_TRUE(catalog.ok());
+  ReportInputs in;
+  in.job = &resolved->job;
+  in.catalog = &*catalog;
+  in.predicted = &predicted;
+  in.metrics = metrics;
+  in.status = "finished";
+  StatusOr<nlohmann::ordered_json> r = BuildReport(in);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const double measured = (*r)["measured"]["step_time_s"].get<double>();
+  EXPECT_GT((*r)["prediction_error"].get<double>(), 1.0);  // model-only: the busy probe's +200 %
+  const nlohmann::json& cal = (*r)["predicted"]["calibrated"];
+  EXPECT_NEAR(cal["factor"].get<double>(), 1.0 / 3, 0.05);
+  EXPECT_EQ(cal["steps"], nlohmann::json({2, 6}));
+  EXPECT_NEAR(cal["step_time_s"].get<double>(), truth.step.step_s, 0.02 * truth.step.step_s);
+  EXPECT_LT(std::abs((*r)["prediction_error_calibrated"].get<double>()), 0.05);  // against the median of all 18
+  EXPECT_NEAR((*r)["predicted"]["step_time_s"].get<double>(), predicted.step.step_s, 1e-12);  // model-only stands
+  const std::string first = (*r)["calibration"]["carried"][0].get<std::string>();
+  EXPECT_EQ(first.rfind("this machine's speed: steps 2-6", 0), 0u) << first;
+  (void)measured;
+}
+
+// A probe that was right stays (the factor is 1).
+TEST(RunReport, CalibrationKeepsARightProbe) {
+  Candidate p;
+  MeasuredRun run;
+  run.calibration_steps = 3;
+  run.calibration_first = 2;
+  run.calibration_step_time_s = 0.5;
+  p.step.step_s = 0.5;
+  StatusOr<Catalog> catalog = Catalog::Load(DefaultCatalogPath());
+  const InstanceSpec* g6e = *catalog->FindInstance("g6e.48xlarge");
+  p.instance = g6e;
+  p.gpu = catalog->FindGpu(g6e->gpu);
+  p.nodes = 1;
+  StatusOr<JobSpec> job = ParseJobText("model: {preset: gpt2}\ntrain: {tokens_per_epoch: 1000, micro_batch: 1, "
+                                       "global_batch: 8}\n", "j.yaml");
+  const MachineCalibration c = CalibrateMachine(run, *job, p);
+  EXPECT_DOUBLE_EQ(c.factor, 1.0);
+  const ModelAssumptions slowed = SlowedBy(ModelAssumptions(), 2);
+  EXPECT_DOUBLE_EQ(slowed.compute_efficiency, ModelAssumptions().compute_efficiency / 2);
+  EXPECT_DOUBLE_EQ(slowed.step_overhead_s, 0);
 }
 
 }  // namespace
