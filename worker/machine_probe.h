@@ -14,7 +14,7 @@
 #include "common/probe_result.h"
 #include "common/status.h"
 #include "worker/communicator.h"
-#include "worker/token_corpus.h"
+#include "common/token_corpus.h"
 
 namespace tencache {
 

@@ -123,16 +123,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobSpec& job, Communica
                                                    std::shared_ptr<const TokenCorpus> corpus, LogSink log,
                                                    ComputeDevice device, FileEnv* nvme_env) {
   TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
-  if (corpus->max_token() >= job.model.vocab) {
-    return Status::InvalidArgument(job.Where("model.vocab") + ": the data '" + corpus->path() + "' holds token " +
-                                   std::to_string(corpus->max_token()) + ", beyond the vocabulary of " +
-                                   std::to_string(job.model.vocab));
-  }
-  if (corpus->size() < uint64_t(job.model.seq_len) + 1) {
-    return Status::InvalidArgument(job.Where("train.data") + ": '" + corpus->path() + "' holds " +
-                                   std::to_string(corpus->size()) + " tokens, fewer than one sequence of " +
-                                   std::to_string(job.model.seq_len + 1));
-  }
+  TC_RETURN_IF_ERROR(CheckCorpusFitsModel(*corpus, job, "train.data"));
   if (job.train.eval_every > 0 && job.train.eval_data.empty() && corpus->windows(job.model.seq_len) < 2) {
     return Status::InvalidArgument(job.Where("train.eval_every") + ": '" + corpus->path() + "' holds one sequence "
                                    "of " + std::to_string(job.model.seq_len + 1) + " tokens, too few to hold any out "
@@ -264,14 +255,7 @@ Status Trainer::Init() {
       if (!eval.ok()) return eval.status().WithContext(job_.Where("train.eval_data"));
       eval_corpus_ = *eval;
       eval_count_ = eval_corpus_->windows(job_.model.seq_len);
-      if (eval_count_ == 0 || eval_corpus_->max_token() >= job_.model.vocab) {
-        return Status::InvalidArgument(job_.Where("train.eval_data") + ": '" + job_.train.eval_data + "' holds " +
-                                       (eval_count_ == 0 ? "fewer than " + std::to_string(job_.model.seq_len + 1) +
-                                                               " tokens (one sequence)"
-                                                         : "token " + std::to_string(eval_corpus_->max_token()) +
-                                                               ", beyond the vocabulary of " +
-                                                               std::to_string(job_.model.vocab)));
-      }
+      TC_RETURN_IF_ERROR(CheckCorpusFitsModel(*eval_corpus_, job_, "train.eval_data"));
     }
     eval_count_ = std::min<uint64_t>(eval_count_, uint64_t(job_.train.eval_sequences));
   }

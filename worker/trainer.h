@@ -43,7 +43,7 @@
 #include "worker/decoder_model.h"
 #include "worker/shard_store.h"
 #include "worker/step_metrics.h"
-#include "worker/token_corpus.h"
+#include "common/token_corpus.h"
 #include "worker/zero_infinity_prefetcher.h"
 
 namespace tencache {

@@ -153,6 +153,23 @@ TEST(LaunchRun, DryRunPrintsTheResolvedJobAndStartsNothing) {
   EXPECT_NE(r.out.find("--tag-output -n 2"), std::string::npos) << r.out;
 }
 
+// Data the model cannot train on is refused before anything is probed or
+// started, in a dry run too, naming the key and what the model needs.
+TEST(LaunchRun, DataBeyondTheVocabularyIsRefusedBeforeTheProbe) {
+  const fs::path out = Runs() / "vocab";
+  CommandResult r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --dry-run --set model.vocab=64 --out " +
+                                                  out.string() + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("key 'model.vocab'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("beyond the vocabulary of 64; expected model.vocab of at least"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Probing"), std::string::npos) << r.out;
+  r = tencache::testing::RunCommand(Launch() + " " + kQuickstart + " --dry-run --set model.seq_len=100000 --set model.max_positions=100000 --out " +
+                                    out.string() + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("fewer than one sequence of 100001"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 std::string ReadText(const fs::path& p) {
   std::ifstream in(p);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

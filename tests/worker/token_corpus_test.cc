@@ -1,4 +1,4 @@
-#include "worker/token_corpus.h"
+#include "common/token_corpus.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

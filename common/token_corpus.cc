@@ -1,4 +1,4 @@
-#include "worker/token_corpus.h"
+#include "common/token_corpus.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -26,8 +26,7 @@ StatusOr<std::shared_ptr<TokenCorpus>> TokenCorpus::Open(const std::string& path
   std::shared_ptr<TokenCorpus> c(new TokenCorpus());
   c->path_ = path;
   c->bytes_ = static_cast<uint64_t>(st.st_size);
-  const std::string ext = path.size() > 4 ? path.substr(path.size() - 4) : "";
-  c->width_ = ext == ".bin" || ext == ".u16" ? 2 : ext == ".u32" ? 4 : 1;
+  c->width_ = DataBytesPerToken(path);
   if (c->bytes_ % c->width_ != 0) {
     ::close(fd);
     return Status::InvalidArgument(path + ": a uint" + std::to_string(8 * c->width_) +
@@ -48,6 +47,21 @@ StatusOr<std::shared_ptr<TokenCorpus>> TokenCorpus::Open(const std::string& path
     c->max_token_ = std::max(c->max_token_, c->Token(i));
   }
   return c;
+}
+
+Status CheckCorpusFitsModel(const TokenCorpus& corpus, const JobSpec& job, const std::string& key) {
+  const ModelShape& m = job.model;
+  if (corpus.max_token() >= m.vocab) {
+    return Status::InvalidArgument(job.Where("model.vocab") + ": the data '" + corpus.path() + "' (" + key +
+                                   ") holds token " + std::to_string(corpus.max_token()) + ", beyond the vocabulary of " +
+                                   std::to_string(m.vocab) + "; expected model.vocab of at least " +
+                                   std::to_string(corpus.max_token() + 1));
+  }
+  if (corpus.size() < uint64_t(m.seq_len) + 1) {
+    return Status::InvalidArgument(job.Where(key) + ": '" + corpus.path() + "' holds " + std::to_string(corpus.size()) +
+                                   " tokens, fewer than one sequence of " + std::to_string(m.seq_len + 1));
+  }
+  return Status::Ok();
 }
 
 TokenCorpus::~TokenCorpus() {

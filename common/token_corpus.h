@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_spec.h"
 #include "common/status.h"
 
 namespace tencache {
@@ -55,6 +56,13 @@ class TokenCorpus {
   int width_ = 1;
   int max_token_ = 0;
 };
+
+// Ok when `job`'s model can train on `corpus`, the file at job key `key`
+// (train.data, train.eval_data): every token below model.vocab, and at least
+// one sequence (seq_len + 1 tokens). Else InvalidArgument naming the key, the
+// file and what the model needs. The launcher checks before it starts a rank;
+// the worker again when it opens the data.
+Status CheckCorpusFitsModel(const TokenCorpus& corpus, const JobSpec& job, const std::string& key);
 
 class BatchSampler {
  public:
