@@ -9,6 +9,7 @@
 #include "common/job_spec.h"
 #include "common/safetensors.h"
 #include "common/safetensors_shards.h"
+#include "common/text_file.h"
 #include "launcher/launch_run.h"
 
 namespace tencache {
@@ -72,7 +73,7 @@ Status Export(const ExportOptions& o) {
     TC_RETURN_IF_ERROR(out.Write(e.name, bytes.data(), bytes.size()));
   }
   TC_RETURN_IF_ERROR(out.Finish());
-  std::ofstream(fs::path(o.out) / "config.json") << config.dump(2) << "\n";
+  TC_RETURN_IF_ERROR(WriteFileAtomically((fs::path(o.out) / "config.json").string(), config.dump(2) + "\n"));
   std::printf("Exported %zu tensors of %s (%s, %s) to %s: %zu safetensors file(s)%s and config.json\n", entries.size(),
               job.model.name.c_str(), arch.architecture.c_str(), DTypeName(dtype), o.out.c_str(), out.files().size(),
               out.files().size() > 1 ? " with model.safetensors.index.json" : "");

@@ -18,14 +18,6 @@
 
 namespace tencache {
 
-Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::IoError(path + ": cannot write (" + std::strerror(errno) + ")");
-  return Status::Ok();
-}
-
 // The executable `name` in a PATH directory, or "" when there is none.
 std::string FindOnPath(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -141,16 +133,26 @@ StatusOr<std::string> DrawWithGnuplot(const Gnuplot& g, const std::string& run_d
                                       const std::string& data, const std::string& script, int timeout_s) {
   const std::string dir = run_dir + "/plots";
   const std::string gp = dir + "/" + name + ".gp";
-  TC_RETURN_IF_ERROR(WriteTextFile(dir + "/" + name + ".dat", data));
-  TC_RETURN_IF_ERROR(WriteTextFile(gp, script));
-  ::unlink((run_dir + "/" + name + ".png").c_str());  // a picture from an earlier render is no proof
-  StatusOr<ProcessResult> run = RunProcess(g.exe, {"gnuplot", name + ".gp"}, dir, timeout_s);
-  if (!run.ok()) return run.status().WithContext("gnuplot " + gp);
-  if (run->exit_code != 0) {
-    return Status::Internal("gnuplot " + gp + " failed (exit " + std::to_string(run->exit_code) + "): " + run->output);
+  TC_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + name + ".dat", data));
+  TC_RETURN_IF_ERROR(WriteFileAtomically(gp, script));
+  const std::string png = run_dir + "/" + name + ".png";
+  ::unlink(png.c_str());  // a picture from an earlier render is no proof
+  // gnuplot draws into PNG.tmp (a script of its own, removed after), renamed
+  // over PNG once whole; the saved NAME.gp draws NAME.png when rerun.
+  const std::string output = "set output " + GnuplotQuote("../" + name + ".png") + "\n";
+  std::string drawing = script;
+  if (const size_t at = drawing.find(output); at != std::string::npos) {
+    drawing.replace(at, output.size(), "set output " + GnuplotQuote("../" + name + ".png.tmp") + "\n");
   }
-  if (::access((run_dir + "/" + name + ".png").c_str(), R_OK) != 0) {
-    return Status::Internal("gnuplot " + gp + " wrote no " + name + ".png: " + run->output);
+  const std::string run_gp = name + ".drawing.gp";
+  TC_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + run_gp, drawing));
+  StatusOr<ProcessResult> run = RunProcess(g.exe, {"gnuplot", run_gp}, dir, timeout_s);
+  ::unlink((dir + "/" + run_gp).c_str());
+  if (!run.ok()) return run.status().WithContext("gnuplot " + gp);
+  if (run->exit_code != 0 || std::rename((png + ".tmp").c_str(), png.c_str()) != 0) {
+    ::unlink((png + ".tmp").c_str());
+    if (run->exit_code == 0) return Status::Internal("gnuplot " + gp + " wrote no " + name + ".png: " + run->output);
+    return Status::Internal("gnuplot " + gp + " failed (exit " + std::to_string(run->exit_code) + "): " + run->output);
   }
   return run->output;
 }

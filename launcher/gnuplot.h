@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/text_file.h"
 
 namespace tencache {
-
-// Writes `text` to `path` (truncating). IoError naming the path.
-Status WriteTextFile(const std::string& path, const std::string& text);
 
 // The executable `name` in a PATH directory, or "" when there is none.
 std::string FindOnPath(const std::string& name);

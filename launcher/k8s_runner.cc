@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/human_format.h"
+#include "common/text_file.h"
 #include "launcher/k8s_objects.h"
 #include "launcher/run_follower.h"
 
@@ -202,8 +203,8 @@ StatusOr<K8sFollow::Verdict> K8sFollow::Poll() {
   }
   kubectl_failing_since_ = -1;
   last_kubectl_error_.clear();
-  std::ofstream(fs::path(f_.log_dir) / "pods.json") << pods->dump(2) << "\n";
-  std::ofstream(fs::path(f_.log_dir) / "mpijob.json") << job->dump(2) << "\n";
+  (void)WriteFileAtomically((fs::path(f_.log_dir) / "pods.json").string(), pods->dump(2) + "\n");  // a snapshot
+  (void)WriteFileAtomically((fs::path(f_.log_dir) / "mpijob.json").string(), job->dump(2) + "\n");
   std::vector<json> list;
   if (Get(*pods, "items").is_array()) list.assign(Get(*pods, "items").begin(), Get(*pods, "items").end());
   std::sort(list.begin(), list.end(), [](const json& a, const json& b) { return Name(a) < Name(b); });

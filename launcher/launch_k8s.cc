@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/job_spec.h"
+#include "common/text_file.h"
 #include "launcher/catalog.h"
 #include "launcher/k8s_render.h"
 #include "launcher/k8s_runner.h"
@@ -78,11 +79,13 @@ int RenderJob(const RenderOptions& o) {
   }
   std::error_code ec;
   fs::create_directories(o.out, ec);
-  std::ofstream(fs::path(o.out) / "manifests.yaml") << Header(o.job_path, p) << p.rendered.yaml;
-  std::ofstream(fs::path(o.out) / "job.resolved.yaml")
-      << RenderResolvedJob(p.resolved, {"tencache-launch render: the job as planned (host paths)."});
-  if (!fs::exists(fs::path(o.out) / "manifests.yaml")) {
-    return Fail(Status::IoError(o.out + ": cannot write manifests.yaml"));
+  Status wrote = WriteFileAtomically((fs::path(o.out) / "manifests.yaml").string(), Header(o.job_path, p) + p.rendered.yaml);
+  if (wrote.ok()) {
+    wrote = WriteFileAtomically((fs::path(o.out) / "job.resolved.yaml").string(),
+                                RenderResolvedJob(p.resolved, {"tencache-launch render: the job as planned (host paths)."}));
+  }
+  if (!wrote.ok()) {
+    return Fail(wrote);
   }
   std::printf("%s/manifests.yaml: ConfigMap %s-job and MPIJob %s for %d x %s\n", o.out.c_str(),
               p.rendered.name.c_str(), p.rendered.name.c_str(), p.chosen().nodes, p.chosen().instance->type.c_str());
@@ -104,15 +107,18 @@ int LaunchK8s(const LaunchOptions& opt) {
   std::error_code ec;
   fs::create_directories(out, ec);
   const fs::path manifests = out / "manifests.yaml";
-  std::ofstream(manifests) << Header(opt.job_path, p) << p.rendered.yaml;
-  std::ofstream(out / "job.resolved.yaml") << RenderResolvedJob(p.resolved, {"tencache-launch: the job as planned."});
-  std::ofstream(out / "plan.json") << PlanToJson(p.plan, false).dump(2) << "\n";
+  for (const auto& [file, text] : std::vector<std::pair<fs::path, std::string>>{
+           {manifests, Header(opt.job_path, p) + p.rendered.yaml},
+           {out / "job.resolved.yaml", RenderResolvedJob(p.resolved, {"tencache-launch: the job as planned."})},
+           {out / "plan.json", PlanToJson(p.plan, false).dump(2) + "\n"}}) {
+    if (Status s = WriteFileAtomically(file.string(), text); !s.ok()) return Fail(s);
+  }
   const nlohmann::ordered_json machine = {{"target", "k8s"},
                                           {"instance_type", p.chosen().instance->type},
                                           {"nodes", p.chosen().nodes},
                                           {"namespace", p.rendered.namespace_},
                                           {"mpijob", p.rendered.name}};
-  std::ofstream(out / "machine.json") << machine.dump(2) << "\n";
+  if (Status s = WriteFileAtomically((out / "machine.json").string(), machine.dump(2) + "\n"); !s.ok()) return Fail(s);
   KubectlOptions k;
   k.kubectl = opt.kubectl;
   k.context = opt.context;

@@ -15,6 +15,7 @@
 #include "common/job_spec.h"
 #include "common/report_lines.h"
 #include "common/checkpoint_dir.h"
+#include "common/text_file.h"
 #include "common/token_corpus.h"
 #include "launcher/disk_check.h"
 #include "launcher/gnuplot.h"
@@ -56,12 +57,7 @@ std::string Stamp() {
   return buf;
 }
 
-Status WriteFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) return Status::IoError(path.string() + ": cannot write");
-  return Status::Ok();
-}
+Status WriteFile(const fs::path& path, const std::string& text) { return WriteFileAtomically(path.string(), text); }
 
 std::string Shell(const std::vector<std::string>& argv) {
   std::string s;

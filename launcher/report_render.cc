@@ -780,7 +780,7 @@ Status RenderReport(const std::string& run_dir, std::string* summary, std::vecto
     if (m.rows.empty()) warnings->push_back(run_dir + "/metrics.jsonl: no steps, so no pictures of steps");
   }
   const Pictures p = DrawPictures(run_dir, r, m, warnings);
-  TC_RETURN_IF_ERROR(WriteTextFile(run_dir + "/report.md", RenderMarkdown(r, m, p)));
+  TC_RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/report.md", RenderMarkdown(r, m, p)));
   if (summary != nullptr) *summary = RenderSummary(r);
   return p.status;
 }
