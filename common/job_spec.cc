@@ -17,6 +17,7 @@
 #include "common/byte_size.h"
 #include "common/image_reference.h"
 #include "common/job_reader.h"
+#include "common/text_file.h"
 #include "common/suggest.h"
 
 namespace tencache {
@@ -247,10 +248,10 @@ Status ReadModel(JobReader& r, const std::string& source, JobSpec* job) {
     fs::path init(job->init);
     if (init.is_relative()) init = fs::path(source).parent_path() / init;
     job->init = init.lexically_normal().string();
-    std::error_code ec;
-    if (!fs::exists(init, ec)) {
-      return Status::InvalidArgument(job->Where("model.init") + ": '" + Excerpt(job->init, 512) +
-                                     "' does not exist; expected a .safetensors file or a folder holding "
+    if (const std::string problem = PathProblem(init.string()); !problem.empty()) {
+      return Status::InvalidArgument(job->Where("model.init") + ": '" + Excerpt(job->init, 512) + "' is " +
+                                     (problem == "not found" ? "not there" : problem) +
+                                     "; expected a .safetensors file or a folder holding "
                                      "model.safetensors or model.safetensors.index.json");
     }
   }
@@ -312,6 +313,17 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
     fs::path eval(t.eval_data);
     if (eval.is_relative()) eval = fs::path(source).parent_path() / eval;
     t.eval_data = eval.lexically_normal().string();
+    // Absent is left to the run (it may be on the nodes only); anything else
+    // that is not a file is refused now.
+    std::error_code ec;
+    const std::string problem = PathProblem(t.eval_data);
+    if ((!problem.empty() && problem != "not found") || (problem.empty() && !fs::is_regular_file(eval, ec))) {
+      return Status::InvalidArgument(job->Where("train.eval_data") + ": '" + Excerpt(t.eval_data, 512) + "' is " +
+                                     (!problem.empty() ? problem
+                                      : fs::is_directory(eval, ec) ? "a folder"
+                                                                   : "not a regular file (a device, pipe or socket)") +
+                                     "; expected a text corpus or uint16 token file");
+    }
   }
   TC_RETURN_IF_ERROR(r.GetUint64("train.seed", 0, &t.seed));
   TC_RETURN_IF_ERROR(r.GetInt("train.compute_threads", 0, &t.compute_threads));
@@ -333,6 +345,10 @@ Status ReadTrain(JobReader& r, const std::string& source, JobSpec* job) {
     t.data = data.lexically_normal().string();
     std::error_code ec;
     const bool exists = fs::is_regular_file(data, ec);
+    if (const std::string problem = PathProblem(data.string()); !problem.empty() && problem != "not found") {
+      return Status::InvalidArgument(job->Where("train.data") + ": '" + Excerpt(t.data, 512) + "' is " + problem +
+                                     "; expected a text corpus or uint16 token file");
+    }
     if (exists && t.tokens_per_epoch == 0) {
       t.tokens_per_epoch = fs::file_size(data, ec) / DataBytesPerToken(t.data);
       if (t.tokens_per_epoch == 0) {
@@ -741,9 +757,9 @@ StatusOr<JobSpec> ParseJobText(const std::string& text, const std::string& sourc
 StatusOr<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) {
-    return Status::NotFound(path + ": job file not found; expected a path to a job.yaml "
-                            "(see configs/examples/)");
+  if (const std::string problem = PathProblem(path); !problem.empty()) {
+    return Status::NotFound(path + ": job file " + (problem == "not found" ? problem : "is " + problem) +
+                            "; expected a path to a job.yaml (see configs/examples/)");
   }
   if (fs::is_directory(st)) {
     return Status::InvalidArgument(path + ": is a folder; expected a job.yaml file (see configs/examples/)");

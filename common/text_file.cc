@@ -1,6 +1,7 @@
 #include "common/text_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,14 @@
 #include <cstring>
 
 namespace tencache {
+
+std::string PathProblem(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) return "";
+  if (errno == ENOENT || errno == ENOTDIR) return "not found";
+  if (errno == ELOOP) return "a symbolic link loop";
+  return std::string("not reachable (") + std::strerror(errno) + ")";
+}
 
 Status WriteFileAtomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "common/suggest.h"
+#include "common/text_file.h"
 
 namespace tencache {
 namespace {
@@ -322,8 +323,10 @@ StatusOr<Catalog> Catalog::Load(const std::string& path) {
   } else if (fs::is_regular_file(path, ec)) {
     TC_RETURN_IF_ERROR(catalog.LoadFile(path));
   } else {
-    return Status::NotFound(path + ": catalog not found; expected a directory of *.yaml files "
-                            "such as configs/instances");
+    const std::string problem = PathProblem(path);
+    return Status::NotFound(path + ": catalog " + (problem.empty() ? "is neither a folder nor a file"
+                                                   : problem == "not found" ? problem : "is " + problem) +
+                            "; expected a directory of *.yaml files such as configs/instances");
   }
   TC_RETURN_IF_ERROR(catalog.AttachFabrics());
   TC_RETURN_IF_ERROR(catalog.CheckReferences());
