@@ -562,7 +562,7 @@ std::string RenderMarkdown(const RunReport& r, const Metrics& m, const Pictures&
   if (r.cal_factor) {
     char factor[32];
     std::snprintf(factor, sizeof factor, "%.2f", *r.cal_factor);
-    out << " Calibrated: the prediction with every speed of this machine divided by " << factor
+    out << " Calibrated: the prediction with every speed divided by " << factor
         << ", what the first steps past warm-up took over what was predicted (see Calibration).";
   }
   out << "\n\n";

@@ -192,11 +192,12 @@ MachineCalibration CalibrateMachine(const MeasuredRun& run, const JobSpec& job, 
   const std::string which = c.steps == 1 ? "step " + std::to_string(c.first_step)
                                          : "steps " + std::to_string(c.first_step) + "-" +
                                                std::to_string(c.first_step + c.steps - 1);
-  c.explanation = "this machine's speed: " + which + " (the first past warm-up) took " +
+  const std::string whose = p.instance->type == "local" ? "this machine's" : p.instance->type + "'s";
+  c.explanation = whose + " speed: " + which + " (the first past warm-up) took " +
                   FormatDuration(run.calibration_step_time_s) + " (median) where the prediction said " +
                   FormatDuration(p.step.step_s) + ": every speed of the prediction divided by " + Ratio(c.factor) +
                   " (compute, copies, collectives, NVMe, AdamW, per-step overhead), so the calibrated step is " +
-                  FormatDuration(c.candidate.step.step_s) + "; it does not carry to other machines";
+                  FormatDuration(c.candidate.step.step_s) + "; it does not carry to other instance types";
   return c;
 }
 

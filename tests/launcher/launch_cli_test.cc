@@ -3,7 +3,9 @@
 // each kind of bad input.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command_runner.h"
+#include "launcher/local_machine.h"
 
 namespace {
 
@@ -46,6 +49,49 @@ class BadJob : public ::testing::Test {
 };
 
 const char kGood[] = "model: {preset: tiny}\ntrain: {tokens_per_epoch: 1000000, micro_batch: 2, global_batch: 4}\n";
+
+// A dry run reads this machine's probes from the cache beside the run folder
+// and says whether a run would measure again: not while the load per core,
+// the CPU, the cores and the build are as the probe recorded them; yes, naming
+// what differs, once one of them is not.
+TEST(LaunchCli, ACachedProbeStandsOnlyWhileTheMachineIsAsItWas) {
+  const fs::path dir = fs::temp_directory_path() / ("tencache_cli_probe_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  tencache::JobSpec job = tencache::LoadJobFile(Example("quickstart")).value();
+  tencache::MachineFacts facts = tencache::ReadMachineFacts(job.cache.nvme_path);
+  const int ranks = tencache::LocalRanks(job, facts);
+  job.train.micro_batch = job.train.global_batch % ranks == 0 ? job.train.global_batch / ranks : 1;  // as probed
+  const std::string worker = "/bin/true";
+  tencache::LocalProbes probes;
+  probes.disk = {1.5, 0.5, 4096, "engine"};
+  probes.compute.dtype = "fp32";
+  probes.compute.threads = 1;
+  probes.compute.embed_s = probes.compute.head_s = 0.001;
+  probes.compute.layer_s = 0.01;
+  probes.compute.adamw_params_per_s = 1e9;
+  probes.compute.copy_gbps = probes.compute.checksum_gbps = 10;
+  probes.compute.allgather_gbps = probes.compute.reduce_scatter_gbps = 1;
+  probes.conditions = {std::int64_t(std::time(nullptr)) - 3600, tencache::ReadLoadAverage(), facts.cores,
+                       tencache::ReadCpuModel(), tencache::WorkerBuild(worker)};
+  const std::string cache = (dir / ".probe-cache.json").string();
+  const std::string key = tencache::ProbeCacheKey(job, facts, ranks);
+  ASSERT_TRUE(tencache::WriteProbeCache(cache, key, probes).ok());
+  const std::string dry_run = Example("quickstart") + " --dry-run --out " + (dir / "run").string() + " --worker ";
+  CommandResult same = RunLaunch(dry_run + worker);
+  EXPECT_EQ(same.code, 0) << same.out;
+  EXPECT_NE(same.out.find("probe taken 1 h 0 min before this launch"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find(": reused from the probe cache\n"), std::string::npos) << same.out;
+  probes.conditions.load1 += 2.0 * facts.cores;  // the probe ran while other work loaded every core
+  ASSERT_TRUE(tencache::WriteProbeCache(cache, key, probes).ok());
+  CommandResult busy = RunLaunch(dry_run + worker);
+  EXPECT_EQ(busy.code, 0) << busy.out;
+  EXPECT_NE(busy.out.find("reused from the probe cache; a run would measure again: the load differs"),
+            std::string::npos) << busy.out;
+  CommandResult other = RunLaunch(dry_run + "/bin/false");  // another worker binary: another build
+  EXPECT_NE(other.out.find("a run would measure again: the build differs"), std::string::npos) << other.out;
+  fs::remove_all(dir);
+}
 
 TEST(LaunchCli, EveryExamplePlans) {
   for (const char* name : {"quickstart", "llama-2-7b", "opt-13b", "llama-2-70b"}) {

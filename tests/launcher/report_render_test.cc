@@ -197,7 +197,7 @@ TEST_F(RenderReportTest, ReportHasEveryTableWithHumanNumbers) {
                  "load now 0.40");
   EXPECT_HAS(md, "; reused from the probe cache |");
   EXPECT_HAS(md, "| step time, calibrated | 80 ms | 79 ms | -1.2 % |");
-  EXPECT_HAS(md, "Calibrated: the prediction with every speed of this machine divided by 0.93");
+  EXPECT_HAS(md, "Calibrated: the prediction with every speed divided by 0.93");
   EXPECT_HAS(summary_, "step time, calibrated");
   EXPECT_HAS(md, "| NVMe write | 0 B | 0 B | - | 0 B |");
   EXPECT_HAS(md, "| steps | 200 measured of 200 planned; 200 steps in metrics.jsonl; measured values are medians "
