@@ -64,6 +64,22 @@ Status CheckCorpusFitsModel(const TokenCorpus& corpus, const JobSpec& job, const
   return Status::Ok();
 }
 
+Status CheckJobDataFitsModel(const JobSpec& job, uint64_t max_bytes, std::vector<std::string>* skipped) {
+  for (const auto& [key, path] : {std::pair<const char*, std::string>{"train.data", job.train.data},
+                                  {"train.eval_data", job.train.eval_data}}) {
+    struct stat st;
+    if (path.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (uint64_t(st.st_size) > max_bytes) {
+      if (skipped != nullptr) skipped->push_back(key);
+      continue;
+    }
+    StatusOr<std::shared_ptr<TokenCorpus>> corpus = TokenCorpus::Open(path);
+    if (!corpus.ok()) return Status::InvalidArgument(job.Where(key) + ": " + corpus.status().message());
+    TC_RETURN_IF_ERROR(CheckCorpusFitsModel(**corpus, job, key));
+  }
+  return Status::Ok();
+}
+
 TokenCorpus::~TokenCorpus() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), bytes_);
 }

@@ -64,6 +64,11 @@ class TokenCorpus {
 // the worker again when it opens the data.
 Status CheckCorpusFitsModel(const TokenCorpus& corpus, const JobSpec& job, const std::string& key);
 
+// CheckCorpusFitsModel for the job's train.data and train.eval_data, each one
+// that is a regular file here of at most `max_bytes` (a path only the nodes
+// have is left to them); `*skipped` gets the keys of larger files, unread.
+Status CheckJobDataFitsModel(const JobSpec& job, uint64_t max_bytes, std::vector<std::string>* skipped = nullptr);
+
 class BatchSampler {
  public:
   // Samples the corpus's first `windows` windows (0: all of them; the rest may

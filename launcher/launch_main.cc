@@ -16,6 +16,7 @@
 #include "common/human_format.h"
 #include "common/job_spec.h"
 #include "common/suggest.h"
+#include "common/token_corpus.h"
 #include "launcher/catalog.h"
 #include "launcher/export_weights.h"
 #include "launcher/k8s_runner.h"
@@ -26,6 +27,8 @@
 
 namespace tencache {
 namespace {
+
+constexpr uint64_t kPlanReadsDataUpTo = 256ull << 20;  // ~0.1 s to read and scan
 
 struct PlanArgs {
   std::string job_path;
@@ -39,6 +42,10 @@ int RunPlan(const PlanArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   StatusOr<JobSpec> job = LoadJobFile(args.job_path, args.overrides);
   Status st = job.status();
+  // The data, where it is at hand and small enough to read within planning's
+  // second; a larger file is checked when the run starts.
+  std::vector<std::string> unread;
+  if (st.ok()) st = CheckJobDataFitsModel(*job, kPlanReadsDataUpTo, &unread);
   StatusOr<Catalog> catalog = Status::Ok();
   if (st.ok()) {
     catalog = Catalog::Load(CatalogPathFor(args.catalog, job->cluster.catalog));
@@ -61,6 +68,10 @@ int RunPlan(const PlanArgs& args) {
   } else {
     std::cout << RenderPlanTable(*plan, args.all_nodes);
     std::printf("Planned %zu instance x node combinations in %.1f ms.\n", plan->evaluated.size(), ms);
+    for (const std::string& key : unread) {
+      std::printf("%s is larger than %s: its tokens are checked against model.vocab when the run starts.\n",
+                  key.c_str(), FormatBytes(kPlanReadsDataUpTo).c_str());
+    }
     if (job->cluster.target == Target::kLocal) {
       std::printf("This machine is measured and added as a candidate when the job runs (tencache-launch %s).\n",
                   args.job_path.c_str());

@@ -372,7 +372,9 @@ int LaunchRun(const LaunchOptions& opt) {
     return LaunchK8s(k8s);
   }
   if (Status s = CheckLocalJob(job); !s.ok()) return Fail(s);
-  if (Status s = CheckDataFitsModel(job); !s.ok()) return Fail(s);
+  // The data, read whole here before anything is probed or started: a rank
+  // would refuse it only after the probe.
+  if (Status s = CheckJobDataFitsModel(job, UINT64_MAX); !s.ok()) return Fail(s);
   StatusOr<Catalog> catalog = LoadCatalog(opt.catalog, job);
   if (!catalog.ok()) return Fail(catalog.status());
   const fs::path out = !opt.out.empty() ? fs::path(opt.out) : fs::path("runs") / (job.name + "-" + Stamp());
