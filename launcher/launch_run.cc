@@ -279,21 +279,6 @@ double StopGraceSeconds(const JobSpec& job, const Candidate& plan, double write_
   return s;
 }
 
-// The data the ranks will train and evaluate on, checked here where it is at
-// hand (a path only the hosts have is left to them), before anything is
-// probed or started: a rank would refuse it only after the probe.
-Status CheckDataFitsModel(const JobSpec& job) {
-  for (const auto& [key, path] : {std::pair<const char*, std::string>{"train.data", job.train.data},
-                                  {"train.eval_data", job.train.eval_data}}) {
-    std::error_code ec;
-    if (path.empty() || !fs::is_regular_file(path, ec)) continue;
-    StatusOr<std::shared_ptr<TokenCorpus>> corpus = TokenCorpus::Open(path);
-    if (!corpus.ok()) return Status::InvalidArgument(job.Where(key) + ": " + corpus.status().message());
-    TC_RETURN_IF_ERROR(CheckCorpusFitsModel(**corpus, job, key));
-  }
-  return Status::Ok();
-}
-
 Status CheckLocalJob(const JobSpec& job) {
   if (job.cluster.target == Target::kHosts) return Status::Ok();  // cluster.hosts fixed the nodes
   if (job.cluster.nodes > 1) {
