@@ -12,6 +12,7 @@
 
 #include "common/byte_size.h"
 #include "launcher/k8s_fabric.h"
+#include "launcher/k8s_objects.h"
 #include "launcher/k8s_pod_sizing.h"
 
 namespace tencache {
@@ -37,18 +38,6 @@ std::string Quantity(uint64_t bytes) { return QuantityUp(bytes); }
 // WithComments turns that line into comment lines at its indentation.
 constexpr char kCommentPrefix = '#';
 
-std::vector<std::string> SplitYamlLines(const std::string& text) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) nl = text.size();
-    lines.push_back(text.substr(start, nl - start));
-    start = nl + 1;
-  }
-  return lines;
-}
-
 // Comment lines of `text`, wrapped at about 100 columns, indented by `indent`.
 std::string CommentLines(const std::string& indent, const std::string& text) {
   std::string out, line;
@@ -71,7 +60,7 @@ std::string CommentLines(const std::string& indent, const std::string& text) {
 // The emitted YAML with every comment member (`"#key": "text"`) as comment lines.
 std::string WithComments(const std::string& yaml) {
   std::string out;
-  for (const std::string& line : SplitYamlLines(yaml)) {
+  for (const std::string& line : k8s::SplitLines(yaml)) {
     const size_t indent = line.find_first_not_of(' ');
     const size_t colon = line.find(": \"");
     const bool quoted_key = indent != std::string::npos && indent + 2 < line.size() &&
