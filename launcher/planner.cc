@@ -94,13 +94,13 @@ Candidate EvaluateWithMicroBatch(const JobSpec& job, const InstanceSpec& inst, c
   // shrinks: a binary search over the share's divisors finds it.
   JobSpec trial = job;
   const int per_rank = job.train.global_batch / ranks;
-  std::vector<int> divisors;  // descending, ending in 1
-  for (int d = 1; int64_t(d) * d <= std::max(per_rank, 1); ++d) {
-    if (per_rank % d != 0) continue;
+  std::vector<int> divisors;  // of the share (1 where the ranks outnumber the batch), descending, ending in 1
+  const int share = std::max(per_rank, 1);
+  for (int d = 1; int64_t(d) * d <= share; ++d) {
+    if (share % d != 0) continue;
     divisors.push_back(d);
-    if (d != per_rank / d) divisors.push_back(per_rank / d);
+    if (d != share / d) divisors.push_back(share / d);
   }
-  if (divisors.empty()) divisors.push_back(1);
   std::sort(divisors.rbegin(), divisors.rend());
   auto evaluate = [&](size_t i) {
     trial.train.micro_batch = divisors[i];

@@ -261,6 +261,19 @@ TEST_F(PlannerTest, WholeCatalogPlansWellUnderASecond) {
   EXPECT_LT(s, 1.0);
 }
 
+TEST_F(PlannerTest, MoreRanksThanSequencesAreInfeasibleNotACrash) {
+  // 8 GPUs a node and a batch of 2: no micro-batch divides a share of 0.
+  PlanResult plan = *PlanJob(Job(kLlama7b, {"train.global_batch=2", "train.micro_batch=auto", "cluster.max_nodes=2"}),
+                             catalog_, ModelAssumptions());
+  for (const Candidate& c : plan.evaluated) {
+    EXPECT_GE(c.micro_batch, 1) << c.instance->type;
+    if (c.instance->gpu_count > 2) {
+      EXPECT_FALSE(c.feasible) << c.instance->type;
+      EXPECT_NE(c.reason.find("train.global_batch 2 is not a multiple"), std::string::npos) << c.reason;
+    }
+  }
+}
+
 TEST_F(PlannerTest, AHostileJobPlansUnderASecond) {
   // The largest values a job may name: the planner's work is bounded by the
   // batch's divisors, not by cluster.max_nodes.
