@@ -276,19 +276,25 @@ TEST_F(PlannerTest, MoreRanksThanSequencesAreInfeasibleNotACrash) {
 
 TEST_F(PlannerTest, AHostileJobPlansUnderASecond) {
   // The largest values a job may name: the planner's work is bounded by the
-  // batch's divisors, not by cluster.max_nodes.
+  // batch's divisors, not by cluster.max_nodes. (The times hold for an
+  // optimized build; under AddressSanitizer only the work is bounded.)
+#if defined(__SANITIZE_ADDRESS__)
+  const double limit_s = 1e9;
+#else
+  const double limit_s = 1.0;
+#endif
   for (const char* batch : {"train.global_batch=1048576", "train.global_batch=720720"}) {
     JobSpec job = Job(kLlama7b, {"cluster.max_nodes=4096", batch, "train.micro_batch=auto"});
     const auto start = std::chrono::steady_clock::now();
     PlanResult plan = *PlanJob(job, catalog_, ModelAssumptions());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_LT(plan.evaluated.size(), catalog_.instances().size() * 300) << batch;
-    EXPECT_LT(s, 1.0) << batch;
+    EXPECT_LT(s, limit_s) << batch;
   }
   JobSpec deep = Job(kLlama7b, {"model.layers=1024", "cluster.max_nodes=1"});
   const auto start = std::chrono::steady_clock::now();
   (void)*PlanJob(deep, catalog_, ModelAssumptions());
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), limit_s);
 }
 
 // A model of 1.06e10 parameters whose embedding alone has 4.19e9 (256000 x
