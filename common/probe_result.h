@@ -22,7 +22,7 @@ struct ProbeResult {
   double embed_s = 0;           // embedding block, forward + backward
   double layer_s = 0;           // one transformer layer, forward + recompute + backward
   double head_s = 0;            // final norm + LM head + loss, forward + backward, and the pass around them
-  // Minor page faults per micro-batch while it was timed (with the layers): 0
+  // Minor page faults in the median timed micro-batch (with the layers): 0
   // or nearly, as in the worker's steps, which keep freed memory mapped; a
   // probe that faults its tensors in afresh times more than the steps take.
   double compute_page_faults = 0;

@@ -44,22 +44,25 @@ long MinorFaults() {
 
 // Median over `repeats` of the slowest rank's seconds for `fn`, every rank
 // starting together: in training each collective waits for the slowest rank.
-// `faults` (when given): this process's minor page faults per timed run.
+// `faults` (when given): this process's minor page faults in the median timed
+// run (a one-off, such as glibc opening an arena for a thread, is not the
+// steady state the probe stands for).
 StatusOr<double> SlowestRankSeconds(Communicator* comm, int repeats, const std::function<void()>& fn,
                                     double* faults = nullptr) {
   fn();
-  std::vector<double> t;
+  std::vector<double> t, run_faults;
   std::vector<double> all(comm->size());
-  const long faults_before = MinorFaults();
   for (int i = 0; i < repeats; ++i) {
     TC_RETURN_IF_ERROR(comm->Barrier());
+    const long faults_before = MinorFaults();
     const double t0 = MonotonicSeconds();
     fn();
     const double mine = MonotonicSeconds() - t0;
+    run_faults.push_back(double(MinorFaults() - faults_before));
     TC_RETURN_IF_ERROR(comm->AllGather(&mine, all.data(), sizeof(double)));
     t.push_back(*std::max_element(all.begin(), all.end()));
   }
-  if (faults != nullptr) *faults = double(MinorFaults() - faults_before) / repeats;
+  if (faults != nullptr) *faults = Median(std::move(run_faults));
   return Median(std::move(t));
 }
 
