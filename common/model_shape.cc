@@ -96,13 +96,17 @@ uint64_t ModelShape::BlockParams(int block) const {
   return block >= 0 && block < num_blocks() ? counts[block] : 0;
 }
 
-std::vector<uint64_t> ModelShape::BlockParamCounts() const {
-  // Every layer holds the same tensors: a one-layer model's blocks (the
-  // embedding, its layer, the head) give them all without naming each tensor.
+std::vector<TensorShape> ModelShape::TensorsOfOneLayer() const {
   ModelShape one = *this;
-  one.layers = 1;
+  one.layers = std::min(layers, 1);
+  return one.Tensors();
+}
+
+std::vector<uint64_t> ModelShape::BlockParamCounts() const {
+  // A one-layer model's blocks (the embedding, its layer, the head) give every
+  // block's count without naming each layer's tensors.
   uint64_t block[3] = {0, 0, 0};
-  for (const TensorShape& t : one.Tensors()) block[t.block] += t.numel;
+  for (const TensorShape& t : TensorsOfOneLayer()) block[t.block] += t.numel;
   std::vector<uint64_t> counts(num_blocks(), block[1]);
   counts.front() = block[0];
   counts.back() = block[2];

@@ -63,6 +63,10 @@ struct ModelShape {
   int head_dim() const { return hidden / heads; }
   // Every parameter tensor, in forward order (tied head listed once, in block 0).
   std::vector<TensorShape> Tensors() const;
+  // Tensors() of this model cut to one layer (none when it has none): every
+  // layer holds the same tensors, so these are all the shapes the model has,
+  // in blocks 0 (the embedding), 1 (a layer) and 2 (the head), named for layer 0.
+  std::vector<TensorShape> TensorsOfOneLayer() const;
   uint64_t ParamCount() const;
   // Parameters of one block (see TensorShape::block); BlockParamCounts gives all
   // blocks in one pass (index = block).

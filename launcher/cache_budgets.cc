@@ -11,8 +11,8 @@ CacheBudgets PlanCacheBudgets(const JobSpec& job, int ranks, uint64_t device_cap
                               uint64_t nvme_capacity) {
   CacheBudgets b;
   const ShardBytes s = ShardBytesPerRank(job.model, job.dtype, std::max(1, ranks));
-  const uint64_t slack = s.tensors * kCacheSlotBytes;  // at most one slot's rounding a tensor
-  const uint64_t device_need = s.param + uint64_t(job.model.num_blocks()) * kCacheSlotBytes;
+  const uint64_t slack = s.tensors * kSlotAlignment;  // at most one slot's rounding a tensor
+  const uint64_t device_need = s.param + uint64_t(job.model.num_blocks()) * kSlotAlignment;
   b.device = job.cache.device_budget.value_or(std::min(device_need, device_capacity));
   if (!job.cache.device_budget) {
     b.device_why = "planned: " + std::string(b.device >= device_need

@@ -14,12 +14,10 @@
 #include <cstdint>
 #include <string>
 
+#include "cachemgr/size_class_pool.h"  // kSlotAlignment: each tensor's slot rounds up to it
 #include "common/job_spec.h"
 
 namespace tencache {
-
-// The cache's slot alignment: each tensor's slot rounds up to it.
-constexpr uint64_t kCacheSlotBytes = 4096;
 
 struct CacheBudgets {
   uint64_t device = 0, host = 0, nvme = 0;  // per rank

@@ -9,7 +9,6 @@
 
 #include "common/byte_size.h"
 #include "common/human_format.h"
-#include "common/shard_bytes.h"
 #include "launcher/cache_budgets.h"
 
 namespace tencache {

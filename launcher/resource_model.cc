@@ -12,6 +12,21 @@
 
 namespace tencache {
 
+ModelAssumptions ModelAssumptions::SlowedBy(double factor) const {
+  ModelAssumptions s = *this;
+  s.compute_efficiency /= factor;
+  s.h2d_efficiency /= factor;
+  s.collective_efficiency /= factor;
+  s.nvme_efficiency /= factor;
+  s.cpu_adam_params_per_s_per_vcpu /= factor;
+  s.cache_copy_cpu_bps /= factor;
+  s.cache_checksum_cpu_bps /= factor;
+  s.collective_latency_s *= factor;
+  s.block_overhead_s *= factor;
+  s.step_overhead_s *= factor;
+  return s;
+}
+
 const char* StateClassName(int c) {
   static const char* kNames[] = {"weights16", "grads16", "master32", "adam_m", "adam_v"};
   return c >= 0 && c < kNumStateClasses ? kNames[c] : "?";
@@ -66,9 +81,7 @@ GpuFixedBytes GpuFixedPerRank(const ModelShape& m, DType dtype, int micro_batch,
   f.activations = static_cast<uint64_t>(checkpoints + std::max(layer, logits));
   const uint64_t gathered = MaxGatheredParams(m) * DTypeBytes(dtype);
   uint64_t largest_weight = 0;
-  ModelShape one_layer = m;  // every layer holds the same tensors
-  one_layer.layers = std::min(m.layers, 1);
-  for (const TensorShape& t : one_layer.Tensors()) largest_weight = std::max(largest_weight, t.numel);
+  for (const TensorShape& t : m.TensorsOfOneLayer()) largest_weight = std::max(largest_weight, t.numel);
   // + one block's full gradient, and autograd's gradient of one weight before
   // it is added into it (DecoderModel::Backward): at most the largest weight's.
   f.working_set = gathered * a.gathered_blocks + gathered + largest_weight * DTypeBytes(dtype);

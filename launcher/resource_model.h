@@ -67,6 +67,11 @@ struct ModelAssumptions {
   // hide behind compute, which this model otherwise takes as fully hidden.
   std::array<double, 4> transfer_bytes_factor{1.0, 1.0, 1.0, 1.0};
   double exposed_transfer_fraction = 0;
+
+  // These assumptions with every speed above divided by `factor` (each time
+  // they charge multiplied by it): a run's calibration (launcher/run_report.h).
+  // A speed added above belongs here too.
+  ModelAssumptions SlowedBy(double factor) const;
 };
 
 // One ring all-gather or reduce-scatter of `full_bytes` (the whole gathered

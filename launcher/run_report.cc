@@ -166,21 +166,6 @@ Calibration Calibrate(const MeasuredRun& run, const Candidate& p, int ranks, con
   return c;
 }
 
-ModelAssumptions SlowedBy(const ModelAssumptions& a, double factor) {
-  ModelAssumptions s = a;
-  s.compute_efficiency /= factor;
-  s.h2d_efficiency /= factor;
-  s.collective_efficiency /= factor;
-  s.nvme_efficiency /= factor;
-  s.cpu_adam_params_per_s_per_vcpu /= factor;
-  s.cache_copy_cpu_bps /= factor;
-  s.cache_checksum_cpu_bps /= factor;
-  s.collective_latency_s *= factor;
-  s.block_overhead_s *= factor;
-  s.step_overhead_s *= factor;
-  return s;
-}
-
 MachineCalibration CalibrateMachine(const MeasuredRun& run, const JobSpec& job, const Candidate& p) {
   MachineCalibration c;
   c.candidate = p;
@@ -188,7 +173,7 @@ MachineCalibration CalibrateMachine(const MeasuredRun& run, const JobSpec& job, 
   c.factor = run.calibration_step_time_s / p.step.step_s;
   c.first_step = run.calibration_first;
   c.steps = run.calibration_steps;
-  c.candidate = EvaluateCandidate(job, *p.instance, *p.gpu, p.nodes, SlowedBy(p.evaluated_with, c.factor));
+  c.candidate = EvaluateCandidate(job, *p.instance, *p.gpu, p.nodes, p.evaluated_with.SlowedBy(c.factor));
   const std::string which = c.steps == 1 ? "step " + std::to_string(c.first_step)
                                          : "steps " + std::to_string(c.first_step) + "-" +
                                                std::to_string(c.first_step + c.steps - 1);

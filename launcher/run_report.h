@@ -84,8 +84,6 @@ struct MachineCalibration {
   Candidate candidate;     // `predicted` re-evaluated with every speed divided by `factor`
   std::string explanation; // for report.json's calibration.carried
 };
-// Every speed of `a` divided by `factor` (each time it charges multiplied by it).
-ModelAssumptions SlowedBy(const ModelAssumptions& a, double factor);
 // REQUIRES: predicted.feasible; `job` is the job `predicted` was evaluated for.
 MachineCalibration CalibrateMachine(const MeasuredRun& run, const JobSpec& job, const Candidate& predicted);
 

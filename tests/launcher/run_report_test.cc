@@ -178,7 +178,7 @@ TEST(RunReport, CalibrationKeepsARightProbe) {
                                        "global_batch: 8}\n", "j.yaml");
   const MachineCalibration c = CalibrateMachine(run, *job, p);
   EXPECT_DOUBLE_EQ(c.factor, 1.0);
-  const ModelAssumptions slowed = SlowedBy(ModelAssumptions(), 2);
+  const ModelAssumptions slowed = ModelAssumptions().SlowedBy(2);
   EXPECT_DOUBLE_EQ(slowed.compute_efficiency, ModelAssumptions().compute_efficiency / 2);
   EXPECT_DOUBLE_EQ(slowed.step_overhead_s, 0);
 }
