@@ -554,7 +554,7 @@ TEST(Trainer, TinyModelLearnsTheCorpus) {
 #if defined(__SANITIZE_ADDRESS__)
   // AddressSanitizer maps every large block afresh and unmaps it on free, and
   // 200 steps of that outlast the test's timeout where page faults are dear
-  // (docs/benchmarks.md, session 15). Its code runs under ASan in the shorter
+  // (`git show 9543cc8:docs/benchmarks.md`, "Session 15"). Its code runs under ASan in the shorter
   // worker tests.
   GTEST_SKIP() << "200 steps under AddressSanitizer's allocator";
 #endif
