@@ -5,10 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+# -Werror in all three builds: a new warning fails CI (scripts/quickstart.sh
+# builds without it, so a newcomer's different compiler still builds).
+scripts/build.sh -DTENCACHE_WERROR=ON
 
 echo "== ThreadSanitizer build of cachemgr =="
-cmake -S . -B build-tsan -DTENCACHE_TSAN=ON -DTENCACHE_WORKER=OFF -DTENCACHE_CUDA=OFF \
+cmake -S . -B build-tsan -DTENCACHE_TSAN=ON -DTENCACHE_WERROR=ON -DTENCACHE_WORKER=OFF -DTENCACHE_CUDA=OFF \
   -DTENCACHE_BUILD_BENCH=OFF >build-tsan.configure.log 2>&1 || { cat build-tsan.configure.log; exit 1; }
 cmake --build build-tsan -j"$(nproc)" --target cachemgr_all_tests
 # setarch -R: TSan needs a memory layout that address randomisation can break.
@@ -28,7 +30,7 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite 
 # Sanitized all the same: the MPI worker in worker_mpi_test, the launcher's runner and
 # a killed rank in launcher_launch_run_test, resuming in worker_checkpoint_test.
 export ASAN_OPTIONS="check_initialization_order=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-cmake -S . -B build-asan -DTENCACHE_ASAN=ON -DTENCACHE_WORKER=ON -DTENCACHE_CUDA=OFF \
+cmake -S . -B build-asan -DTENCACHE_ASAN=ON -DTENCACHE_WERROR=ON -DTENCACHE_WORKER=ON -DTENCACHE_CUDA=OFF \
   -DTENCACHE_BUILD_BENCH=OFF >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
 cmake --build build-asan -j"$(nproc)"
 ctest --test-dir build-asan -E "^multinode_|^launcher_kill_resume_test\\.|SigtermStopsEveryRank|AnInterruptLeavesWholeMetrics" --output-on-failure -j"$(nproc)"
