@@ -10,7 +10,7 @@ std::shared_ptr<Completion> Completion::Done(Status status) {
 
 void Completion::Set(Status status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     done_ = true;
     status_ = std::move(status);
   }
@@ -18,19 +18,19 @@ void Completion::Set(Status status) {
 }
 
 bool Completion::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return done_;
 }
 
 Status Completion::Peek(bool* done) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   *done = done_;
   return done_ ? status_ : Status::Ok();
 }
 
 Status Completion::Wait(std::chrono::milliseconds timeout, const std::string& what) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+  MutexLock lock(&mu_);
+  if (!cv_.wait_for(lock.native(), timeout, [&]() REQUIRES(mu_) { return done_; })) {
     return Status::Timeout(what + " did not complete within " + std::to_string(timeout.count()) + " ms");
   }
   return status_;

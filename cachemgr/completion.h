@@ -7,10 +7,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace tencache {
 
@@ -20,19 +20,19 @@ class Completion {
   static std::shared_ptr<Completion> Done(Status status);
 
   // REQUIRES: called once.
-  void Set(Status status);
-  bool done() const;
+  void Set(Status status) EXCLUDES(mu_);
+  bool done() const EXCLUDES(mu_);
   // The status if done (`*done` true), else OK with `*done` false.
-  Status Peek(bool* done) const;
+  Status Peek(bool* done) const EXCLUDES(mu_);
   // Waits up to `timeout`: the operation's status, or Timeout ("<what> did not
   // complete within N ms").
-  Status Wait(std::chrono::milliseconds timeout, const std::string& what) const;
+  Status Wait(std::chrono::milliseconds timeout, const std::string& what) const EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
-  Status status_;      // guarded by mu_
+  bool done_ GUARDED_BY(mu_) = false;
+  Status status_ GUARDED_BY(mu_);
 };
 
 }  // namespace tencache

@@ -3,12 +3,12 @@
 // factory reports kCuda as Unavailable.
 #include <array>
 #include <atomic>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "cachemgr/device_tier.h"
 #include "common/byte_size.h"
+#include "common/thread_annotations.h"
 
 #if TENCACHE_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -50,7 +50,7 @@ class CudaDeviceTier final : public TierStore {
   std::string Describe() const override { return "device(cuda:" + std::to_string(device_) + ")"; }
 
   StatusOr<uint64_t> Reserve(uint64_t bytes) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const size_t n = count_.load();
     if (n == kMaxRegions) return Status::ResourceExhausted("device(cuda): all regions used");
     cudaSetDevice(device_);
@@ -86,7 +86,7 @@ class CudaDeviceTier final : public TierStore {
   // host or device-wide sync. One event per slot, made at its first release.
   void ConsumerReleased(void* address) override {
     cudaSetDevice(device_);
-    std::lock_guard<std::mutex> lock(fence_mu_);
+    MutexLock lock(&fence_mu_);
     cudaEvent_t& ev = fences_[address];
     cudaError_t e = ev == nullptr ? cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) : cudaSuccess;
     if (e == cudaSuccess) e = cudaEventRecord(ev, cudaStreamLegacy);
@@ -128,7 +128,7 @@ class CudaDeviceTier final : public TierStore {
     if (fence_failed_.load()) {
       e = cudaStreamSynchronize(cudaStreamLegacy);
     } else {
-      std::lock_guard<std::mutex> lock(fence_mu_);
+      MutexLock lock(&fence_mu_);
       auto it = fences_.find(const_cast<void*>(slot));
       if (it != fences_.end()) e = cudaStreamWaitEvent(stream, it->second, 0);
     }
@@ -158,10 +158,10 @@ class CudaDeviceTier final : public TierStore {
   const int device_;
   const cudaStream_t h2d_;
   const cudaStream_t d2h_;
-  std::mutex fence_mu_;
-  std::unordered_map<void*, cudaEvent_t> fences_;  // per slot address; guarded by fence_mu_
+  Mutex fence_mu_;
+  std::unordered_map<void*, cudaEvent_t> fences_ GUARDED_BY(fence_mu_);  // per slot address
   std::atomic<bool> fence_failed_{false};
-  std::mutex mu_;  // serialises Reserve
+  Mutex mu_;  // serialises Reserve
   std::array<Region, kMaxRegions> regions_{};
   std::atomic<size_t> count_{0};
   std::atomic<uint64_t> reserved_{0};

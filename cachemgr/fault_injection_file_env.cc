@@ -86,8 +86,8 @@ class FaultyBlockFile final : public BlockFile {
         for (const IoCompletion& c : got) Arrive(c);
       } else if (!held_.empty() || !parked_.empty()) {
         // The injected latency, or a hold: until a release time, Interrupt() or ReleaseHeld().
-        std::unique_lock<std::mutex> lock(wake_mu_);
-        wake_cv_.wait_until(lock, until, [&] { return interrupted_; });
+        MutexLock lock(&wake_mu_);
+        wake_cv_.wait_until(lock.native(), until, [&]() REQUIRES(wake_mu_) { return interrupted_; });
       } else {
         break;
       }
@@ -101,7 +101,7 @@ class FaultyBlockFile final : public BlockFile {
 
   void Interrupt() override {
     {
-      std::lock_guard<std::mutex> lock(wake_mu_);
+      MutexLock lock(&wake_mu_);
       interrupted_ = true;
     }
     wake_cv_.notify_all();
@@ -119,7 +119,7 @@ class FaultyBlockFile final : public BlockFile {
   };
 
   bool TakeInterrupt() {
-    std::lock_guard<std::mutex> lock(wake_mu_);
+    MutexLock lock(&wake_mu_);
     const bool was = interrupted_;
     interrupted_ = false;
     return was;
@@ -184,9 +184,9 @@ class FaultyBlockFile final : public BlockFile {
   std::vector<IoRequest> parked_;       // not started: kHeld, until ReleaseHeld()
   uint64_t seen_generation_;
   std::unordered_map<uint64_t, Effect> effects_;
-  std::mutex wake_mu_;  // Interrupt() comes from other threads
+  Mutex wake_mu_;  // Interrupt() comes from other threads
   std::condition_variable wake_cv_;
-  bool interrupted_ = false;  // guarded by wake_mu_
+  bool interrupted_ GUARDED_BY(wake_mu_) = false;
 };
 
 }  // namespace
@@ -205,63 +205,63 @@ const char* FaultKindName(FaultKind kind) {
 }
 
 void FaultInjectionFileEnv::AddFault(const FaultRule& rule) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.push_back(rule);
 }
 
 void FaultInjectionFileEnv::ClearFaults() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.clear();
 }
 
 uint64_t FaultInjectionFileEnv::faults_injected() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return injected_;
 }
 
 void FaultInjectionFileEnv::ReleaseHeld() {
-  std::lock_guard<std::mutex> lock(mu_);  // held: a file unregisters before it is destroyed
+  MutexLock lock(&mu_);  // held: a file unregisters before it is destroyed
   ++release_generation_;
   for (BlockFile* f : files_) f->Interrupt();
 }
 
 uint64_t FaultInjectionFileEnv::reap_timeouts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return reap_timeouts_;
 }
 
 void FaultInjectionFileEnv::Register(BlockFile* file) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   files_.push_back(file);
 }
 
 void FaultInjectionFileEnv::Unregister(BlockFile* file) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   files_.erase(std::remove(files_.begin(), files_.end(), file), files_.end());
 }
 
 uint64_t FaultInjectionFileEnv::release_generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return release_generation_;
 }
 
 uint64_t FaultInjectionFileEnv::held_requests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return held_;
 }
 
 void FaultInjectionFileEnv::CountHeld(int64_t delta) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   held_ = uint64_t(int64_t(held_) + delta);
 }
 
 void FaultInjectionFileEnv::CountReapTimeout() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++reap_timeouts_;
 }
 
 bool FaultInjectionFileEnv::TakeFault(IoOp op, uint64_t offset, FaultRule* fired) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto it = rules_.begin(); it != rules_.end(); ++it) {
     const IoOp rule_op = it->kind == FaultKind::kNoSpace ? IoOp::kWrite
                          : it->kind == FaultKind::kCorruptRead ? IoOp::kRead
@@ -278,7 +278,7 @@ bool FaultInjectionFileEnv::TakeFault(IoOp op, uint64_t offset, FaultRule* fired
 StatusOr<std::unique_ptr<BlockFile>> FaultInjectionFileEnv::OpenBlockFile(
     const std::string& path, uint64_t size, const BlockFileOptions& options) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const FaultRule& r : rules_) {
       if (r.kind == FaultKind::kNoSpace && r.on_open)
         return Status::IoError(path + ": preallocating " + std::to_string(size) +

@@ -11,10 +11,10 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <vector>
 
 #include "cachemgr/file_env.h"
+#include "common/thread_annotations.h"
 
 namespace tencache {
 
@@ -74,13 +74,13 @@ class FaultInjectionFileEnv final : public FileEnv {
 
  private:
   FileEnv* const base_;
-  mutable std::mutex mu_;
-  std::vector<FaultRule> rules_;  // guarded by mu_
-  uint64_t injected_ = 0;         // guarded by mu_
-  std::vector<BlockFile*> files_;  // guarded by mu_
-  uint64_t release_generation_ = 0;  // guarded by mu_
-  uint64_t reap_timeouts_ = 0;     // guarded by mu_
-  uint64_t held_ = 0;              // guarded by mu_
+  mutable Mutex mu_;
+  std::vector<FaultRule> rules_ GUARDED_BY(mu_);
+  uint64_t injected_ GUARDED_BY(mu_) = 0;
+  std::vector<BlockFile*> files_ GUARDED_BY(mu_);
+  uint64_t release_generation_ GUARDED_BY(mu_) = 0;
+  uint64_t reap_timeouts_ GUARDED_BY(mu_) = 0;
+  uint64_t held_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tencache

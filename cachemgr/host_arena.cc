@@ -16,7 +16,7 @@ HostArena::~HostArena() {
 }
 
 StatusOr<uint64_t> HostArena::Reserve(uint64_t bytes, void** base_out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const size_t n = count_.load(std::memory_order_relaxed);
   if (n == kMaxRegions)
     return Status::ResourceExhausted("host arena: all " + std::to_string(kMaxRegions) + " regions used");
@@ -48,7 +48,7 @@ StatusOr<uint64_t> HostArena::Reserve(uint64_t bytes, void** base_out) {
 }
 
 bool HostArena::huge_pages() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return advised_ > 0 && advice_failed_ == 0;
 }
 

@@ -4,13 +4,9 @@
 // before the arena is destroyed.
 //
 // Huge pages: a region of at least kHugePageBytes starts on a 2 MiB boundary and,
-// unless the arena was made without them, is advised MADV_HUGEPAGE, so that
-// where transparent huge pages are enabled ("always" or "madvise") its memory
-// is physically contiguous in 2 MiB pieces. A 1 MiB O_DIRECT request from it is
-// then one or two segments (from 4 KiB pages it is 256, more than a virtio disk
-// takes in one request, so the block layer splits it and cannot merge
-// neighbours); fewer TLB misses help the optimizer's sweeps too. The advice is
-// best effort: the memory works the same without it.
+// unless the arena was made without them, is advised MADV_HUGEPAGE (best effort:
+// the memory works the same without it). Why it matters for O_DIRECT:
+// docs/cachemgr.md, "Tiers".
 //
 // Thread safety: Reserve is serialised internally; Pointer may be called from
 // any thread concurrently with Reserve.
@@ -19,9 +15,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace tencache {
 
@@ -38,10 +34,10 @@ class HostArena {
 
   // Maps `bytes` (rounded up to 4 KiB) of anonymous memory, 2 MiB-aligned when
   // `bytes` >= kHugePageBytes; returns the region's base offset.
-  StatusOr<uint64_t> Reserve(uint64_t bytes, void** base_out);
+  StatusOr<uint64_t> Reserve(uint64_t bytes, void** base_out) EXCLUDES(mu_);
   // True when at least one region was reserved with the huge-page advice and
   // none of the advice asked for failed (the kernel may lack THP).
-  bool huge_pages() const;
+  bool huge_pages() const EXCLUDES(mu_);
   // The address of [offset, offset+len), or nullptr when that is not inside one region.
   uint8_t* Pointer(uint64_t offset, uint64_t len) const;
   uint64_t reserved_bytes() const { return reserved_.load(std::memory_order_acquire); }
@@ -53,8 +49,9 @@ class HostArena {
     uint64_t bytes = 0;
   };
   const bool huge_pages_;
-  mutable std::mutex mu_;  // serialises Reserve; guards the advice counts
-  int advised_ = 0, advice_failed_ = 0;
+  mutable Mutex mu_;  // serialises Reserve
+  int advised_ GUARDED_BY(mu_) = 0;
+  int advice_failed_ GUARDED_BY(mu_) = 0;
   std::array<Region, kMaxRegions> regions_{};  // [0, count_) published
   std::atomic<size_t> count_{0};
   std::atomic<uint64_t> reserved_{0};

@@ -25,7 +25,7 @@ HostTier::HostTier(HostTierOptions options) : options_(std::move(options)), aren
 
 std::string HostTier::Describe() const {
   const std::string pages = arena_.huge_pages() ? ", huge pages advised" : "";
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!options_.pin) return "host(unpinned: pinning disabled" + pages + ")";
   const std::string how = options_.pinner ? options_.pinner_name : "mlock";
   if (!all_pinned_) return "host(unpinned fallback: " + pin_failure_ + pages + ")";
@@ -46,7 +46,7 @@ StatusOr<uint64_t> HostTier::Reserve(uint64_t bytes) {
         "LimitMEMLOCK, docs/kubernetes.md) or lower cache.host_budget");
   }
   if (!st.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (all_pinned_) {
       std::fprintf(stderr,
                    "tencache: warning: host tier: cannot pin %s (%s); using pageable memory, "
@@ -60,12 +60,12 @@ StatusOr<uint64_t> HostTier::Reserve(uint64_t bytes) {
 }
 
 bool HostTier::pinned() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return options_.pin && all_pinned_;
 }
 
 std::string HostTier::pin_failure() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return pin_failure_;
 }
 

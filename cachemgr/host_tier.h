@@ -14,11 +14,11 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "cachemgr/host_arena.h"
 #include "cachemgr/tier.h"
+#include "common/thread_annotations.h"
 
 namespace tencache {
 
@@ -52,18 +52,18 @@ class HostTier final : public TierStore {
   void* Address(uint64_t offset) override { return arena_.Pointer(offset, 0); }
 
   // True when every region reserved so far is pinned.
-  bool pinned() const;
+  bool pinned() const EXCLUDES(mu_);
   // True when the regions were given the huge-page advice (HostArena::huge_pages).
   bool huge_pages() const { return arena_.huge_pages(); }
   // Why pinning fell back (empty when it did not).
-  std::string pin_failure() const;
+  std::string pin_failure() const EXCLUDES(mu_);
 
  private:
   const HostTierOptions options_;
   HostArena arena_;
-  mutable std::mutex mu_;
-  bool all_pinned_ = true;    // guarded by mu_
-  std::string pin_failure_;   // guarded by mu_
+  mutable Mutex mu_;
+  bool all_pinned_ GUARDED_BY(mu_) = true;
+  std::string pin_failure_ GUARDED_BY(mu_);
 };
 
 }  // namespace tencache

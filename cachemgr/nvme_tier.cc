@@ -72,7 +72,7 @@ StatusOr<std::unique_ptr<NvmeTier>> NvmeTier::Open(const NvmeTierOptions& option
 
 NvmeTier::~NvmeTier() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -85,7 +85,7 @@ NvmeTier::~NvmeTier() {
 }
 
 std::string NvmeTier::Describe() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::string io = buffered_reason_.empty() ? "" : ", buffered fallback: " + buffered_reason_;
   const std::string fixed = fixed_off_reason_.empty() ? "" : ", fixed buffers off: " + fixed_off_reason_;
   return "nvme(" + (engine_.empty() ? std::string("not reserved") : engine_) + io + fixed + ", " + path_ +
@@ -95,7 +95,7 @@ std::string NvmeTier::Describe() const {
 }
 
 StatusOr<uint64_t> NvmeTier::Reserve(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (file_) return Status::ResourceExhausted(path_ + ": the NVMe file is sized once");
   bytes = (bytes + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
   BlockFileOptions fo;
@@ -122,7 +122,7 @@ StatusOr<uint64_t> NvmeTier::Reserve(uint64_t bytes) {
 }
 
 uint64_t NvmeTier::reserved_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return file_bytes_;
 }
 
@@ -147,7 +147,7 @@ IoTicket NvmeTier::Enqueue(std::unique_ptr<Request> request) {
   request->ticket = ticket.state_;
   bool interrupt = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!file_ || stop_) {
       ticket.state_->Set(Status::FailedPrecondition(
                                   "tensor " + request->what + ": file " + path_ + " is not open"));
@@ -217,7 +217,7 @@ Status NvmeTier::RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& 
       r->buffers.push_back({static_cast<uint8_t*>(base) + at, std::min(kMaxFixedBuffer, len - at)});
   }
   Status st = Enqueue(std::move(r)).Wait(timeout);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   fixed_off_reason_ = st.ok() ? "" : st.message();
   return st;
 }
@@ -225,9 +225,9 @@ Status NvmeTier::RegisterBuffers(const std::vector<std::pair<void*, uint64_t>>& 
 // ---- the ring thread ----
 
 bool NvmeTier::TakeRequests(std::deque<std::unique_ptr<Request>>* local) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const bool idle = local->empty() && retry_.empty() && file_->in_flight() == 0;
-  if (idle) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+  if (idle) cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
   while (!queue_.empty()) {
     local->push_back(std::move(queue_.front()));
     queue_.pop_front();
@@ -368,7 +368,7 @@ void NvmeTier::HandleRegister(Request* request) {
   if (request->status.ok()) {
     for (const auto& [base, len] : request->buffers) fixed_.push_back({static_cast<uint8_t*>(base), len});
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   engine_ = file_->engine();
 }
 

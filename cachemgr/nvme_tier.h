@@ -24,7 +24,6 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -33,6 +32,7 @@
 #include "cachemgr/completion.h"
 #include "cachemgr/file_env.h"
 #include "cachemgr/tier.h"
+#include "common/thread_annotations.h"
 
 namespace tencache {
 
@@ -118,7 +118,7 @@ class NvmeTier final : public TierStore {
   IoTicket Enqueue(std::unique_ptr<Request> request);
   Status CheckRange(uint64_t offset, const void* buf, uint64_t len, const std::string& what) const;
   void RingLoop();
-  bool TakeRequests(std::deque<std::unique_ptr<Request>>* local);
+  bool TakeRequests(std::deque<std::unique_ptr<Request>>* local) EXCLUDES(mu_);
   bool NextChunk(std::deque<std::unique_ptr<Request>>* local, Chunk* chunk);
   Status SubmitChunk(Chunk* chunk);
   void OnCompletion(Chunk* chunk, int64_t result);
@@ -137,14 +137,14 @@ class NvmeTier final : public TierStore {
   uint64_t file_bytes_ = 0;
   std::thread ring_thread_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<Request>> queue_;  // guarded by mu_
-  bool stop_ = false;                           // guarded by mu_
-  std::string engine_;                          // guarded by mu_
-  std::string buffered_reason_;                 // guarded by mu_: why O_DIRECT was dropped, "" if not
-  std::string fixed_off_reason_;                // guarded by mu_: why registration failed, "" if not
-  bool ring_may_reap_ = false;                  // guarded by mu_: the ring thread may wait in Reap()
+  std::deque<std::unique_ptr<Request>> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::string engine_ GUARDED_BY(mu_);
+  std::string buffered_reason_ GUARDED_BY(mu_);   // why O_DIRECT was dropped, "" if not
+  std::string fixed_off_reason_ GUARDED_BY(mu_);  // why registration failed, "" if not
+  bool ring_may_reap_ GUARDED_BY(mu_) = false;    // the ring thread may wait in Reap()
 
   // Owned by the ring thread.
   std::vector<Chunk> chunks_;         // queue_depth slots; tag = index

@@ -2,14 +2,10 @@
 // carved once into exact-size slots per size class (one Reserve on the tier), so
 // nothing is allocated while training; a free list per class hands slots out.
 //
-// Slot counts come from a SlotPlanner. kProportional is 10Cache's rule (each
-// class gets budget x its share of size*count, floored to whole slots, at least
-// min_slots). kMaxResident, ours, maximises the bytes that can stay resident:
-// after the mandatory min_slots per class, it solves the bounded subset-sum
-// "fill the rest of the budget with whole slots, at most one per tensor of the
-// class" exactly by dynamic programming (at a granularity that keeps the table
-// under ~1M cells, then tops up greedily at 4 KiB precision), and keeps the
-// proportional plan if that ever holds more. See docs/cachemgr.md.
+// Slot counts come from a SlotPlanner: kProportional (10Cache's rule: each class
+// its share of size*count) or kMaxResident (the most bytes that can stay
+// resident, never fewer than kProportional's); both give every class at least
+// min_slots. How: docs/cachemgr.md, "Slot planning".
 //
 // Growth: Grow() reserves one extra slot from the tier — an allocation after
 // setup, counted by allocations_after_setup() — for when every slot of a class is

@@ -100,7 +100,10 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
   }
   uint64_t all_extent_bytes = 0;
   entries_.resize(specs.size());
-  victim_waits_.reserve(2 * specs.size());  // at most one parked prefetch per tensor and tier: no allocation later
+  {
+    MutexLock lock(&mu_);
+    victim_waits_.reserve(2 * specs.size());  // at most one parked prefetch per tensor and tier: no allocation later
+  }
   for (size_t i = 0; i < specs.size(); ++i) {
     Entry& e = entries_[i];
     e.spec = std::move(specs[i]);
@@ -118,7 +121,7 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
   for (Entry& e : entries_) {
     if (e.spec.home == Tier::kNvme) continue;
     const int h = Index(e.spec.home);
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (pools_[h]->free_slots(e.cls[h]) == 0 || (h == kDev && pools_[kHost]->free_slots(e.cls[kHost]) == 0))
       continue;
     bool deferred = false;  // no handles exist yet, so nothing can park the move
@@ -126,7 +129,7 @@ Status TensorCache::Setup(std::vector<TensorSpec> specs) {
     TC_RETURN_IF_ERROR(RunMove(&lock, e.spec.id, e.spec.home, /*urgent=*/true, &deferred, &victim));
     if (deferred) return Status::Internal("tensor '" + e.spec.name + "': placement blocked by a handle during setup");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   metrics_ = CacheMetrics{};
   for (LinkClock& c : links_) c.Restart(Clock::now());
   for (int t : {kDev, kHost}) metrics_.tiers[t].peak_used_bytes = metrics_.tiers[t].used_bytes = 0;
@@ -158,12 +161,12 @@ Status TensorCache::ReserveNvme(uint64_t all_extent_bytes) {
 
 TensorCache::~TensorCache() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.notify_all();
   for (std::thread& t : movers_) t.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (Entry& e : entries_)  // parked behind handles the caller never released
     for (Job& job : e.deferred) job.state->Set(Status::Unavailable("tensor cache is shutting down"));
   for (VictimWait& w : victim_waits_) w.job.state->Set(Status::Unavailable("tensor cache is shutting down"));
@@ -201,12 +204,12 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
   const int t = Index(tier);
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + timeout;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Entry& e = entries_[id];
   ++access_;
   e.last_use = ++clock_;
   bool missed = false;
-  auto account_stall = [&] {
+  auto account_stall = [&]() REQUIRES(mu_) {
     if (missed) metrics_.stall_seconds += std::chrono::duration<double>(Clock::now() - start).count();
   };
   // While this call waits, a move of the tensor (even one a Prefetch started
@@ -277,7 +280,7 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
       }
       continue;
     }
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !(e.valid[t] && !e.busy)) {
+    if (cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout && !(e.valid[t] && !e.busy)) {
       account_stall();
       return Status::Timeout("tensor '" + e.spec.name + "': not in the " + TierName(tier) + " tier within " +
                              std::to_string(timeout.count()) + " ms");
@@ -314,7 +317,7 @@ Status TensorCache::Release(TensorHandle* handle) {
   if (handle->cache_ != this) return Status::FailedPrecondition("release of a handle from another cache");
   store(handle->tier_)->ConsumerReleased(handle->data_);  // before the slot can be reused
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ReleaseLocked(handle->id_, handle->tier_, handle->mode_);
   }
   handle->cache_ = nullptr;
@@ -339,7 +342,7 @@ void TensorCache::ReleaseLocked(TensorId id, Tier tier, AccessMode mode) {
 
 PrefetchHandle TensorCache::Prefetch(TensorId id, Tier tier) {
   PrefetchHandle h;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (id >= entries_.size()) {
     h.state_ = Completion::Done(Status::NotFound("prefetch of tensor id " + std::to_string(id) + ": not registered"));
     return h;
@@ -362,7 +365,7 @@ PrefetchHandle TensorCache::Prefetch(TensorId id, Tier tier) {
 
 Status TensorCache::Discard(TensorId id, Tier tier) {
   if (tier == Tier::kNvme) return Status::InvalidArgument("discard from the nvme tier: expected device or host");
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (id >= entries_.size()) return Status::NotFound("discard of tensor id " + std::to_string(id) + ": not registered");
   Entry& e = entries_[id];
   const int t = Index(tier);
@@ -376,7 +379,7 @@ Status TensorCache::Discard(TensorId id, Tier tier) {
 }
 
 Status TensorCache::Invalidate(TensorId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (id >= entries_.size()) return Status::NotFound("invalidate of tensor id " + std::to_string(id) + ": not registered");
   Entry& e = entries_[id];
   SettleLate(&e);
@@ -426,9 +429,9 @@ std::shared_ptr<Completion> TensorCache::StartMoveLocked(TensorId id, Tier tier,
 }
 
 void TensorCache::MoverLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return stop_ || !jobs_.empty(); });
     if (jobs_.empty()) return;  // stop_ and drained
     Job job = jobs_.front();
     jobs_.pop_front();
@@ -459,7 +462,7 @@ void TensorCache::MoverLoop() {
 // REQUIRES: *lock holds mu_ (released while copying, held again on return).
 // Sets *deferred, and returns Ok, when the next step is blocked by a handle
 // (see CopyBlocked); the caller parks the job and ReleaseLocked requeues it.
-Status TensorCache::RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool urgent,
+Status TensorCache::RunMove(MutexLock* lock, TensorId id, Tier target, bool urgent,
                             bool* deferred, int64_t* await_victim) {
   Entry& e = entries_[id];
   const int t = Index(target);
@@ -474,7 +477,7 @@ Status TensorCache::RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tie
       continue;
     }
     if (e.busy) {
-      if (cv_.wait_until(*lock, deadline) == std::cv_status::timeout && e.busy)
+      if (cv_.wait_until(lock->native(), deadline) == std::cv_status::timeout && e.busy)
         return Status::Timeout("tensor '" + e.spec.name + "': another copy of it did not finish in time");
       continue;
     }
@@ -517,7 +520,7 @@ bool TensorCache::CopyBlocked(const Entry& e, Tier from, Tier to) {
 
 // Performs the copy `from` -> `to` of `e` with e->busy set, then drops copies
 // that went stale meanwhile.
-Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent) {
+Status TensorCache::StepToward(MutexLock* lock, Entry* e, Tier from, Tier to, bool urgent) {
   e->busy = true;
   Status st = Copy(lock, e, from, to, urgent);
   e->busy = e->late.active;
@@ -529,7 +532,7 @@ Status TensorCache::StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tie
 
 // Copies e's bytes between adjacent tiers (one end is always the host), taking a
 // slot at the destination first. REQUIRES: e->busy, lock held (released while copying).
-Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent) {
+Status TensorCache::Copy(MutexLock* lock, Entry* e, Tier from, Tier to, bool urgent) {
   const int f = Index(from), t = Index(to);
   TC_RETURN_IF_ERROR(EnsureExtent(e, from, to));
   bool took_slot = false;
@@ -549,7 +552,7 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
                     : from == Tier::kDevice ? &links_[2]
                                            : &links_[3];
   if (busy != nullptr) busy->Begin(Clock::now());
-  lock->unlock();
+  lock->Unlock(&mu_);
   const Clock::time_point copy_start = Clock::now();
   Status st;
   IoTicket io;
@@ -576,7 +579,7 @@ Status TensorCache::Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from
     link_seconds = &metrics_.seconds_device_to_host;
   }
   const double copy_seconds = std::chrono::duration<double>(Clock::now() - copy_start).count();
-  lock->lock();
+  lock->Lock(&mu_);
   if (busy != nullptr) busy->End(Clock::now());
   if (st.ok()) {
     e->valid[t] = true;
@@ -622,7 +625,7 @@ void TensorCache::SettleLate(Entry* e) {
 // Waits (lock released) until e's late copy ends or `deadline`, then settles
 // it. Unavailable when it cannot end (a device copy), Timeout at the deadline.
 // REQUIRES: e->late.active, lock held.
-Status TensorCache::WaitLate(std::unique_lock<std::mutex>* lock, Entry* e, Clock::time_point deadline) {
+Status TensorCache::WaitLate(MutexLock* lock, Entry* e, Clock::time_point deadline) {
   if (!e->late.has_ticket) {
     return Status::Unavailable("tensor '" + e->spec.name + "': an earlier copy timed out (" + e->late.what +
                                ") and may still run; its slots stay reserved and the tensor cannot be used");
@@ -630,9 +633,9 @@ Status TensorCache::WaitLate(std::unique_lock<std::mutex>* lock, Entry* e, Clock
   const IoTicket ticket = e->late.ticket;
   const std::string what = e->late.what;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  lock->unlock();
+  lock->Unlock(&mu_);
   (void)ticket.Wait(std::max(left, std::chrono::milliseconds(0)));
-  lock->lock();
+  lock->Lock(&mu_);
   SettleLate(e);
   if (e->late.active)
     return Status::Timeout("tensor '" + e->spec.name + "': an earlier copy that timed out (" + what +
@@ -655,7 +658,7 @@ Status TensorCache::EnsureExtent(Entry* e, Tier from, Tier to) {
 // ---- metrics and queries ----
 
 void TensorCache::SetNextUseOracle(const NextUseOracle* oracle) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   oracle_ = oracle;
 }
 
@@ -664,12 +667,12 @@ const TensorSpec& TensorCache::spec(TensorId id) const { return entries_[id].spe
 size_t TensorCache::size() const { return entries_.size(); }
 
 bool TensorCache::IsResident(TensorId id, Tier tier) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return id < entries_.size() && entries_[id].valid[Index(tier)];
 }
 
 uint64_t TensorCache::Arrivals(TensorId id, Tier tier) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return entries_[id].arrivals[Index(tier)];
 }
 
@@ -692,12 +695,12 @@ CacheMetrics TensorCache::MetricsLocked() const {
 }
 
 CacheMetrics TensorCache::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return MetricsLocked();
 }
 
 CacheMetrics TensorCache::EndStep() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   CacheMetrics m = MetricsLocked();
   CacheMetrics next;
   next.step = metrics_.step + 1;

@@ -1,81 +1,25 @@
 // TensorCache: the registry of managed tensors and the only way to reach their
-// bytes. Every tensor has an id, a name, a byte size, a dtype and a home tier;
-// its copies live in size-class slots of the device and host tiers and in an
-// extent of the NVMe file, assigned on its first write-back within the NVMe
-// budget (a tensor never written to NVMe takes no NVMe space). As with LevelDB's Cache, Acquire() returns a
-// handle that pins the tensor in one tier until it is released; a tensor with a
-// live handle in a tier is never evicted from it.
+// bytes. Each tensor (id, name, bytes, dtype, home tier) has copies in size-class
+// slots of the device and host tiers and, once written back, an extent of the
+// NVMe file within nvme_budget. As with LevelDB's Cache, Acquire() returns a
+// handle that pins the tensor in one tier until it is released; a pinned copy
+// is never evicted, never read by a mover while pinned for write, and never
+// overwritten. Prefetch() starts a move on a mover thread. Eviction takes the
+// resident tensor used furthest ahead (NextUseOracle; LRU without one), and a
+// prefetch only the victim a demand miss would take. Tier errors, a full NVMe
+// budget and timeouts return a Status naming the tensor. The rules in full
+// (paths, dirty copies, parked and declined prefetches, the NVMe budget,
+// timed-out copies, handles and movers): docs/cachemgr.md, "Semantics".
 //
-// Movement: Prefetch(id, tier) starts moving a tensor toward a tier on a mover
-// thread and returns a PrefetchHandle; Acquire(id, tier) returns at once on a
-// hit and otherwise waits (up to its timeout) for the move, adding the wait to
-// the step's stall seconds. Paths run through the host tier: NVMe -> host ->
-// device and back. Copies are inclusive (a tensor may be valid in several tiers);
-// acquiring for write makes the acquired copy the only valid one (dirty), and an
-// evicted dirty copy is written back to the tier below before its slot is reused.
-// Eviction takes, within the needed size class, the unpinned resident tensor
-// whose next use (NextUseOracle) is furthest away, or the least recently used
-// when no oracle is set. A prefetch (a move nobody waits on yet) takes the
-// victim a demand miss at the prefetched tensor's use would take: with an
-// oracle set and no free slot in its class, the resident tensor whose first use
-// after that use is furthest away (a tensor used fewer than
-// min_<tier>_slots_per_class accesses before that use counts as still pinned
-// then, as a caller pinning that many acquires them in a row, and is passed
-// over). While that tensor still has a use before
-// then, or a handle pins it, or a mover copies it, the prefetch is parked
-// (counted once in prefetches_deferred) until a handle on it is released, its
-// copy leaves the tier or its move ends; so prefetching moves no bytes that
-// demand fetches in the same order would not. It never evicts a tensor whose
-// next use comes before the prefetched tensor's; when the oracle places no
-// candidate after that use it is declined (its handle completes with
-// ResourceExhausted, counted in prefetches_declined) and the tensor comes on
-// demand instead. An Acquire of a parked prefetch's tensor makes it a demand
-// move at once. Never-written tensors read as zeros
-// and are never written back (a copy of zeros is dropped, not saved).
-//
-// NVMe budget: a write-back that needs a new extent beyond nvme_budget fails
-// with ResourceExhausted naming the tensor, the budget's key, the budget and the
-// bytes used and needed; it reaches the Acquire / Prefetch / Discard that caused
-// it, and the dirty copy stays valid where it was. Eviction prefers victims whose
-// write-back fits. Budget 0: no NVMe file, and Create requires the host slots to
-// hold every tensor (InvalidArgument naming both budgets' keys otherwise).
-//
-// Errors from tiers (EIO, ENOSPC, short I/O, checksum mismatch, timeouts) reach
-// the caller of Acquire / PrefetchHandle::Wait as a Status naming the tensor and
-// the file; the failed copy is never marked valid. A copy that times out may
-// still be running (the kernel reading its source, or landing in its
-// destination later): the tensor keeps both slots and stays busy until it ends,
-// so neither slot is reused and no newer copy of it can be overtaken by it; the
-// next Acquire of it waits for the end (an NVMe copy) or fails with
-// Unavailable (a device copy, whose end cannot be seen).
-//
-// Handles and movers (the rules that keep copies free of data races):
-//  1. A copy pinned for kWrite is being modified: no mover reads it (no move,
-//     prefetch or write-back uses it as a source) and it is never evicted. A
-//     move that needs it is parked and requeued when a handle on the tensor is
-//     released, so it carries the bytes as of the release. Acquiring another
-//     tier of that tensor therefore waits for the writer's Release (a thread that
-//     holds a kWrite handle and acquires the same tensor in another tier gets
-//     Timeout).
-//  2. A mover never writes into a slot any handle pins. Only a stale copy can
-//     be pinned and invalid (a reader's copy after someone else acquired for
-//     write); moves into it are parked until the reader releases, and eviction
-//     skips a dirty device copy whose write-back would land there.
-//  3. While a mover copies to or from a tensor (it is "busy"), Acquire of any
-//     tier of it waits until the copy ends: a writer cannot start modifying a
-//     copy that is being read, and a reader never sees a copy being filled.
-// Handles among themselves are not ordered: a reader and a writer of the same
-// copy share its bytes, as with any shared buffer.
-//
-// Thread safety: all methods are thread-safe. One mutex guards the registry and
-// the pools; copies run outside it on mover threads.
+// Thread safety: every public method may be called from any thread. mu_ guards
+// the registry, the pools and the metrics; copies run outside it on the mover
+// threads, the tensor marked busy meanwhile.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -88,6 +32,7 @@
 #include "cachemgr/size_class_pool.h"
 #include "cachemgr/tier.h"
 #include "cachemgr/types.h"
+#include "common/thread_annotations.h"
 
 namespace tencache {
 
@@ -243,49 +188,49 @@ class TensorCache {
   // Reserves the NVMe file within the budget (none when it is 0). REQUIRES: pools carved.
   Status ReserveNvme(uint64_t all_extent_bytes);
   void MoverLoop();
-  std::shared_ptr<Completion> StartMoveLocked(TensorId id, Tier tier, bool urgent);
+  std::shared_ptr<Completion> StartMoveLocked(TensorId id, Tier tier, bool urgent) REQUIRES(mu_);
   // Sets *deferred when a handle blocks the next copy (the job parks on the
   // tensor) and *await_victim (else kNoVictim) when a prefetch must wait for
   // its victim (VictimToAwait; the job parks on that tensor).
-  Status RunMove(std::unique_lock<std::mutex>* lock, TensorId id, Tier target, bool urgent, bool* deferred,
-                 int64_t* await_victim);
+  Status RunMove(MutexLock* lock, TensorId id, Tier target, bool urgent, bool* deferred,
+                 int64_t* await_victim) REQUIRES(mu_);
   // For a prefetch of `e` into `tier` (REQUIRES: it has no slot there): the
   // tensor a demand miss at e's next use would evict, when that tensor cannot be
   // evicted yet (a use before then, a handle, a copy in flight); -1 when a slot
   // is free, no oracle is set, or the victim can go now.
-  int64_t VictimToAwait(const Entry& e, Tier tier);
+  int64_t VictimToAwait(const Entry& e, Tier tier) REQUIRES(mu_);
   // Requeues the prefetches parked on `id` as their victim.
-  void WakeVictimWaiters(TensorId id);
+  void WakeVictimWaiters(TensorId id) REQUIRES(mu_);
   // Wakes the movers waiting out TakeSlot's grace, if any, after a change that
   // can free or unblock a slot without a copy ending (a handle's last pin
   // released, an Acquire's wait begun or ended). REQUIRES: mu_ held.
-  void WakeSlotWaiters();
+  void WakeSlotWaiters() REQUIRES(mu_);
   static void NextStep(const Entry& e, Tier target, Tier* from, Tier* to);
   static bool CopyBlocked(const Entry& e, Tier from, Tier to);
   static bool NeedsWriteBack(const Entry& v, Tier tier);
-  bool WriteBackFits(const Entry& v, Tier tier) const;
+  bool WriteBackFits(const Entry& v, Tier tier) const REQUIRES(mu_);
   // `urgent`: someone waits for the copy (an Acquire); else it is a prefetch
   // and TakeSlot applies the Belady-safe rule (see the header comment).
-  Status StepToward(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
-  Status Copy(std::unique_lock<std::mutex>* lock, Entry* e, Tier from, Tier to, bool urgent);
-  Status EnsureExtent(Entry* e, Tier from, Tier to);
-  void SettleLate(Entry* e);
-  Status WaitLate(std::unique_lock<std::mutex>* lock, Entry* e, std::chrono::steady_clock::time_point deadline);
-  StatusOr<uint64_t> TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id, bool urgent);
+  Status StepToward(MutexLock* lock, Entry* e, Tier from, Tier to, bool urgent) REQUIRES(mu_);
+  Status Copy(MutexLock* lock, Entry* e, Tier from, Tier to, bool urgent) REQUIRES(mu_);
+  Status EnsureExtent(Entry* e, Tier from, Tier to) REQUIRES(mu_);
+  void SettleLate(Entry* e) REQUIRES(mu_);
+  Status WaitLate(MutexLock* lock, Entry* e, std::chrono::steady_clock::time_point deadline) REQUIRES(mu_);
+  StatusOr<uint64_t> TakeSlot(MutexLock* lock, Tier tier, int cls, TensorId for_id, bool urgent) REQUIRES(mu_);
   // Gives `e` a slot in `tier` (REQUIRES: it has none; lock held, released while evicting).
-  Status PlaceInSlot(std::unique_lock<std::mutex>* lock, Entry* e, Tier tier, bool urgent);
+  Status PlaceInSlot(MutexLock* lock, Entry* e, Tier tier, bool urgent) REQUIRES(mu_);
   // `after` (may be null): only tensors whose next use is later than *after
   // qualify; `*sooner` is set when a candidate was passed over for that.
   // `*unfit` is set to the first candidate passed over because its write-back
   // to NVMe would exceed the budget.
-  Entry* PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after, bool* sooner, Entry** unfit);
-  bool HasBusyHolder(Tier tier, int cls, TensorId for_id) const;
-  Status Evict(std::unique_lock<std::mutex>* lock, Entry* victim, Tier tier);
-  void DropCopy(Entry* e, Tier tier);
-  void AddUsed(Tier tier, int64_t delta);
-  void ReleaseLocked(TensorId id, Tier tier, AccessMode mode);
-  TensorHandle PinLocked(Entry* e, Tier tier, AccessMode mode);
-  CacheMetrics MetricsLocked() const;
+  Entry* PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after, bool* sooner, Entry** unfit) REQUIRES(mu_);
+  bool HasBusyHolder(Tier tier, int cls, TensorId for_id) const REQUIRES(mu_);
+  Status Evict(MutexLock* lock, Entry* victim, Tier tier) REQUIRES(mu_);
+  void DropCopy(Entry* e, Tier tier) REQUIRES(mu_);
+  void AddUsed(Tier tier, int64_t delta) REQUIRES(mu_);
+  void ReleaseLocked(TensorId id, Tier tier, AccessMode mode) REQUIRES(mu_);
+  TensorHandle PinLocked(Entry* e, Tier tier, AccessMode mode) REQUIRES(mu_);
+  CacheMetrics MetricsLocked() const REQUIRES(mu_);
   TierStore* store(Tier t) const;
 
   // Constant after Create().
@@ -295,9 +240,9 @@ class TensorCache {
   std::vector<std::vector<TensorId>> members_[2];  // per tier and size class: the tensors of that class
   std::vector<std::thread> movers_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;          // entry busy flags and the job queue
-  std::vector<Entry> entries_;          // guarded by mu_ (specs constant)
+  std::vector<Entry> entries_;          // guarded by mu_, except each spec (constant)
   struct Job {
     TensorId id;
     Tier target;
@@ -305,19 +250,19 @@ class TensorCache {
     bool urgent = false;  // an Acquire waits on it
     bool waited_for_victim = false;  // counted in prefetches_deferred
   };
-  std::deque<Job> jobs_;                // guarded by mu_
+  std::deque<Job> jobs_ GUARDED_BY(mu_);
   struct VictimWait {
     TensorId victim;
     Job job;
   };
-  std::vector<VictimWait> victim_waits_;  // guarded by mu_: prefetches parked on their victim
-  bool stop_ = false;                   // guarded by mu_
-  int slot_waiters_ = 0;                // guarded by mu_: movers waiting out TakeSlot's grace
-  const NextUseOracle* oracle_ = nullptr;  // guarded by mu_
-  AccessIndex access_ = 0;              // guarded by mu_: acquires so far this step
-  uint64_t clock_ = 0;                  // guarded by mu_: LRU clock
-  CacheMetrics metrics_;                // guarded by mu_
-  LinkClock links_[4];                  // guarded by mu_: nvme->host, host->device, device->host, host->nvme
+  std::vector<VictimWait> victim_waits_ GUARDED_BY(mu_);  // prefetches parked on their victim
+  bool stop_ GUARDED_BY(mu_) = false;
+  int slot_waiters_ GUARDED_BY(mu_) = 0;  // movers waiting out TakeSlot's grace
+  const NextUseOracle* oracle_ GUARDED_BY(mu_) = nullptr;
+  AccessIndex access_ GUARDED_BY(mu_) = 0;  // acquires so far this step
+  uint64_t clock_ GUARDED_BY(mu_) = 0;      // LRU clock
+  CacheMetrics metrics_ GUARDED_BY(mu_);
+  LinkClock links_[4] GUARDED_BY(mu_);      // nvme->host, host->device, device->host, host->nvme
   std::unique_ptr<NvmeExtents> nvme_;   // set in Create; guarded by mu_ (capacity constant)
 };
 

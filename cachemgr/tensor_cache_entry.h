@@ -1,5 +1,6 @@
 // Internal to the tensor cache's .cc files: the registry entry of one tensor
-// and the helpers its files share. Not part of the cache's interface.
+// and the helpers its files share. Not part of the cache's interface. An Entry's
+// spec is constant after Create; every other field is guarded by TensorCache::mu_.
 #pragma once
 
 #include <chrono>

@@ -11,7 +11,7 @@ namespace tencache {
 
 using namespace tensor_cache_internal;  // NOLINT: the cache's own helpers
 
-Status TensorCache::PlaceInSlot(std::unique_lock<std::mutex>* lock, Entry* e, Tier tier, bool urgent) {
+Status TensorCache::PlaceInSlot(MutexLock* lock, Entry* e, Tier tier, bool urgent) {
   StatusOr<uint64_t> slot = TakeSlot(lock, tier, e->cls[Index(tier)], e->spec.id, urgent);
   if (!slot.ok()) return slot.status().WithContext("tensor '" + e->spec.name + "'");
   e->slot[Index(tier)] = static_cast<int64_t>(*slot);
@@ -19,7 +19,7 @@ Status TensorCache::PlaceInSlot(std::unique_lock<std::mutex>* lock, Entry* e, Ti
   return Status::Ok();
 }
 
-StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tier tier, int cls, TensorId for_id,
+StatusOr<uint64_t> TensorCache::TakeSlot(MutexLock* lock, Tier tier, int cls, TensorId for_id,
                                           bool urgent) {
   SizeClassPool& pool = *pools_[Index(tier)];
   const Clock::time_point grace = Clock::now() + options_.slot_wait;
@@ -47,7 +47,7 @@ StatusOr<uint64_t> TensorCache::TakeSlot(std::unique_lock<std::mutex>* lock, Tie
       if (!waited) ++metrics_.slot_waits;
       waited = true;
       ++slot_waiters_;
-      cv_.wait_until(*lock, grace);
+      cv_.wait_until(lock->native(), grace);
       --slot_waiters_;
       continue;
     }
@@ -174,7 +174,7 @@ bool TensorCache::WriteBackFits(const Entry& v, Tier tier) const {
 
 // Removes v's copy from `tier`, writing it back one tier down first when it is
 // the only valid copy.
-Status TensorCache::Evict(std::unique_lock<std::mutex>* lock, Entry* v, Tier tier) {
+Status TensorCache::Evict(MutexLock* lock, Entry* v, Tier tier) {
   const bool only_copy = NeedsWriteBack(*v, tier);
   v->busy = true;
   Status st;

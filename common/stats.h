@@ -1,6 +1,7 @@
 // Order statistics over measured samples (step times, link speeds, per-access
 // compute times), shared by the worker, the profiler, the launcher's report and
 // the benchmarks so that every "median" in the project means the same thing.
+// Pure functions: thread-safe.
 #pragma once
 
 #include <vector>

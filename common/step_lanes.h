@@ -4,7 +4,7 @@
 // step can be no shorter than its busiest lane; overlap efficiency says how
 // close it comes (1.0: as short as the slowest resource allows). The worker
 // measures the lanes, tencache-sim predicts them, the report shows both, all
-// under the names below.
+// under the names below. Plain values: thread-compatible.
 #pragma once
 
 #include <nlohmann/json.hpp>
