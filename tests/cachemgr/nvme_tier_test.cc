@@ -241,7 +241,7 @@ TEST_F(NvmeTierTest, DirectIoDescribesNoFallback) {
 
 
 // A new request must not wait behind one the device is slow with: the ring
-// thread's wait for completions is interrupted (it used to poll every 50 ms).
+// thread's wait for completions is interrupted, not left to its 50 ms bound.
 TEST_F(NvmeTierTest, ANewRequestInterruptsTheWaitForAHeldOne) {
   auto t = OpenTier(&faulty_);
   auto held = testing::MakeAligned(kBlock), next = testing::MakeAligned(kBlock);
@@ -324,7 +324,7 @@ std::unique_ptr<NvmeTier> OpenNull(NullFileEnv* env, uint64_t bytes) {
 }
 
 // The host pool is one region; io_uring caps a fixed buffer at 1 GiB, so a
-// larger region is registered in pieces (it used to fail, silently).
+// larger region is registered in pieces, not refused.
 TEST(NvmeTierFixedBuffers, ARegionBeyondOneGibIsRegisteredInPieces) {
   NullFileEnv env;
   auto t = OpenNull(&env, kFile);

@@ -163,7 +163,7 @@ TEST(PrefetchVictimHeldTest, ATensorUsedRightBeforeTheUseCountsAsPinnedThen) {
 // counts that acquire's use as past (the tensor's next use is a step away), so
 // once its read lands the tensor looks like the best victim until the waiting
 // thread wakes and pins it. With one mover the next job runs in exactly that
-// window: before the fix, X was evicted for Y there and read again at once.
+// window: evicting X for Y there would read X again at once.
 TEST(PrefetchVictim, ATensorAnAcquireWaitsForIsNotEvictedWhenItArrives) {
   testing::TempDir dir;
   FaultInjectionFileEnv faulty(PosixFileEnv());
@@ -200,7 +200,7 @@ TEST(PrefetchVictim, ATensorAnAcquireWaitsForIsNotEvictedWhenItArrives) {
   EXPECT_TRUE(Read(c.get(), kY, 11));  // access 1
   EXPECT_TRUE(Read(c.get(), kB, 12));  // access 2
   CacheMetrics m = c->EndStep();
-  EXPECT_EQ(m.bytes_nvme_to_host, 2 * kBytes);  // X and Y once each (X twice before the fix)
+  EXPECT_EQ(m.bytes_nvme_to_host, 2 * kBytes);  // X and Y once each (X twice had Y evicted it)
   EXPECT_EQ(m.tier(Tier::kHost).misses, 1u);    // X's acquire only: Y took X's slot after its use, B stayed
   c->SetNextUseOracle(nullptr);
 }

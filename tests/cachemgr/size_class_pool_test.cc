@@ -102,10 +102,10 @@ TEST(SizeClassPoolTest, MaxResidentNeverWorseOnRandomHistograms) {
 }
 
 // Every class keeps its mandatory min(min_slots, tensors) slots whichever plan
-// wins. The proportional plan used to take slots back from the biggest classes
-// down to one when its shares overran the budget: the worker's cache (three
-// host slots a class: an update pins a master and two moments of one size)
-// then got two slots of its layers' 196 KiB class and failed its first update.
+// wins, even where the proportional shares overrun the budget: taking slots
+// back from the biggest classes would leave the worker's cache (three host
+// slots a class: an update pins a master and two moments of one size) two
+// slots of its layers' 196 KiB class, and its first update would fail.
 TEST(SizeClassPoolTest, NoPlanTakesAClassBelowItsMinimum) {
   const std::vector<SizeClass> worker = {{4096, 5}, {102400, 2}, {180224, 24}, {200704, 8}, {540672, 1}};
   std::mt19937_64 rng(7);
