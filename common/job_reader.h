@@ -27,8 +27,8 @@ class JobReader {
   JobReader(std::string source, YAML::Node root, std::map<std::string, std::string> overridden)
       : source_(std::move(source)), root_(std::move(root)), overridden_(std::move(overridden)) {}
 
-  // Every key under `section` ("" for the top level) is one the schema knows,
-  // and appears once (defined with the schema, in job_spec.cc).
+  // Every key under `section` ("" for the top level) is one of JobKeys()
+  // (common/job_keys.h), and appears once (defined in job_spec.cc).
   Status CheckKeys(const YAML::Node& node, const std::string& section);
   YAML::Node Find(const std::string& key) const;
   std::string Location(const std::string& key, const YAML::Node& node) const;

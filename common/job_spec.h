@@ -5,7 +5,8 @@
 // validation, so an override is checked exactly like the file. Every error is an
 // InvalidArgument / NotFound naming the file (or "--set KEY"), the dotted key,
 // the line, and the expected form; an unknown key suggests the closest known one.
-// docs/job-yaml.md documents every key. Value type; thread-safe to read.
+// common/job_keys.h is the schema: every key's form, default, meaning (docs/job-yaml.md's
+// tables are generated from it), and how it is read and written. Value type; thread-safe to read.
 #pragma once
 
 #include <cstdint>
@@ -156,6 +157,18 @@ struct JobSpec {
   // Ranks of the run: nodes x ranks_per_node. REQUIRES: both resolved (non-zero).
   int ranks() const { return cluster.nodes * cluster.ranks_per_node; }
 };
+
+// Equal when every field is. For JobSpec: every setting; `source`,
+// `locations` and `size_texts` say where the settings came from and are not compared.
+bool operator==(const TrainSpec& a, const TrainSpec& b);
+bool operator==(const VolumeSpec& a, const VolumeSpec& b);
+bool operator==(const HostSlots& a, const HostSlots& b);
+bool operator==(const HostsSpec& a, const HostsSpec& b);
+bool operator==(const KubernetesSpec& a, const KubernetesSpec& b);
+bool operator==(const ClusterSpec& a, const ClusterSpec& b);
+bool operator==(const CacheSpec& a, const CacheSpec& b);
+bool operator==(const JobSpec& a, const JobSpec& b);
+inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
 
 // The learning rate of optimizer step `step` (0-based) under t's schedule:
 // lr x (step + 1) / warmup_steps during the warm-up, then constant, or from lr

@@ -1,5 +1,7 @@
 #include "common/model_shape.h"
 
+#include <tuple>
+
 #include <algorithm>
 
 namespace tencache {
@@ -111,6 +113,15 @@ std::vector<uint64_t> ModelShape::BlockParamCounts() const {
   counts.front() = block[0];
   counts.back() = block[2];
   return counts;
+}
+
+bool operator==(const ModelShape& a, const ModelShape& b) {
+  auto fields = [](const ModelShape& m) {
+    return std::tie(m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.seq_len, m.vocab,
+                    m.max_positions, m.position_offset, m.mlp, m.norm, m.position, m.bias, m.fused_qkv,
+                    m.parallel_block, m.embedding_norm, m.tied_embeddings, m.rope_theta, m.norm_eps);
+  };
+  return fields(a) == fields(b);
 }
 
 Status ValidateModelShape(const ModelShape& m, const std::string& ctx) {

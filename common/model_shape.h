@@ -79,6 +79,10 @@ struct ModelShape {
 // heads). Errors name the key under `context` (e.g. "job.yaml: model").
 Status ValidateModelShape(const ModelShape& shape, const std::string& context);
 
+// Equal when every field is (the name included).
+bool operator==(const ModelShape& a, const ModelShape& b);
+inline bool operator!=(const ModelShape& a, const ModelShape& b) { return !(a == b); }
+
 // Published presets: tiny, gpt2 (gpt2, gpt2-medium, gpt2-large, gpt2-xl; also
 // gpt2-124m/355m/774m/1.5b), opt-1.3b/6.7b/13b/30b, llama-2-7b/13b/70b,
 // falcon-7b, bloom-7b1.

@@ -1,24 +1,15 @@
 #include "launcher/resolved_job.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <filesystem>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "common/byte_size.h"
 #include "common/human_format.h"
+#include "common/job_keys.h"
 #include "launcher/cache_budgets.h"
 
 namespace tencache {
 namespace {
-
-std::string Quote(const std::string& s) { return nlohmann::json(s).dump(); }  // a YAML double-quoted scalar
-
-std::string OptionalQuote(const std::string& s) { return s.empty() ? "" : Quote(s); }
-
-std::string Size(uint64_t bytes) { return bytes == 0 ? "0" : std::to_string(bytes); }
 
 // Per-rank budgets in the worker's accounting, as the plan computed them
 // (launcher/cache_budgets.h).
@@ -74,111 +65,12 @@ StatusOr<ResolvedJob> ResolveJob(const JobSpec& job, const Candidate& run) {
 std::string RenderResolvedJob(const ResolvedJob& r, const std::vector<std::string>& header) {
   const JobSpec& j = r.job;
   const ModelShape& m = j.model;
-  std::vector<std::pair<std::string, std::string>> kv = {
-      {"name", Quote(j.name)},
-      {"model.preset", m.name == "custom" ? "" : Quote(m.name)},
-      {"model.dtype", DTypeName(j.dtype)},
-      {"model.layers", std::to_string(m.layers)},
-      {"model.hidden", std::to_string(m.hidden)},
-      {"model.heads", std::to_string(m.heads)},
-      {"model.kv_heads", std::to_string(m.kv_heads)},
-      {"model.ffn_hidden", std::to_string(m.ffn_hidden)},
-      {"model.seq_len", std::to_string(m.seq_len)},
-      {"model.vocab", std::to_string(m.vocab)},
-      {"model.max_positions", std::to_string(m.max_positions)},
-      {"model.mlp", MlpKindName(m.mlp)},
-      {"model.norm", NormKindName(m.norm)},
-      {"model.position", PositionKindName(m.position)},
-      {"model.bias", m.bias ? "true" : "false"},
-      {"model.tied_embeddings", m.tied_embeddings ? "true" : "false"},
-      {"model.fused_qkv", m.fused_qkv ? "true" : "false"},
-      {"model.parallel_block", m.parallel_block ? "true" : "false"},
-      {"model.embedding_norm", m.embedding_norm ? "true" : "false"},
-      {"model.rope_theta", nlohmann::json(m.rope_theta).dump()},
-      {"model.norm_eps", nlohmann::json(m.norm_eps).dump()},
-      {"model.init", OptionalQuote(j.init)},
-      {"train.data", j.train.data.empty() ? "" : Quote(std::filesystem::absolute(j.train.data).string())},
-      {"train.tokens_per_epoch", std::to_string(j.train.tokens_per_epoch)},
-      {"train.micro_batch", std::to_string(j.train.micro_batch)},
-      {"train.global_batch", std::to_string(j.train.global_batch)},
-      {"train.steps", std::to_string(j.train.steps)},
-      {"train.lr", nlohmann::json(j.train.lr).dump()},
-      {"train.lr_schedule", LrScheduleName(j.train.lr_schedule)},
-      {"train.warmup_steps", std::to_string(j.train.warmup_steps)},
-      {"train.min_lr", nlohmann::json(j.train.min_lr).dump()},
-      {"train.beta1", nlohmann::json(j.train.beta1).dump()},
-      {"train.beta2", nlohmann::json(j.train.beta2).dump()},
-      {"train.eps", nlohmann::json(j.train.eps).dump()},
-      {"train.weight_decay", nlohmann::json(j.train.weight_decay).dump()},
-      {"train.grad_clip", nlohmann::json(j.train.grad_clip).dump()},
-      {"train.initial_loss_scale", nlohmann::json(j.train.initial_loss_scale).dump()},
-      {"train.loss_scale_window", std::to_string(j.train.loss_scale_window)},
-      {"train.eval_every", std::to_string(j.train.eval_every)},
-      {"train.eval_data",
-       j.train.eval_data.empty() ? "" : Quote(std::filesystem::absolute(j.train.eval_data).string())},
-      {"train.eval_split", nlohmann::json(j.train.eval_split).dump()},
-      {"train.eval_sequences", std::to_string(j.train.eval_sequences)},
-      {"train.seed", std::to_string(j.train.seed)},
-      {"train.compute_threads", std::to_string(j.train.compute_threads)},
-      {"train.checkpoint_every", std::to_string(j.train.checkpoint_every)},
-      {"train.checkpoint_on_stop", j.train.checkpoint_on_stop ? "true" : "false"},
-      {"train.checkpoint_dir", Quote(std::filesystem::absolute(j.train.checkpoint_dir).string())},
-      {"train.keep_checkpoints", std::to_string(j.train.keep_checkpoints)},
-      {"cluster.target", TargetName(j.cluster.target)},
-      {"cluster.nodes", std::to_string(j.cluster.nodes)},
-      {"cluster.ranks_per_node", std::to_string(j.cluster.ranks_per_node)},
-      {"cluster.max_nodes", std::to_string(j.cluster.max_nodes)},
-      {"cluster.instance_types", ""},
-      {"cluster.objective", j.cluster.objective == Objective::kCost ? "cost" : "time"},
-      {"cluster.use_spot", j.cluster.use_spot ? "true" : "false"},
-      {"cluster.max_price_per_hour", nlohmann::json(j.cluster.max_price_per_hour).dump()},
-      {"cluster.catalog", j.cluster.catalog.empty() ? "" : Quote(j.cluster.catalog)},
-      {"cluster.volume.size", j.cluster.volume.size == 0 ? "" : std::to_string(j.cluster.volume.size)},
-      {"cluster.volume.read_gbps", nlohmann::json(j.cluster.volume.read_gbps).dump()},
-      {"cluster.volume.write_gbps", nlohmann::json(j.cluster.volume.write_gbps).dump()},
-      {"cluster.image", OptionalQuote(j.cluster.k8s.image)},
-      {"cluster.namespace", OptionalQuote(j.cluster.k8s.namespace_)},
-      {"cluster.nvme_volume", NvmeVolumeName(j.cluster.k8s.nvme_volume)},
-      {"cluster.nvme_storage_class", OptionalQuote(j.cluster.k8s.nvme_storage_class)},
-      {"cluster.nvme_host_path", OptionalQuote(j.cluster.k8s.nvme_host_path)},
-      {"cluster.checkpoint_claim", OptionalQuote(j.cluster.k8s.checkpoint_claim)},
-      {"cluster.data_claim", OptionalQuote(j.cluster.k8s.data_claim)},
-      {"cluster.hosts", ""},
-      {"cluster.hostfile", ""},  // read into cluster.hosts
-      {"cluster.rsh_agent", j.cluster.target == Target::kHosts ? Quote(j.cluster.hosts.rsh_agent) : ""},
-      {"cluster.network_interface",
-       j.cluster.target == Target::kHosts ? OptionalQuote(j.cluster.hosts.network_interface) : ""},
-      {"cluster.instance_type", j.cluster.target == Target::kHosts ? OptionalQuote(j.cluster.hosts.instance_type) : ""},
-      {"cache.policy", CachePolicyName(j.cache.policy)},
-      {"cache.device_budget", Size(j.cache.device_budget.value_or(0))},
-      {"cache.host_budget", Size(j.cache.host_budget.value_or(0))},
-      {"cache.nvme_budget", Size(j.cache.nvme_budget.value_or(0))},
-      {"cache.nvme_path", Quote(j.cache.nvme_path)},
-      {"cache.prefetch", j.cache.prefetch ? "true" : "false"},
-  };
-  if (!j.cluster.instance_types.empty()) {
-    std::string list = "[";
-    for (size_t i = 0; i < j.cluster.instance_types.size(); ++i) {
-      list += (i ? ", " : "") + Quote(j.cluster.instance_types[i]);
-    }
-    for (auto& entry : kv) {
-      if (entry.first == "cluster.instance_types") entry.second = list + "]";
-    }
-  }
-  if (j.cluster.target == Target::kHosts) {
-    std::string list = "[";
-    for (size_t i = 0; i < j.cluster.hosts.list.size(); ++i) {
-      const HostSlots& h = j.cluster.hosts.list[i];
-      list += (i ? ", " : "") + Quote(h.host + ":" + std::to_string(h.slots));
-    }
-    for (auto& entry : kv) {
-      if (entry.first == "cluster.hosts") entry.second = list + "]";
-    }
-  }
   std::ostringstream out;
   for (const std::string& h : header) out << "# " << CommentText(h) << "\n";
   std::string section;
-  for (const auto& [key, value] : kv) {
+  for (const JobKey& k : JobKeys()) {
+    const std::string& key = k.path;
+    const std::string value = k.write(j);
     const size_t dot = key.rfind('.');
     const std::string parent = dot == std::string::npos ? "" : key.substr(0, dot);
     std::string comment;

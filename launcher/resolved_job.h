@@ -3,7 +3,8 @@
 // device / host / NVMe budgets in the worker's accounting (common/shard_bytes.h)
 // — and written as OUT/job.resolved.yaml with a comment on every key saying
 // where its value came from (the job file's line, a --set, the default, or the
-// plan and why). Workers read that file and nothing else. Pure functions.
+// plan and why). Each key is written by its entry in common/job_keys.h.
+// Workers read that file and nothing else. Pure functions.
 #pragma once
 
 #include <map>

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "common/every_key_job.h"
 #include "common/shard_bytes.h"
 #include "launcher/catalog.h"
 #include "launcher/local_machine.h"
@@ -131,6 +134,52 @@ TEST(ResolvedJob, ALineBreakInASetValueStaysInsideItsComment) {
   ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << text;
   EXPECT_EQ(back->cache.nvme_path, r->job.cache.nvme_path);  // as --set read it (YAML folds a plain line break)
   EXPECT_EQ(back->train.data, r->job.train.data);
+}
+
+// The written job reads back equal, with every key of the schema set.
+TEST(ResolvedJob, EveryKeyReadsBackEqual) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tencache_resolved_every_key";
+  StatusOr<JobSpec> job = ParseJobText("", (dir / "job.yaml").string(), AsOverrides(EveryKeyValues(dir)));
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  const std::string text = RenderResolvedJob(ResolvedJob{*job, {}}, {});
+  // Every key is written but cluster.hostfile, which is written as cluster.hosts.
+  const size_t unset = text.find("not set");
+  EXPECT_EQ(unset, text.find("# cluster.hostfile: not set (default)\n") + 20) << text;
+  EXPECT_EQ(text.find("not set", unset + 1), std::string::npos) << text;
+  StatusOr<JobSpec> back = ParseJobText(text, (dir / "resolved.yaml").string());
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << text;
+  EXPECT_TRUE(*back == *job) << text;
+  std::filesystem::remove_all(dir);
+}
+
+// cluster.hostfile is written as the hosts read from it (cluster.hosts).
+TEST(ResolvedJob, AHostfileIsWrittenAsItsHosts) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tencache_resolved_hostfile";
+  std::map<std::string, std::string> values = EveryKeyValues(dir);
+  values.erase("cluster.hosts");
+  values["cluster.hostfile"] = HostfileValue();
+  StatusOr<JobSpec> job = ParseJobText("", (dir / "job.yaml").string(), AsOverrides(values));
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  const std::string text = RenderResolvedJob(ResolvedJob{*job, {}}, {});
+  EXPECT_NE(text.find("hosts: [\"node1:2\", \"node2:2\"]"), std::string::npos) << text;
+  StatusOr<JobSpec> back = ParseJobText(text, (dir / "resolved.yaml").string());
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << text;
+  JobSpec expected = *job;
+  expected.cluster.hosts.hostfile.clear();
+  EXPECT_TRUE(*back == expected) << text;
+  std::filesystem::remove_all(dir);
+}
+
+// A job that leaves every key it may at its default (auto included) reads back equal.
+TEST(ResolvedJob, DefaultsReadBackEqual) {
+  StatusOr<JobSpec> job = ParseJobText("train: {tokens_per_epoch: 1000}\nmodel: {preset: tiny}\n", "/tmp/defaults.yaml");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  const std::string text = RenderResolvedJob(ResolvedJob{*job, {}}, {});
+  EXPECT_NE(text.find("nodes: auto  # default"), std::string::npos) << text;
+  EXPECT_NE(text.find("device_budget: auto  # default"), std::string::npos) << text;
+  StatusOr<JobSpec> back = ParseJobText(text, "/tmp/resolved.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << text;
+  EXPECT_TRUE(*back == *job) << text;
 }
 
 TEST(ResolvedJob, ZeroNvmeWithTooSmallAHostIsRefusedNamingTheKeys) {
