@@ -238,12 +238,12 @@ int WriteReport(const std::string& dir_name, const JobSpec& job, const Catalog& 
   std::string this_host;
   if (machine.contains("facts") && machine["facts"].is_object()) this_host = machine["facts"].value("hostname", "");
   in.rank_hosts = RankHosts(job, rank_hosts, this_host);
-  StatusOr<nlohmann::ordered_json> report = BuildReport(in);
+  StatusOr<RunReport> report = BuildReport(in);
   if (!report.ok()) {
     std::fprintf(stderr, "tencache-launch: no report for %s: %s\n", dir.c_str(), report.status().message().c_str());
     return kExitFailed;
   }
-  if (Status s = RunFolder(dir.string()).Write("report.json", report->dump(2) + "\n"); !s.ok()) return FailCommand(s);
+  if (Status s = RunFolder(dir.string()).Write("report.json", report->ToJson().dump(2) + "\n"); !s.ok()) return FailCommand(s);
   std::string summary;
   std::vector<std::string> warnings;
   Status rendered = RenderReport(dir.string(), &summary, &warnings);
