@@ -10,7 +10,7 @@
 #include "common/safetensors.h"
 #include "common/safetensors_shards.h"
 #include "common/text_file.h"
-#include "launcher/launch_run.h"
+#include "launcher/exit_code.h"
 
 namespace tencache {
 namespace {
@@ -84,7 +84,7 @@ Status Export(const ExportOptions& o) {
 
 int ExportWeights(const ExportOptions& options) {
   Status s = Export(options);
-  return s.ok() ? 0 : Fail(s);
+  return s.ok() ? 0 : FailCommand(s);
 }
 
 }  // namespace tencache

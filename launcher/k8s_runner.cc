@@ -19,6 +19,7 @@
 
 #include "common/human_format.h"
 #include "common/text_file.h"
+#include "launcher/exit_code.h"
 #include "launcher/k8s_objects.h"
 #include "launcher/run_follower.h"
 
@@ -31,11 +32,6 @@ using namespace k8s;  // NOLINT: the cluster readers
 constexpr double kSuccessGraceS = 10;     // for the launcher's log to end after the job succeeded
 constexpr double kFailureGraceS = 3;      // ... after it failed
 constexpr int kLastLines = 20;
-
-int Fail(const Status& s) {
-  std::fprintf(stderr, "tencache-launch: %s\n", s.message().c_str());
-  return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
-}
 
 // ---- following ----
 
@@ -463,7 +459,7 @@ int K8sStatus(const KubectlOptions& o, const std::string& name) {
   std::vector<json> jobs;
   if (name.empty()) {
     StatusOr<json> list = GetJson(o, {"get", kMpiJobResource, "-l", kTencacheSelector, "-o", "json"}, "kubectl get mpijobs");
-    if (!list.ok()) return Fail(list.status());
+    if (!list.ok()) return FailCommand(list.status());
     if (Get(*list, "items").is_array()) jobs.assign(Get(*list, "items").begin(), Get(*list, "items").end());
     if (jobs.empty()) {
       std::printf("No tencache MPIJobs in %s.\n", ns.c_str());
@@ -474,16 +470,16 @@ int K8sStatus(const KubectlOptions& o, const std::string& name) {
     if (job.status().code() == StatusCode::kNotFound) {
       std::fprintf(stderr, "tencache-launch: no MPIJob %s in %s (tencache-launch status lists them)\n", name.c_str(),
                    ns.c_str());
-      return 1;
+      return kExitFailed;
     }
-    if (!job.ok()) return Fail(job.status());
+    if (!job.ok()) return FailCommand(job.status());
     jobs.push_back(*job);
   }
   // Every worker pod of these jobs, for WORKERS READY.
   const std::string selector = name.empty() ? std::string(kTencacheSelector) + "," + kJobRoleLabel + "=worker"
                                             : std::string(kJobNameLabel) + "=" + name;
   StatusOr<json> pods = GetJson(o, {"get", "pods", "-l", selector, "-o", "json"}, "kubectl get pods");
-  if (!pods.ok()) return Fail(pods.status());
+  if (!pods.ok()) return FailCommand(pods.status());
   std::vector<json> pod_list;
   if (Get(*pods, "items").is_array()) pod_list.assign(Get(*pods, "items").begin(), Get(*pods, "items").end());
   std::sort(pod_list.begin(), pod_list.end(), [](const json& a, const json& b) { return Name(a) < Name(b); });
@@ -527,7 +523,7 @@ int K8sStatus(const KubectlOptions& o, const std::string& name) {
 int K8sLogs(const KubectlOptions& o, const std::string& name, bool follow) {
   const std::string selector = std::string(kJobNameLabel) + "=" + name + "," + kJobRoleLabel + "=launcher";
   StatusOr<json> pods = GetJson(o, {"get", "pods", "-l", selector, "-o", "json"}, "kubectl get pods");
-  if (!pods.ok()) return Fail(pods.status());
+  if (!pods.ok()) return FailCommand(pods.status());
   const json* newest = nullptr;
   if (Get(*pods, "items").is_array()) {
     for (const json& p : Get(*pods, "items")) {
@@ -540,7 +536,7 @@ int K8sLogs(const KubectlOptions& o, const std::string& name, bool follow) {
   if (newest == nullptr) {
     std::fprintf(stderr, "tencache-launch: the MPIJob %s has no launcher pod (not started: its workers are not all "
                          "ready yet, or cleaned up); tencache-launch status %s says more\n", name.c_str(), name.c_str());
-    return 1;
+    return kExitFailed;
   }
   std::vector<std::string> args = {"logs"};
   if (follow) args.push_back("-f");
@@ -555,7 +551,7 @@ int K8sLogs(const KubectlOptions& o, const std::string& name, bool follow) {
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = fork();
-  if (pid < 0) return Fail(Status::IoError("fork failed"));
+  if (pid < 0) return FailCommand(Status::IoError("fork failed"));
   if (pid == 0) {
     execvp(cargv[0], cargv.data());
     std::fprintf(stderr, "tencache-launch: cannot start kubectl ('%s'); install kubectl or pass --kubectl PATH\n",
@@ -571,28 +567,28 @@ int K8sLogs(const KubectlOptions& o, const std::string& name, bool follow) {
 int K8sDelete(const KubectlOptions& o, const std::string& name) {
   const std::string ns = o.namespace_.empty() ? "the default namespace" : "namespace " + o.namespace_;
   StatusOr<ProcessResult> job = Kubectl(o, {"delete", kMpiJobResource, name});
-  if (!job.ok()) return Fail(job.status());
+  if (!job.ok()) return FailCommand(job.status());
   bool found = true;
   if (job->exit_code != 0) {
     if (Contains(job->err, "(NotFound)") && !MpiJobKindMissing(job->err)) {
       found = false;
     } else {
-      return Fail(KubectlFailure("kubectl delete mpijob " + name, *job));
+      return FailCommand(KubectlFailure("kubectl delete mpijob " + name, *job));
     }
   }
   std::printf("%s", job->out.c_str());
   // The job's ConfigMap (job.resolved.yaml) is not owned by the MPIJob: by its labels.
   const std::string selector = std::string(kTencacheSelector) + "," + kInstanceLabel + "=" + name;
   StatusOr<ProcessResult> maps = Kubectl(o, {"delete", "configmaps", "-l", selector});
-  if (!maps.ok()) return Fail(maps.status());
-  if (maps->exit_code != 0) return Fail(KubectlFailure("kubectl delete configmaps -l " + selector, *maps));
+  if (!maps.ok()) return FailCommand(maps.status());
+  if (maps->exit_code != 0) return FailCommand(KubectlFailure("kubectl delete configmaps -l " + selector, *maps));
   const bool maps_found = Contains(maps->out, "deleted");
   std::printf("%s", maps->out.c_str());
   std::fflush(stdout);
   if (!found && !maps_found) {
     std::fprintf(stderr, "tencache-launch: nothing named %s in %s (tencache-launch status lists the runs)\n",
                  name.c_str(), ns.c_str());
-    return 1;
+    return kExitFailed;
   }
   if (found) std::printf("Its pods, service, and the operator's ConfigMap and Secret go with it.\n");
   std::fflush(stdout);

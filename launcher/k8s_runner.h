@@ -76,8 +76,9 @@ StatusOr<RunOutcome> FollowK8sJob(const KubectlOptions& o, const FollowOptions& 
 
 // `tencache-launch status [NAME]`, `logs NAME [-f]`, `delete NAME`: what
 // SkyPilot users expect of sky status|logs|down. Each returns the process
-// exit code (0; 1 when the cluster or the run is not there, with the reason
-// on stderr).
+// exit code (launcher/exit_code.h), with the reason on stderr: 0; 1 when the
+// cluster or the run is not there; 2 when kubectl answers NotFound for
+// anything but the run itself.
 // "" = every tencache MPIJob (label app.kubernetes.io/name=tencache): NAME, STATE, AGE, WORKERS READY, INSTANCE;
 // a NAME adds its conditions and pods.
 int K8sStatus(const KubectlOptions& o, const std::string& name);

@@ -1,11 +1,15 @@
-// LaunchK8s: `tencache-launch render` — the chosen plan of a job as the
+// Kubernetes launches: `tencache-launch render` — the chosen plan of a job as the
 // Kubernetes objects that run it (launcher/k8s_render.h), printed or written
-// to a folder with the resolved job beside them — and a run on Kubernetes:
-// render, apply, follow, report. Single-threaded.
+// to a folder with the resolved job beside them — and the runner of a run on
+// Kubernetes (launcher/run_pipeline.h): plan, resolve, render into the run
+// folder, `kubectl apply`, follow. Single-threaded.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "launcher/run_pipeline.h"
 
 namespace tencache {
 
@@ -21,9 +25,11 @@ struct RenderOptions {
 int RenderJob(const RenderOptions& options);
 
 struct LaunchOptions;
-// `tencache-launch JOB.yaml` with cluster.target k8s: plan, resolve, render
-// into the run folder, `kubectl apply`, follow the job (launcher/k8s_runner.h)
-// with the same progress and report as a local run. Exit codes as LaunchRun's.
-int LaunchK8s(const LaunchOptions& options);
+// The runner of cluster.target k8s: the job loaded from options.job_path
+// (with --set, --steps and --namespace), rendered as a Kubeflow MPIJob into
+// the run folder (manifests.yaml beside job.resolved.yaml), applied, and
+// followed (launcher/k8s_runner.h) with the same progress and report as a
+// local run. `options` must outlive it.
+std::unique_ptr<Runner> MakeMpiJobRunner(const LaunchOptions& options);
 
 }  // namespace tencache

@@ -18,6 +18,7 @@
 #include "common/suggest.h"
 #include "common/token_corpus.h"
 #include "launcher/catalog.h"
+#include "launcher/exit_code.h"
 #include "launcher/export_weights.h"
 #include "launcher/k8s_runner.h"
 #include "launcher/launch_k8s.h"
@@ -56,10 +57,7 @@ int RunPlan(const PlanArgs& args) {
     plan = PlanJob(*job, *catalog, ModelAssumptions());
     st = plan.status();
   }
-  if (!st.ok()) {
-    std::fprintf(stderr, "tencache-launch: %s\n", st.message().c_str());
-    return ExitCodeFor(st);
-  }
+  if (!st.ok()) return FailCommand(st);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (args.json) {
     nlohmann::ordered_json j = PlanToJson(*plan, args.all_nodes);
@@ -81,7 +79,7 @@ int RunPlan(const PlanArgs& args) {
     std::fprintf(stderr, "tencache-launch: no feasible plan for %s: each instance type's reason is listed above; "
                          "raise cluster.max_nodes, add instance types (cluster.instance_types), set cluster.volume "
                          "for instances without local NVMe, or lower train.micro_batch\n", args.job_path.c_str());
-    return 3;
+    return kExitNoFeasiblePlan;
   }
   return 0;
 }
@@ -112,7 +110,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "tencache-launch: unknown command '%s'%s; expected plan, run, render, report, export, status, "
                            "logs, delete or a JOB.yaml (see tencache-launch --help)\n", Excerpt(first).c_str(),
                    DidYouMean(first, {"plan", "run", "render", "report", "export", "status", "logs", "delete"}).c_str());
-      return 2;
+      return kExitBadInput;
     }
     args.insert(args.begin() + 1, "run");
   }

@@ -18,6 +18,7 @@
 #include "common/text_file.h"
 #include "common/token_corpus.h"
 #include "launcher/disk_check.h"
+#include "launcher/exit_code.h"
 #include "launcher/gnuplot.h"
 #include "launcher/launch_k8s.h"
 #include "launcher/local_machine.h"
@@ -26,14 +27,10 @@
 #include "launcher/report_nodes.h"
 #include "launcher/report_render.h"
 #include "launcher/resolved_job.h"
+#include "launcher/run_pipeline.h"
 #include "launcher/run_report.h"
 
 namespace tencache {
-
-int Fail(const Status& s) {
-  std::fprintf(stderr, "tencache-launch: %s\n", s.message().c_str());
-  return ExitCodeFor(s);
-}
 
 namespace {
 
@@ -56,8 +53,6 @@ std::string Stamp() {
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
   return buf;
 }
-
-Status WriteFile(const fs::path& path, const std::string& text) { return WriteFileAtomically(path.string(), text); }
 
 std::string Shell(const std::vector<std::string>& argv) {
   std::string s;
@@ -243,12 +238,12 @@ int WriteReport(const std::string& dir_name, const JobSpec& job, const Catalog& 
   std::string this_host;
   if (machine.contains("facts") && machine["facts"].is_object()) this_host = machine["facts"].value("hostname", "");
   in.rank_hosts = RankHosts(job, rank_hosts, this_host);
-  StatusOr<nlohmann::ordered_json> report = BuildReport(in);
+  StatusOr<RunReport> report = BuildReport(in);
   if (!report.ok()) {
     std::fprintf(stderr, "tencache-launch: no report for %s: %s\n", dir.c_str(), report.status().message().c_str());
-    return 1;
+    return kExitFailed;
   }
-  if (Status s = WriteFile(dir / "report.json", report->dump(2) + "\n"); !s.ok()) return Fail(s);
+  if (Status s = RunFolder(dir.string()).Write("report.json", report->ToJson().dump(2) + "\n"); !s.ok()) return FailCommand(s);
   std::string summary;
   std::vector<std::string> warnings;
   Status rendered = RenderReport(dir.string(), &summary, &warnings);
@@ -256,7 +251,7 @@ int WriteReport(const std::string& dir_name, const JobSpec& job, const Catalog& 
   if (!rendered.ok()) {
     std::fprintf(stderr, "tencache-launch: report: %s\n", rendered.message().c_str());
     // A picture gnuplot could not draw leaves report.md (which says so) and report.json standing.
-    if (rendered.code() != StatusCode::kInternal || !fs::exists(dir / "report.md")) return 1;
+    if (rendered.code() != StatusCode::kInternal || !fs::exists(dir / "report.md")) return kExitFailed;
   }
   std::printf("\n%s\nReport: %s/report.md (report.json, pictures beside it)\n", summary.c_str(), dir.c_str());
   return 0;
@@ -341,240 +336,286 @@ Status CheckProgram(const std::string& flag, const std::string& program) {
   return Status::Ok();
 }
 
+// cluster.target local and hosts: the ranks under Open MPI, started from this
+// machine, which is measured (or, for hosts the catalog describes, looked up)
+// and planned as the candidate.
+class MpirunRunner : public Runner {
+ public:
+  MpirunRunner(const LaunchOptions& opt, JobSpec job) : opt_(opt), job_(std::move(job)) {}
+
+  StatusOr<PlannedRun> Plan() override;
+  StatusOr<RunFiles> Prepare(const PlannedRun& run, const ResolvedJob& resolved) override;
+  std::string DryRun(const PlannedRun& run, const RunFiles& files) override;
+  Status Start(const PlannedRun& run) override;
+  StatusOr<RunOutcome> Follow(const PlannedRun& run) override;
+  Candidate Predicted(const PlannedRun& run, const ResolvedJob& resolved) override;
+  void RunFields(const PlannedRun& run, const RunOutcome& outcome, nlohmann::ordered_json* run_json) override;
+  void ExplainEnd(const PlannedRun& run, const RunOutcome& outcome) override;
+
+ private:
+  // The checks of the flags before anything is probed, started or written; sets
+  // train.checkpoint_dir's default (the run folder's, or --resume's).
+  Status CheckBeforeProbing(const fs::path& out);
+  // This machine as the candidate: measured, read from the probe cache, or
+  // (hosts with cluster.instance_type) the catalog's entry.
+  Status MakeCandidate(const fs::path& out, nlohmann::ordered_json* machine);
+
+  const LaunchOptions& opt_;
+  JobSpec job_;
+  const bool as_root_ = getuid() == 0;
+  bool hosts_ = false;
+  int nodes_ = 1;
+  Catalog catalog_;
+  MachineFacts facts_;
+  LocalCandidate local_;  // the plan's local candidate points into it
+  // Set by Prepare.
+  ResolvedJob resolved_;
+  std::vector<std::string> argv_;
+  std::string resolved_text_;
+};
+
+Status MpirunRunner::CheckBeforeProbing(const fs::path& out) {
+  // Checkpoints: where the job says, else in the run folder (or, resuming a
+  // run folder, in that one's).
+  if (!opt_.resume_from.empty() && !fs::is_directory(opt_.resume_from)) {
+    return Status::NotFound("--resume " + opt_.resume_from + ": no such run folder");
+  }
+  if (job_.locations.count("train.checkpoint_dir") == 0) {
+    job_.train.checkpoint_dir =
+        fs::absolute((opt_.resume_from.empty() ? out : fs::path(opt_.resume_from)) / "checkpoints").string();
+  } else if (!opt_.resume_from.empty()) {
+    return Status::InvalidArgument(job_.Where("train.checkpoint_dir") + ": set by the job, so --resume takes no "
+                                   "run folder (" + opt_.resume_from + "); use --resume alone");
+  }
+  if (opt_.resume && CompleteCheckpoints(job_.train.checkpoint_dir).empty()) {
+    const std::string whose =
+        !opt_.resume_from.empty() ? "the run " + opt_.resume_from + " wrote none (it stopped before its first, "
+                                                                    "or with train.checkpoint_on_stop false)"
+        : job_.locations.count("train.checkpoint_dir") != 0 ? "train.checkpoint_dir holds none"
+                                                            : "--resume without a folder continues --out's own run, "
+                                                              "and it has none: name the run folder, --resume RUN_DIR";
+    return Status::InvalidArgument("--resume: no complete checkpoint (a step-N folder) in " +
+                                   job_.train.checkpoint_dir + ": " + whose + "; or start afresh without --resume");
+  }
+  TC_RETURN_IF_ERROR(CheckRunFolder(out, opt_));
+  return CheckProgram("--mpirun", opt_.mpirun);
+}
+
+Status MpirunRunner::MakeCandidate(const fs::path& out, nlohmann::ordered_json* machine) {
+  const int ranks = hosts_ ? job_.ranks() : LocalRanks(job_, facts_);
+  if (hosts_ && !job_.cluster.hosts.instance_type.empty()) {  // the catalog describes the hosts
+    TC_ASSIGN_OR_RETURN(local_, MakeCatalogHostsCandidate(job_, catalog_));
+    *machine = {{"facts", facts_.ToJson()}, {"ranks", ranks}, {"instance_type", job_.cluster.hosts.instance_type}};
+    return Status::Ok();
+  }
+  JobSpec probed = job_;
+  probed.train.micro_batch = ProbeMicroBatch(job_, ranks);
+  Probing probing{&opt_, &probed, &facts_, ranks, probed.train.micro_batch,
+                  (out.parent_path() / ".probe-cache.json").string()};
+  StatusOr<LocalProbes> probes = ReadProbeCache(probing.cache_file, ProbeCacheKey(probed, facts_, ranks));
+  // A cached probe stands only while this machine is as it was (load, CPU, build).
+  const std::string stale = !probes.ok()    ? ""
+                            : opt_.reprobe ? "--reprobe asks for it"
+                                           : ReprobeReason(probes->conditions, facts_.Conditions());
+  if (opt_.dry_run && probes.ok() && !stale.empty()) {
+    probes->reprobe_reason = "a run would measure again: " + stale;
+  } else if (!probes.ok() || !stale.empty()) {
+    if (opt_.dry_run) {
+      probes = NominalProbes();
+    } else {
+      if (!stale.empty()) std::printf("Probing this machine again: %s.\n", stale.c_str());
+      std::error_code ec;
+      fs::create_directories(out, ec);
+      probes = MeasureProbes(probing, as_root_);
+      if (!probes.ok()) return probes.status().WithContext("probing this machine");
+      probes->reprobe_reason = stale;
+    }
+  }
+  local_ = MakeLocalCandidate(probed, facts_, *probes, ranks, nodes_);
+  *machine = MachineJson(facts_, *probes, ranks, probing.micro_batch);
+  return Status::Ok();
+}
+
+StatusOr<PlannedRun> MpirunRunner::Plan() {
+  TC_RETURN_IF_ERROR(CheckLocalJob(job_));
+  // The data, read whole here before anything is probed or started: a rank
+  // would refuse it only after the probe.
+  TC_RETURN_IF_ERROR(CheckJobDataFitsModel(job_, UINT64_MAX));
+  TC_ASSIGN_OR_RETURN(catalog_, LoadCatalog(opt_.catalog, job_));
+  PlannedRun run;
+  const fs::path out = !opt_.out.empty() ? fs::path(opt_.out) : fs::path("runs") / (job_.name + "-" + Stamp());
+  run.out = out.string();
+  TC_RETURN_IF_ERROR(CheckBeforeProbing(out));
+  facts_ = ReadMachineFacts(job_.cache.nvme_path);
+  facts_.build = WorkerBuild(opt_.worker.empty() ? DefaultWorker() : opt_.worker);
+  hosts_ = job_.cluster.target == Target::kHosts;
+  if (hosts_) facts_.links = ReadLinks(job_.cluster.hosts.network_interface);
+  nodes_ = hosts_ ? job_.cluster.nodes : 1;
+  if (hosts_ && !opt_.dry_run) TC_RETURN_IF_ERROR(CheckHostsReachable(job_, facts_.hostname));
+  TC_RETURN_IF_ERROR(MakeCandidate(out, &run.machine));
+  TC_ASSIGN_OR_RETURN(run.plan, PlanJob(job_, catalog_, ModelAssumptions(), &local_));
+  run.job = job_;
+  run.catalog = &catalog_;
+  run.local = true;
+  run.notes = local_.notes;
+  return run;
+}
+
+StatusOr<RunFiles> MpirunRunner::Prepare(const PlannedRun& run, const ResolvedJob& resolved) {
+  resolved_ = resolved;
+  const fs::path out(run.out);
+  resolved_text_ = RenderResolvedJob(resolved, {
+      "tencache-launch: the job as this run executes it (every auto resolved by the plan).",
+      "Source: " + opt_.job_path + "; run on: " +
+          (hosts_ ? std::to_string(nodes_) + " host(s) (cluster.hosts), launched from " + facts_.hostname
+                  : "this machine (" + facts_.hostname + ")") +
+          ", " + std::to_string(resolved.job.ranks()) + " rank(s).",
+      "Workers read this file and nothing else."});
+  if (StatusOr<JobSpec> back = ParseJobText(resolved_text_, (out / "job.resolved.yaml").string()); !back.ok()) {
+    return Status::Internal("the resolved job does not read back: " + back.status().message());
+  }
+  // Refused before anything is written: a disk that fills mid-run leaves a
+  // half-written checkpoint or a failed NVMe write behind.
+  const std::vector<DiskDemand> disk =
+      RunDiskDemands(resolved.job, NvmeFileBytes(resolved.job, resolved.job.ranks()),
+                     std::max(1, resolved.job.ranks() / nodes_), out.string(),
+                     int(CompleteCheckpoints(resolved.job.train.checkpoint_dir).size()));
+  if (Status s = CheckDiskSpace(disk); !s.ok()) return s.WithContext(opt_.job_path);
+  MpirunSpec spec;
+  spec.mpirun = opt_.mpirun;
+  spec.worker = opt_.worker.empty() ? DefaultWorker() : opt_.worker;
+  spec.job = fs::absolute(out / "job.resolved.yaml").string();
+  spec.ranks = resolved.job.ranks();
+  spec.as_root = as_root_;
+  spec.worker_args = {"--sample", "0", "--save-weights", fs::absolute(out / "weights").string()};
+  if (opt_.resume) spec.worker_args.push_back("--resume");
+  UseHosts(resolved.job, &spec);
+  argv_ = MpirunCommand(spec);
+  return RunFiles{{"job.resolved.yaml", resolved_text_},
+                  {"plan.txt", RenderPlanTable(run.plan, false)},
+                  {"plan.json", PlanToJson(run.plan, false).dump(2) + "\n"},
+                  {"machine.json", run.machine.dump(2) + "\n"}};
+}
+
+std::string MpirunRunner::DryRun(const PlannedRun& run, const RunFiles&) {
+  return "Dry run: nothing started.\n\n--- " + run.out + "/job.resolved.yaml ---\n" + resolved_text_ +
+         "\n--- command ---\n" + (as_root_ ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "") +
+         Shell(argv_) + "\n";
+}
+
+Status MpirunRunner::Start(const PlannedRun& run) {
+  // mpirun starts in Follow: RunLocal follows it from its first line.
+  if (as_root_) std::printf("Running as root: mpirun gets --allow-run-as-root (Open MPI refuses root otherwise).\n");
+  std::printf("Run folder: %s\nCommand: %s\n", run.out.c_str(), Shell(argv_).c_str());
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+StatusOr<RunOutcome> MpirunRunner::Follow(const PlannedRun& run) {
+  const fs::path out(run.out);
+  RunOptions o;
+  o.argv = argv_;
+  o.env = RootEnv(as_root_);
+  o.log_dir = (out / "logs").string();
+  o.metrics_path = (out / "metrics.jsonl").string();
+  o.total_steps = resolved_.job.train.steps;
+  o.progress_in_place = isatty(1);
+  o.progress_every_s = opt_.progress_every_s;
+  o.stop_grace_s = StopGraceSeconds(resolved_.job, run.candidate(), local_.instance.nvme.write_gbps_per_disk);
+  std::error_code ec;
+  const bool made_nvme_path = !fs::exists(resolved_.job.cache.nvme_path, ec) && !ec;  // the ranks make it
+  TC_ASSIGN_OR_RETURN(RunOutcome outcome, RunLocal(o));
+  if (outcome.exit_code != 0 && hosts_ && outcome.failed_host.empty()) {
+    // Open MPI does not always say which node went away: ask each host again.
+    std::string why;
+    outcome.failed_host = FirstUnreachableHost(resolved_.job, facts_.hostname, 10, &why);
+    if (!outcome.failed_host.empty()) outcome.failure += "; " + outcome.failed_host + " no longer answers (" + why + ")";
+  }
+  if (outcome.exit_code != 0) RemoveLeftSwapFolder(resolved_.job, outcome, facts_.hostname, made_nvme_path);
+  return outcome;
+}
+
+Candidate MpirunRunner::Predicted(const PlannedRun&, const ResolvedJob& resolved) {
+  return EvaluateCandidate(resolved.job, local_.instance, local_.gpu, local_.nodes, local_.assumptions);
+}
+
+// The newest complete checkpoint: a stop writes one after the last step whose
+// metrics line arrived, so the two agree unless a line was lost.
+int64_t CheckpointStep(const JobSpec& job) {
+  const std::vector<int64_t> checkpoints = CompleteCheckpoints(job.train.checkpoint_dir);
+  return checkpoints.empty() ? 0 : checkpoints.front();
+}
+
+void MpirunRunner::RunFields(const PlannedRun&, const RunOutcome& outcome, nlohmann::ordered_json* run_json) {
+  (*run_json)["mpirun_exit_code"] = outcome.exit_code;
+  (*run_json)["checkpoint_step"] = CheckpointStep(resolved_.job);
+  (*run_json)["command"] = argv_;
+}
+
+void MpirunRunner::ExplainEnd(const PlannedRun& run, const RunOutcome& o) {
+  const int64_t checkpoint_step = CheckpointStep(resolved_.job);
+  if (checkpoint_step > o.steps_done) {
+    std::fprintf(stderr, "tencache-launch: the checkpoint is at step %lld but metrics.jsonl holds %d step(s): rank 0's "
+                         "last metrics line(s) did not arrive (logs/rank-0.out)\n",
+                 (long long)checkpoint_step, o.steps_done);
+  }
+  if (o.interrupted) {
+    std::fprintf(stderr, "tencache-launch: interrupted after %d step(s); every rank stopped in %.1f s. Run folder: %s\n",
+                 o.steps_done, o.stop_seconds, run.out.c_str());
+    if (checkpoint_step > 0) {
+      std::fprintf(stderr, "tencache-launch: resume from its checkpoint at step %lld: tencache-launch %s --resume %s\n",
+                   (long long)checkpoint_step, opt_.job_path.c_str(), run.out.c_str());
+    } else {
+      std::fprintf(stderr, "tencache-launch: this run wrote no checkpoint, so it cannot be resumed (%s)\n",
+                   resolved_.job.train.checkpoint_on_stop ? "it stopped before its first step ended"
+                                                          : "train.checkpoint_on_stop is false");
+    }
+    return;
+  }
+  if (o.exit_code == 0) return;
+  std::string who = o.failed_rank >= 0 ? "rank " + std::to_string(o.failed_rank) : "a rank";
+  if (!o.failed_host.empty() && o.failure.find(o.failed_host) == std::string::npos) {
+    who += " on " + o.failed_host;  // unless the failure names it already
+  }
+  std::fprintf(stderr, "tencache-launch: %s failed%s%s after %d step(s); the other ranks were stopped.\n", who.c_str(),
+               o.failure.empty() ? "" : ": ", o.failure.c_str(), o.steps_done);
+  if (!o.last_stderr.empty()) {
+    std::fprintf(stderr, "Last stderr lines of %s (%s/logs/rank-%d.err):\n", who.c_str(), run.out.c_str(),
+                 o.failed_rank);
+    for (const std::string& l : o.last_stderr) std::fprintf(stderr, "  %s\n", l.c_str());
+  }
+}
+
 }  // namespace
+
+std::unique_ptr<Runner> MakeMpirunRunner(const LaunchOptions& options, JobSpec job) {
+  return std::make_unique<MpirunRunner>(options, std::move(job));
+}
 
 int LaunchRun(const LaunchOptions& opt) {
   std::vector<std::string> overrides = opt.overrides;
   if (opt.steps >= 0) overrides.push_back("train.steps=" + std::to_string(opt.steps));
   if (!opt.target.empty()) overrides.push_back("cluster.target=" + opt.target);
-  StatusOr<JobSpec> loaded = LoadJobFile(opt.job_path, overrides);
-  if (!loaded.ok()) return Fail(loaded.status());
-  const JobSpec& job = *loaded;
-  if (job.cluster.target == Target::kK8s) {
+  StatusOr<JobSpec> job = LoadJobFile(opt.job_path, overrides);
+  if (!job.ok()) return FailCommand(job.status());
+  if (job->cluster.target == Target::kK8s) {
     LaunchOptions k8s = opt;
-    k8s.overrides = opt.overrides;
     if (!opt.target.empty()) k8s.overrides.push_back("cluster.target=" + opt.target);
-    return LaunchK8s(k8s);
+    return RunPipeline(*MakeMpiJobRunner(k8s), opt.job_path, opt.dry_run);
   }
-  if (Status s = CheckLocalJob(job); !s.ok()) return Fail(s);
-  // The data, read whole here before anything is probed or started: a rank
-  // would refuse it only after the probe.
-  if (Status s = CheckJobDataFitsModel(job, UINT64_MAX); !s.ok()) return Fail(s);
-  StatusOr<Catalog> catalog = LoadCatalog(opt.catalog, job);
-  if (!catalog.ok()) return Fail(catalog.status());
-  const fs::path out = !opt.out.empty() ? fs::path(opt.out) : fs::path("runs") / (job.name + "-" + Stamp());
-  const bool as_root = getuid() == 0;
-  // Checkpoints: where the job says, else in the run folder (or, resuming a
-  // run folder, in that one's).
-  if (!opt.resume_from.empty() && !fs::is_directory(opt.resume_from)) {
-    return Fail(Status::NotFound("--resume " + opt.resume_from + ": no such run folder"));
-  }
-  if (job.locations.count("train.checkpoint_dir") == 0) {
-    loaded->train.checkpoint_dir =
-        fs::absolute((opt.resume_from.empty() ? out : fs::path(opt.resume_from)) / "checkpoints").string();
-  } else if (!opt.resume_from.empty()) {
-    return Fail(Status::InvalidArgument(job.Where("train.checkpoint_dir") + ": set by the job, so --resume takes no "
-                                        "run folder (" + opt.resume_from + "); use --resume alone"));
-  }
-  // Checked before anything is probed, started or written.
-  if (opt.resume && CompleteCheckpoints(job.train.checkpoint_dir).empty()) {
-    const std::string whose =
-        !opt.resume_from.empty() ? "the run " + opt.resume_from + " wrote none (it stopped before its first, "
-                                                                  "or with train.checkpoint_on_stop false)"
-        : job.locations.count("train.checkpoint_dir") != 0 ? "train.checkpoint_dir holds none"
-                                                           : "--resume without a folder continues --out's own run, "
-                                                             "and it has none: name the run folder, --resume RUN_DIR";
-    return Fail(Status::InvalidArgument("--resume: no complete checkpoint (a step-N folder) in " +
-                                        job.train.checkpoint_dir + ": " + whose + "; or start afresh without --resume"));
-  }
-  if (Status s = CheckRunFolder(out, opt); !s.ok()) return Fail(s);
-  if (Status s = CheckProgram("--mpirun", opt.mpirun); !s.ok()) return Fail(s);
-
-  // This machine as a candidate, measured (or read from the per-machine cache).
-  MachineFacts facts = ReadMachineFacts(job.cache.nvme_path);
-  facts.build = WorkerBuild(opt.worker.empty() ? DefaultWorker() : opt.worker);
-  const bool hosts = job.cluster.target == Target::kHosts;
-  if (hosts) facts.links = ReadLinks(job.cluster.hosts.network_interface);
-  const int nodes = hosts ? job.cluster.nodes : 1;
-  if (hosts && !opt.dry_run) {
-    if (Status s = CheckHostsReachable(job, facts.hostname); !s.ok()) return Fail(s);
-  }
-  const int ranks = hosts ? job.ranks() : LocalRanks(job, facts);
-  JobSpec probed = job;
-  probed.train.micro_batch = ProbeMicroBatch(job, ranks);
-  Probing probing{&opt, &probed, &facts, ranks, probed.train.micro_batch,
-                  (out.parent_path() / ".probe-cache.json").string()};
-  LocalCandidate local;
-  nlohmann::ordered_json machine;
-  if (hosts && !job.cluster.hosts.instance_type.empty()) {  // the catalog describes the hosts
-    StatusOr<LocalCandidate> described = MakeCatalogHostsCandidate(job, *catalog);
-    if (!described.ok()) return Fail(described.status());
-    local = std::move(*described);
-    machine = {{"facts", facts.ToJson()}, {"ranks", ranks}, {"instance_type", job.cluster.hosts.instance_type}};
-  } else {
-    StatusOr<LocalProbes> probes = ReadProbeCache(probing.cache_file, ProbeCacheKey(probed, facts, ranks));
-    // A cached probe stands only while this machine is as it was (load, CPU, build).
-    const std::string stale = !probes.ok() ? ""
-                              : opt.reprobe ? "--reprobe asks for it"
-                                            : ReprobeReason(probes->conditions, facts.Conditions());
-    if (opt.dry_run && probes.ok() && !stale.empty()) {
-      probes->reprobe_reason = "a run would measure again: " + stale;
-    } else if (!probes.ok() || !stale.empty()) {
-      if (opt.dry_run) {
-        probes = NominalProbes();
-      } else {
-        if (!stale.empty()) std::printf("Probing this machine again: %s.\n", stale.c_str());
-        std::error_code ec;
-        fs::create_directories(out, ec);
-        probes = MeasureProbes(probing, as_root);
-        if (!probes.ok()) return Fail(probes.status().WithContext("probing this machine"));
-        probes->reprobe_reason = stale;
-      }
-    }
-    local = MakeLocalCandidate(probed, facts, *probes, ranks, nodes);
-    machine = MachineJson(facts, *probes, ranks, probing.micro_batch);
-  }
-  StatusOr<PlanResult> plan = PlanJob(job, *catalog, ModelAssumptions(), &local);
-  if (!plan.ok()) return Fail(plan.status());
-  const std::string plan_text = RenderPlanTable(*plan, false);
-  std::printf("%s\n", plan_text.c_str());
-  if (!plan->local->feasible) {
-    return Fail(Status::InvalidArgument(opt.job_path + ": this machine cannot run the job: " + plan->local->reason +
-                                        "; change the budgets, micro_batch or model (or --set them)"));
-  }
-  StatusOr<ResolvedJob> resolved = ResolveJob(job, *plan->local);
-  if (!resolved.ok()) return Fail(resolved.status());
-  const std::string resolved_text = RenderResolvedJob(*resolved, {
-      "tencache-launch: the job as this run executes it (every auto resolved by the plan).",
-      "Source: " + opt.job_path + "; run on: " +
-          (hosts ? std::to_string(nodes) + " host(s) (cluster.hosts), launched from " + facts.hostname
-                 : "this machine (" + facts.hostname + ")") +
-          ", " + std::to_string(resolved->job.ranks()) + " rank(s).",
-      "Workers read this file and nothing else."});
-  if (StatusOr<JobSpec> back = ParseJobText(resolved_text, (out / "job.resolved.yaml").string()); !back.ok()) {
-    return Fail(Status::Internal("the resolved job does not read back: " + back.status().message()));
-  }
-  // Refused before anything is written: a disk that fills mid-run leaves a
-  // half-written checkpoint or a failed NVMe write behind.
-  const std::vector<DiskDemand> disk =
-      RunDiskDemands(resolved->job, NvmeFileBytes(resolved->job, resolved->job.ranks()),
-                     std::max(1, resolved->job.ranks() / nodes), out.string(),
-                     int(CompleteCheckpoints(resolved->job.train.checkpoint_dir).size()));
-  if (Status s = CheckDiskSpace(disk); !s.ok()) return Fail(s.WithContext(opt.job_path));
-  MpirunSpec spec;
-  spec.mpirun = opt.mpirun;
-  spec.worker = opt.worker.empty() ? DefaultWorker() : opt.worker;
-  spec.job = fs::absolute(out / "job.resolved.yaml").string();
-  spec.ranks = resolved->job.ranks();
-  spec.as_root = as_root;
-  spec.worker_args = {"--sample", "0", "--save-weights", fs::absolute(out / "weights").string()};
-  if (opt.resume) spec.worker_args.push_back("--resume");
-  UseHosts(resolved->job, &spec);
-  const std::vector<std::string> argv = MpirunCommand(spec);
-  if (opt.dry_run) {
-    std::printf("Dry run: nothing started.\n\n--- %s/job.resolved.yaml ---\n%s\n--- command ---\n%s%s\n",
-                out.c_str(), resolved_text.c_str(), as_root ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "",
-                Shell(argv).c_str());
-    return 0;
-  }
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
-           {"job.resolved.yaml", resolved_text}, {"plan.txt", plan_text},
-           {"plan.json", PlanToJson(*plan, false).dump(2) + "\n"}, {"machine.json", machine.dump(2) + "\n"}}) {
-    if (Status s = WriteFile(out / name, text); !s.ok()) return Fail(s);
-  }
-  fs::remove(out / "metrics.jsonl", ec);
-  if (as_root) std::printf("Running as root: mpirun gets --allow-run-as-root (Open MPI refuses root otherwise).\n");
-  std::printf("Run folder: %s\nCommand: %s\n", out.c_str(), Shell(argv).c_str());
-  std::fflush(stdout);
-
-  RunOptions run;
-  run.argv = argv;
-  run.env = RootEnv(as_root);
-  run.log_dir = (out / "logs").string();
-  run.metrics_path = (out / "metrics.jsonl").string();
-  run.total_steps = resolved->job.train.steps;
-  run.progress_in_place = isatty(1);
-  run.progress_every_s = opt.progress_every_s;
-  run.stop_grace_s = StopGraceSeconds(resolved->job, *plan->local, local.instance.nvme.write_gbps_per_disk);
-  const bool made_nvme_path = !fs::exists(resolved->job.cache.nvme_path, ec) && !ec;  // the ranks make it
-  StatusOr<RunOutcome> outcome = RunLocal(run);
-  if (!outcome.ok()) return Fail(outcome.status());
-  if (outcome->exit_code != 0 && hosts && outcome->failed_host.empty()) {
-    // Open MPI does not always say which node went away: ask each host again.
-    std::string why;
-    outcome->failed_host = FirstUnreachableHost(resolved->job, facts.hostname, 10, &why);
-    if (!outcome->failed_host.empty()) outcome->failure += "; " + outcome->failed_host + " no longer answers (" + why + ")";
-  }
-  if (outcome->exit_code != 0) RemoveLeftSwapFolder(resolved->job, *outcome, facts.hostname, made_nvme_path);
-  const std::string status = outcome->exit_code == 0 ? "finished" : outcome->interrupted ? "interrupted" : "failed";
-  // What this program exits with (130 interrupted, 1 failed), and what mpirun did.
-  const int exit_code = outcome->interrupted ? 130 : outcome->exit_code != 0 ? 1 : 0;
-  // The newest complete checkpoint: a stop writes one after the last step
-  // whose metrics line arrived, so the two agree unless a line was lost.
-  const std::vector<int64_t> checkpoints = CompleteCheckpoints(resolved->job.train.checkpoint_dir);
-  const int64_t checkpoint_step = checkpoints.empty() ? 0 : checkpoints.front();
-  nlohmann::ordered_json run_json = {{"status", status}, {"exit_code", exit_code},
-                                     {"mpirun_exit_code", outcome->exit_code},
-                                     {"steps_done", outcome->steps_done}, {"checkpoint_step", checkpoint_step},
-                                     {"failed_rank", outcome->failed_rank},
-                                     {"failure", outcome->failure}, {"failed_host", outcome->failed_host},
-                                     {"last_stderr", outcome->last_stderr},
-                                     {"stop_seconds", outcome->stop_seconds}, {"stop_forced", outcome->forced},
-                                     {"command", argv},
-                                     {"rank_hosts", RankHostsToJson(outcome->rank_hosts)}};
-  (void)WriteFile(out / "run.json", run_json.dump(2) + "\n");
-  const Candidate predicted =
-      EvaluateCandidate(resolved->job, local.instance, local.gpu, local.nodes, local.assumptions);
-  int code = outcome->steps_done > 0 ? WriteReport(out.string(), resolved->job, *catalog, predicted, machine, status,
-                                                    local.notes, outcome->rank_hosts)
-                                     : 0;
-  if (checkpoint_step > outcome->steps_done) {
-    std::fprintf(stderr, "tencache-launch: the checkpoint is at step %lld but metrics.jsonl holds %d step(s): rank 0's "
-                         "last metrics line(s) did not arrive (logs/rank-0.out)\n",
-                 (long long)checkpoint_step, outcome->steps_done);
-  }
-  if (outcome->interrupted) {
-    std::fprintf(stderr, "tencache-launch: interrupted after %d step(s); every rank stopped in %.1f s. Run folder: %s\n",
-                 outcome->steps_done, outcome->stop_seconds, out.c_str());
-    if (checkpoint_step > 0) {
-      std::fprintf(stderr, "tencache-launch: resume from its checkpoint at step %lld: tencache-launch %s --resume %s\n",
-                   (long long)checkpoint_step, opt.job_path.c_str(), out.c_str());
-    } else {
-      std::fprintf(stderr, "tencache-launch: this run wrote no checkpoint, so it cannot be resumed (%s)\n",
-                   resolved->job.train.checkpoint_on_stop ? "it stopped before its first step ended"
-                                                          : "train.checkpoint_on_stop is false");
-    }
-    return exit_code;
-  }
-  if (outcome->exit_code != 0) {
-    std::string who = outcome->failed_rank >= 0 ? "rank " + std::to_string(outcome->failed_rank) : "a rank";
-    if (!outcome->failed_host.empty() && outcome->failure.find(outcome->failed_host) == std::string::npos) {
-      who += " on " + outcome->failed_host;  // unless the failure names it already
-    }
-    std::fprintf(stderr, "tencache-launch: %s failed%s%s after %d step(s); the other ranks were stopped.\n",
-                 who.c_str(), outcome->failure.empty() ? "" : ": ", outcome->failure.c_str(), outcome->steps_done);
-    if (!outcome->last_stderr.empty()) {
-      std::fprintf(stderr, "Last stderr lines of %s (%s/logs/rank-%d.err):\n", who.c_str(), out.c_str(),
-                   outcome->failed_rank);
-      for (const std::string& l : outcome->last_stderr) std::fprintf(stderr, "  %s\n", l.c_str());
-    }
-    return 1;
-  }
-  return code;
+  return RunPipeline(*MakeMpirunRunner(opt, std::move(*job)), opt.job_path, opt.dry_run);
 }
 
 int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   const fs::path dir(dir_arg);
   StatusOr<JobSpec> job = LoadJobFile((dir / "job.resolved.yaml").string());
-  if (!job.ok()) return Fail(job.status().WithContext(dir_arg + ": not a tencache-launch run folder"));
+  if (!job.ok()) return FailCommand(job.status().WithContext(dir_arg + ": not a tencache-launch run folder"));
   StatusOr<Catalog> catalog = LoadCatalog(catalog_flag, *job);
-  if (!catalog.ok()) return Fail(catalog.status());
+  if (!catalog.ok()) return FailCommand(catalog.status());
   std::ifstream in(dir / "machine.json");
   nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
   if (m.is_discarded() || !m.is_object()) {
-    return Fail(Status::InvalidArgument((dir / "machine.json").string() + ": missing or not JSON"));
+    return FailCommand(Status::InvalidArgument((dir / "machine.json").string() + ": missing or not JSON"));
   }
   std::string status = "interrupted";
   std::ifstream run_in(dir / "run.json");
@@ -588,13 +629,13 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
     JobSpec planned = *job;
     planned.cluster.instance_types = {m.value("instance_type", "")};
     StatusOr<PlanResult> plan = PlanJob(planned, *catalog, ModelAssumptions());
-    if (!plan.ok()) return Fail(plan.status());
-    if (plan->chosen < 0) return Fail(Status::InvalidArgument(dir_arg + ": the run's instance type is no longer feasible"));
+    if (!plan.ok()) return FailCommand(plan.status());
+    if (plan->chosen < 0) return FailCommand(Status::InvalidArgument(dir_arg + ": the run's instance type is no longer feasible"));
     return WriteReport(dir.string(), *job, *catalog, plan->candidates[plan->chosen], m, status, {}, rank_hosts);
   }
   if (job->cluster.target == Target::kHosts && m.contains("instance_type")) {  // described by the catalog
     StatusOr<LocalCandidate> local = MakeCatalogHostsCandidate(*job, *catalog);
-    if (!local.ok()) return Fail(local.status());
+    if (!local.ok()) return FailCommand(local.status());
     const Candidate predicted = EvaluateCandidate(*job, local->instance, local->gpu, local->nodes, local->assumptions);
     return WriteReport(dir.string(), *job, *catalog, predicted, m, status, local->notes, rank_hosts);
   }
@@ -603,15 +644,15 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   int ranks = 1, mb = 1;
   try {
     StatusOr<MachineFacts> read_facts = MachineFacts::FromJson(m.at("facts"));
-    if (!read_facts.ok()) return Fail(read_facts.status().WithContext((dir / "machine.json").string()));
+    if (!read_facts.ok()) return FailCommand(read_facts.status().WithContext((dir / "machine.json").string()));
     facts = *read_facts;
     ranks = m.at("ranks").get<int>();
     mb = m.at("probe_micro_batch").get<int>();
     StatusOr<LocalProbes> read = LocalProbes::FromJson(m.at("probes"));
-    if (!read.ok()) return Fail(read.status().WithContext((dir / "machine.json").string()));
+    if (!read.ok()) return FailCommand(read.status().WithContext((dir / "machine.json").string()));
     probes = *read;
   } catch (const nlohmann::json::exception& e) {
-    return Fail(Status::InvalidArgument((dir / "machine.json").string() + ": " + e.what()));
+    return FailCommand(Status::InvalidArgument((dir / "machine.json").string() + ": " + e.what()));
   }
   JobSpec probed = *job;
   probed.train.micro_batch = mb;

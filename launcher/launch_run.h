@@ -1,8 +1,9 @@
 // LaunchRun: `tencache-launch run` (and `report`) from a job file to a finished
-// run folder: load, plan (with this machine as a candidate for cluster.target
-// local), resolve every auto into OUT/job.resolved.yaml, run the ranks under
-// Open MPI, and report measured against predicted cost. Every file a run
-// leaves is in its folder:
+// run folder, through RunPipeline (launcher/run_pipeline.h) with the runner of
+// cluster.target: MakeMpirunRunner for local and hosts — this machine a
+// candidate, measured (or read from the per-machine probe cache), the ranks
+// under Open MPI — and MakeMpiJobRunner (launcher/launch_k8s.h) for k8s.
+// Every file a local or hosts run leaves is in its folder:
 //   job.resolved.yaml  what every worker reads
 //   plan.txt, plan.json  the plan, this machine included
 //   machine.json       this machine's facts and probes
@@ -14,12 +15,15 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/job_spec.h"
 #include "common/status.h"
+#include "launcher/run_pipeline.h"
 
 namespace tencache {
 
@@ -43,20 +47,18 @@ struct LaunchOptions {
   std::string namespace_;              //   and namespace ("": cluster.namespace)
 };
 
-// The process exit code: 0 when the run finished, 2 for bad input (the
-// message on stderr names the key or file), 1 when a rank failed, 130 when
-// interrupted.
+// The process exit code (launcher/exit_code.h): 0 when the run finished, 2
+// for bad input (the message on stderr names the key or file), 1 when a rank
+// failed, 3 when no instance type is feasible (k8s), 130 when interrupted.
 int LaunchRun(const LaunchOptions& options);
 
-// Prints "tencache-launch: MESSAGE" on stderr; returns the exit code for `s`.
-int Fail(const Status& s);
+// The runner of cluster.target local and hosts for `job` (loaded with
+// `options`' overrides). `options` must outlive it.
+std::unique_ptr<Runner> MakeMpirunRunner(const LaunchOptions& options, JobSpec job);
 
 // Writes DIR/report.json from DIR/metrics.jsonl and the plan, renders report.md
 // and the pictures, and prints the summary. 0, or 1 when no report could be made.
 // `rank_hosts`: the host each rank reported (RunOutcome), for per-node figures.
-class Catalog;
-struct Candidate;
-struct JobSpec;
 int WriteReport(const std::string& dir, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
                 const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes,
                 const std::map<int, std::string>& rank_hosts = {});

@@ -28,133 +28,53 @@
 #include "common/step_lanes.h"
 #include "launcher/gnuplot.h"
 #include "launcher/probe_conditions.h"
+#include "launcher/report_json.h"
 #include "launcher/report_nodes.h"
 
 namespace tencache {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using Opt = std::optional<double>;
 
 constexpr int kLinks = 4;  // per-step traffic: h2d, d2h, NVMe read, NVMe write
 const char* const kLinkKeys[kLinks] = {"bytes_h2d", "bytes_d2h", "bytes_nvme_read", "bytes_nvme_write"};
 const char* const kLinkNames[kLinks] = {"h2d", "d2h", "NVMe read", "NVMe write"};
 constexpr int kTiers = 3;
-const char* const kTierKeys[kTiers] = {"device", "host", "nvme"};
 const char* const kTierNames[kTiers] = {"device", "host", "NVMe"};
 constexpr size_t kSummaryInstances = 5;
 constexpr int kGnuplotTimeoutS = 120;
 
 // ---------------------------------------------------------------- report.json
 
-struct CostRow {
-  std::string type, provider, reason;
-  bool feasible = false, candidate = true;
-  Opt nodes, epoch_hours, cost, job_cost;         // model only
-  Opt cal_epoch_hours, cal_cost, cal_job_cost;    // calibrated on this run
-  Opt SortCost() const { return cal_cost ? cal_cost : cost; }
-};
-
-struct RunReport {
-  std::string job, status, target;
-  std::string hostname, device, instance_type, dtype, policy;
-  std::string probe;          // when this machine's probes ran, at what load (machine.probes.conditions)
-  bool simulated_device = false;
-  Opt cores, ram_bytes, gpus, nodes, ranks, steps, budget[kTiers];
-  Opt m_steps, m_warmup, m_step_time, m_tokens, m_stall, m_hit, m_bytes[kLinks], m_peak[kTiers], loss_first, loss_last;
-  Opt evaluations, eval_loss_first, eval_loss_last, skipped_steps;
-  Opt p_step_time, p_tokens, p_stall, p_bytes[kLinks];
-  Opt prediction_error;
-  Opt p_cal_step_time, p_cal_tokens, cal_factor, cal_error;  // predicted.calibrated: this machine's, corrected
-  Opt m_lanes[kStepLanes], m_overlap;  // measured.lane_busy_s, overlap_efficiency (absent in older reports)
-  std::string m_bound_lane;
-  std::vector<CostRow> costs;
-  std::vector<std::string> carried, assumed, assumptions;
-  json node_figures;  // per node (launcher/report_nodes.h), as report.json holds them
-};
-
-// Reads typed fields of report.json; remembers the first type error.
-class Fields {
- public:
-  explicit Fields(std::string file) : file_(std::move(file)) {}
-  const Status& status() const { return status_; }
-
-  Opt Num(const json& obj, const std::string& where, const char* key) {
-    const json* v = Get(obj, where, key, &json::is_number, "a number");
-    return v ? Opt(v->get<double>()) : std::nullopt;
-  }
-  std::string Str(const json& obj, const std::string& where, const char* key) {
-    const json* v = Get(obj, where, key, &json::is_string, "a string");
-    return v ? v->get<std::string>() : "";
-  }
-  bool Bool(const json& obj, const std::string& where, const char* key, bool fallback) {
-    const json* v = Get(obj, where, key, &json::is_boolean, "true or false");
-    return v ? v->get<bool>() : fallback;
-  }
-  std::vector<std::string> Strings(const json& obj, const std::string& where, const char* key) {
-    std::vector<std::string> out;
-    const json* v = Get(obj, where, key, &json::is_array, "an array of strings");
-    for (size_t i = 0; v != nullptr && i < v->size(); ++i) {
-      if (!(*v)[i].is_string()) return Fail(where + key, "an array of strings"), out;
-      out.push_back((*v)[i].get<std::string>());
-    }
-    return out;
-  }
-  const json& Obj(const json& obj, const std::string& where, const char* key) {
-    static const json kEmpty = json::object();
-    const json* v = Get(obj, where, key, &json::is_object, "an object");
-    return v ? *v : kEmpty;
-  }
-  void Fail(const std::string& key, const char* expected) {
-    if (status_.ok()) status_ = Status::InvalidArgument(file_ + ": key '" + key + "': expected " + expected);
-  }
-
- private:
-  // obj[key] when present (not null) and of the kind `is` accepts; records an
-  // error when it is present with another kind.
-  const json* Get(const json& obj, const std::string& where, const char* key, bool (json::*is)() const noexcept,
-                  const char* expected) {
-    if (!obj.is_object()) return nullptr;
-    auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) return nullptr;
-    if (!((*it).*is)()) return Fail(where + key, expected), nullptr;
-    return &*it;
-  }
-
-  std::string file_;
-  Status status_;
-};
-
-void ReadCostRows(Fields& f, const json& list, std::vector<CostRow>* out) {
-  for (size_t i = 0; i < list.size(); ++i) {
-    const std::string where = "cost_per_epoch[" + std::to_string(i) + "].";
-    const json& c = list[i];
-    if (!c.is_object() || f.Str(c, where, "instance_type").empty()) {
-      f.Fail(where + "instance_type", "an object with a non-empty instance_type");
-      return;
-    }
-    CostRow r;
-    r.type = f.Str(c, where, "instance_type");
-    r.provider = f.Str(c, where, "provider");
-    r.reason = f.Str(c, where, "reason");
-    r.feasible = f.Bool(c, where, "feasible", false);
-    r.candidate = f.Bool(c, where, "candidate", true);
-    r.nodes = f.Num(c, where, "nodes");
-    r.epoch_hours = f.Num(c, where, "epoch_hours");
-    r.cost = f.Num(c, where, "cost_per_epoch_usd");
-    r.job_cost = f.Num(c, where, "job_cost_usd");
-    const json& cal = f.Obj(c, where, "calibrated");
-    r.cal_epoch_hours = f.Num(cal, where + "calibrated.", "epoch_hours");
-    r.cal_cost = f.Num(cal, where + "calibrated.", "cost_per_epoch_usd");
-    r.cal_job_cost = f.Num(cal, where + "calibrated.", "job_cost_usd");
-    out->push_back(std::move(r));
-  }
+// A figure calibrated on this run where known (else unset, or the model's).
+Opt Cal(const ReportCostRow& c, ReportNumber ReportPrice::*figure) {
+  return c.calibrated ? (*c.calibrated).*figure : std::nullopt;
 }
+Opt Best(const ReportCostRow& c, ReportNumber ReportPrice::*figure) {
+  const Opt cal = Cal(c, figure);
+  return cal ? cal : c.model.*figure;
+}
+Opt SortCost(const ReportCostRow& c) { return Best(c, &ReportPrice::cost_per_epoch_usd); }
+Opt CalibratedStep(const RunReport& r) {
+  return r.predicted.calibrated ? r.predicted.calibrated->step_time_s : std::nullopt;
+}
+Opt CalibrationFactor(const RunReport& r) {
+  return r.predicted.calibrated ? r.predicted.calibrated->factor : std::nullopt;
+}
+
+// Where the run ran, from report.json's machine (machine.json's facts and probes).
+struct MachineShown {
+  std::string hostname, device;
+  std::string probe;  // when this machine's probes ran, at what load (machine.probes.conditions)
+  bool simulated_device = false;
+  Opt cores, ram_bytes, gpus;
+};
 
 // "probe taken 2 h before this launch ... at load 2.41 on 2 cores; load now
 // 0.40 ...; reused from the probe cache": from machine.probes (its conditions)
 // and machine.facts (this launch); "" where the machine was not probed.
-std::string ProbeLine(Fields& f, const json& machine) {
+std::string ProbeLine(ReportFields& f, const json& machine) {
   const json& probes = f.Obj(machine, "machine.", "probes");
   if (probes.empty()) return "";
   const json& facts = f.Obj(machine, "machine.", "facts");
@@ -170,96 +90,21 @@ std::string ProbeLine(Fields& f, const json& machine) {
   return line + (why.empty() ? "; measured for this launch" : "; measured again, as " + why);
 }
 
-void ReadRunSections(Fields& f, const json& j, RunReport* r) {
-  r->status = f.Str(j, "", "status");
-  r->target = f.Str(j, "", "target");
-  const json& facts = f.Obj(f.Obj(j, "", "machine"), "machine.", "facts");
-  r->hostname = f.Str(facts, "machine.facts.", "hostname");
-  r->cores = f.Num(facts, "machine.facts.", "cores");
-  r->ram_bytes = f.Num(facts, "machine.facts.", "ram_bytes");
-  r->gpus = f.Num(facts, "machine.facts.", "gpus");
+StatusOr<MachineShown> ReadMachine(const json& machine, const std::string& file) {
+  ReportFields f(file);
+  MachineShown m;
+  const json& facts = f.Obj(machine, "machine.", "facts");
+  m.hostname = f.Str(facts, "machine.facts.", "hostname");
+  m.cores = f.Num(facts, "machine.facts.", "cores");
+  m.ram_bytes = f.Num(facts, "machine.facts.", "ram_bytes");
+  m.gpus = f.Num(facts, "machine.facts.", "gpus");
   const std::string gpu_name = f.Str(facts, "machine.facts.", "gpu_name");
-  r->simulated_device = r->gpus && *r->gpus == 0;
-  if (r->simulated_device) r->device = "simulated in host memory (no GPU)";
-  else if (r->gpus) r->device = gpu_name.empty() ? "GPU memory" : gpu_name + " memory";
-  r->probe = ProbeLine(f, f.Obj(j, "", "machine"));
-  const json& run = f.Obj(j, "", "run");
-  r->instance_type = f.Str(run, "run.", "instance_type");
-  r->dtype = f.Str(run, "run.", "dtype");
-  r->policy = f.Str(run, "run.", "policy");
-  r->nodes = f.Num(run, "run.", "nodes");
-  r->ranks = f.Num(run, "run.", "ranks");
-  r->steps = f.Num(run, "run.", "steps");
-  const json& budgets = f.Obj(run, "run.", "budgets");
-  for (int t = 0; t < kTiers; ++t) r->budget[t] = f.Num(budgets, "run.budgets.", kTierKeys[t]);
-  const json& cal = f.Obj(j, "", "calibration");
-  r->carried = f.Strings(cal, "calibration.", "carried");
-  r->assumed = f.Strings(cal, "calibration.", "assumed");
-  r->assumptions = f.Strings(j, "", "assumptions");
-}
-
-void ReadMeasuredPredicted(Fields& f, const json& j, RunReport* r) {
-  const json& m = j["measured"];
-  r->m_steps = f.Num(m, "measured.", "steps");
-  r->m_warmup = f.Num(m, "measured.", "warmup_steps");
-  r->m_step_time = f.Num(m, "measured.", "step_time_s");
-  r->m_tokens = f.Num(m, "measured.", "tokens_per_s");
-  r->m_stall = f.Num(m, "measured.", "stall_s");
-  r->m_hit = f.Num(m, "measured.", "device_hit_rate");
-  r->loss_first = f.Num(m, "measured.", "loss_first");
-  r->loss_last = f.Num(m, "measured.", "loss_last");
-  r->evaluations = f.Num(m, "measured.", "evaluations");
-  r->eval_loss_first = f.Num(m, "measured.", "eval_loss_first");
-  r->eval_loss_last = f.Num(m, "measured.", "eval_loss_last");
-  r->skipped_steps = f.Num(m, "measured.", "skipped_steps");
-  const json& lanes = f.Obj(m, "measured.", "lane_busy_s");
-  for (int l = 0; l < kStepLanes; ++l) r->m_lanes[l] = f.Num(lanes, "measured.lane_busy_s.", StepLaneName(StepLane(l)));
-  r->m_overlap = f.Num(m, "measured.", "overlap_efficiency");
-  r->m_bound_lane = f.Str(m, "measured.", "bound_lane");
-  const json& peak = f.Obj(m, "measured.", "peak_bytes");
-  for (int t = 0; t < kTiers; ++t) r->m_peak[t] = f.Num(peak, "measured.peak_bytes.", kTierKeys[t]);
-  const json& p = j["predicted"];
-  r->p_step_time = f.Num(p, "predicted.", "step_time_s");
-  r->p_tokens = f.Num(p, "predicted.", "tokens_per_s");
-  r->p_stall = f.Num(p, "predicted.", "stall_s");
-  // Predicted bytes per step: all ranks, or per rank (bytes_per_rank.h2d) times the ranks.
-  const json& per_rank = f.Obj(p, "predicted.", "bytes_per_rank");
-  for (int l = 0; l < kLinks; ++l) {
-    r->m_bytes[l] = f.Num(m, "measured.", kLinkKeys[l]);
-    r->p_bytes[l] = f.Num(p, "predicted.", kLinkKeys[l]);
-    const Opt one = f.Num(per_rank, "predicted.bytes_per_rank.", kLinkKeys[l] + 6);  // without "bytes_"
-    if (!r->p_bytes[l] && one && r->ranks) r->p_bytes[l] = *one * *r->ranks;
-  }
-  r->prediction_error = f.Num(j, "", "prediction_error");
-  const json& cal = f.Obj(p, "predicted.", "calibrated");
-  r->p_cal_step_time = f.Num(cal, "predicted.calibrated.", "step_time_s");
-  r->p_cal_tokens = f.Num(cal, "predicted.calibrated.", "tokens_per_s");
-  r->cal_factor = f.Num(cal, "predicted.calibrated.", "factor");
-  r->cal_error = f.Num(j, "", "prediction_error_calibrated");
-}
-
-Status ReadReport(const std::string& path, RunReport* r) {
-  const char* kExpected = "; expected the report.json tencache-launch writes at the end of a run";
-  std::ifstream in(path);
-  if (!in) return Status::NotFound(path + ": cannot open (" + std::strerror(errno) + ")" + kExpected);
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::InvalidArgument(path + ": not valid JSON" + kExpected);
-  if (!j.is_object()) return Status::InvalidArgument(path + ": not a JSON object" + kExpected);
-  for (const char* key : {"job", "measured", "predicted", "cost_per_epoch"}) {
-    if (!j.contains(key)) return Status::InvalidArgument(path + ": key '" + key + "' missing" + kExpected);
-  }
-  Fields f(path);
-  if (!j["job"].is_string()) f.Fail("job", "a string (the job name)");
-  if (!j["measured"].is_object()) f.Fail("measured", "an object");
-  if (!j["predicted"].is_object()) f.Fail("predicted", "an object");
-  if (!j["cost_per_epoch"].is_array()) f.Fail("cost_per_epoch", "an array");
+  m.simulated_device = m.gpus && *m.gpus == 0;
+  if (m.simulated_device) m.device = "simulated in host memory (no GPU)";
+  else if (m.gpus) m.device = gpu_name.empty() ? "GPU memory" : gpu_name + " memory";
+  m.probe = ProbeLine(f, machine);
   TC_RETURN_IF_ERROR(f.status());
-  r->job = j["job"].get<std::string>();
-  ReadRunSections(f, j, r);
-  ReadMeasuredPredicted(f, j, r);
-  ReadCostRows(f, j["cost_per_epoch"], &r->costs);
-  if (j.contains("nodes")) r->node_figures = j["nodes"];
-  return f.status();
+  return m;
 }
 
 // -------------------------------------------------------------- metrics.jsonl
@@ -346,13 +191,13 @@ std::string SignedPct(Opt v) { return v ? FormatSignedPercent(*v) : kNone; }
 std::string Plural(long n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 // Feasible rows sorted by calibrated cost (model-only when not calibrated).
-std::vector<const CostRow*> FeasibleByCost(const RunReport& r) {
-  std::vector<const CostRow*> out;
-  for (const CostRow& c : r.costs) {
+std::vector<const ReportCostRow*> FeasibleByCost(const RunReport& r) {
+  std::vector<const ReportCostRow*> out;
+  for (const ReportCostRow& c : r.cost_per_epoch) {
     if (c.feasible) out.push_back(&c);
   }
-  std::stable_sort(out.begin(), out.end(), [](const CostRow* a, const CostRow* b) {
-    Opt x = a->SortCost(), y = b->SortCost();
+  std::stable_sort(out.begin(), out.end(), [](const ReportCostRow* a, const ReportCostRow* b) {
+    Opt x = SortCost(*a), y = SortCost(*b);
     if (x.has_value() != y.has_value()) return x.has_value();
     return x && *x < *y;
   });
@@ -383,28 +228,28 @@ std::string MdTable(const std::vector<std::vector<std::string>>& rows, size_t te
 
 
 // A link's name; the device's say so where the device tier is simulated.
-std::string LinkName(const RunReport& r, int l) {
-  return std::string(kLinkNames[l]) + (r.simulated_device && l < 2 ? " (simulated device)" : "");
+std::string LinkName(const MachineShown& machine, int l) {
+  return std::string(kLinkNames[l]) + (machine.simulated_device && l < 2 ? " (simulated device)" : "");
 }
 
 // What was measured against what the planner predicted, with the prediction
 // error; with `tiers`, also the hit rate and bytes per link (report.md has
 // those in its tier tables).
-std::vector<std::vector<std::string>> MeasuredRows(const RunReport& r, bool tiers) {
-  Opt step_error = r.prediction_error ? r.prediction_error : Error(r.m_step_time, r.p_step_time);
+std::vector<std::vector<std::string>> MeasuredRows(const RunReport& r, const MachineShown& machine, bool tiers) {
+  Opt step_error = r.prediction_error ? r.prediction_error : Error(r.measured.step_time_s, r.predicted.step_time_s);
   std::vector<std::vector<std::string>> rows = {
-      {"step time", Secs(r.m_step_time), Secs(r.p_step_time), SignedPct(step_error)}};
-  if (r.p_cal_step_time) {
-    rows.push_back({"step time, calibrated", Secs(r.m_step_time), Secs(r.p_cal_step_time),
-                    SignedPct(r.cal_error ? r.cal_error : Error(r.m_step_time, r.p_cal_step_time))});
+      {"step time", Secs(r.measured.step_time_s), Secs(r.predicted.step_time_s), SignedPct(step_error)}};
+  if (CalibratedStep(r)) {
+    rows.push_back({"step time, calibrated", Secs(r.measured.step_time_s), Secs(CalibratedStep(r)),
+                    SignedPct(r.prediction_error_calibrated ? r.prediction_error_calibrated : Error(r.measured.step_time_s, CalibratedStep(r)))});
   }
   rows.insert(rows.end(), {
-      {"tokens/s", Rate(r.m_tokens), Rate(r.p_tokens), SignedPct(Error(r.m_tokens, r.p_tokens))},
-      {"stall per step", Secs(r.m_stall), Secs(r.p_stall), SignedPct(Error(r.m_stall, r.p_stall))}});
-  if (tiers) rows.push_back({"device hit rate", Pct(r.m_hit), kNone, kNone});
+      {"tokens/s", Rate(r.measured.tokens_per_s), Rate(r.predicted.tokens_per_s), SignedPct(Error(r.measured.tokens_per_s, r.predicted.tokens_per_s))},
+      {"stall per step", Secs(r.measured.stall_s), Secs(r.predicted.stall_s), SignedPct(Error(r.measured.stall_s, r.predicted.stall_s))}});
+  if (tiers) rows.push_back({"device hit rate", Pct(r.measured.device_hit_rate), kNone, kNone});
   for (int l = 0; tiers && l < kLinks; ++l) {
-    rows.push_back({LinkName(r, l) + " per step", Bytes(r.m_bytes[l]), Bytes(r.p_bytes[l]),
-                    SignedPct(Error(r.m_bytes[l], r.p_bytes[l]))});
+    rows.push_back({LinkName(machine, l) + " per step", Bytes(r.measured.bytes[l]), Bytes(r.predicted.BytesAllRanks(l, r.run.ranks)),
+                    SignedPct(Error(r.measured.bytes[l], r.predicted.BytesAllRanks(l, r.run.ranks)))});
   }
   return rows;
 }
@@ -417,40 +262,40 @@ struct Pictures {
   Status status;                                            // first gnuplot failure
 };
 
-std::string WhatRan(const RunReport& r, const Metrics& m) {
+std::string WhatRan(const RunReport& r, const MachineShown& machine, const Metrics& m) {
   std::vector<std::vector<std::string>> rows = {{"", ""}};
   if (!r.target.empty()) rows.push_back({"target", r.target});
-  if (!r.hostname.empty() || r.cores) {
-    std::string machine = r.hostname.empty() ? "this machine" : r.hostname;
-    if (r.cores) machine += ", " + Plural(std::llround(*r.cores), "core");
-    if (r.ram_bytes) machine += ", " + FormatBytes(*r.ram_bytes) + " RAM";
-    if (r.gpus) machine += ", " + Plural(std::llround(*r.gpus), "GPU");
-    rows.push_back({"machine", machine});
+  if (!machine.hostname.empty() || machine.cores) {
+    std::string where = machine.hostname.empty() ? "this machine" : machine.hostname;
+    if (machine.cores) where += ", " + Plural(std::llround(*machine.cores), "core");
+    if (machine.ram_bytes) where += ", " + FormatBytes(*machine.ram_bytes) + " RAM";
+    if (machine.gpus) where += ", " + Plural(std::llround(*machine.gpus), "GPU");
+    rows.push_back({"machine", where});
   }
-  if (!r.device.empty()) rows.push_back({"device tier", r.device});
-  if (!r.probe.empty()) rows.push_back({"probe", r.probe});
-  if (!r.instance_type.empty()) rows.push_back({"instance type", r.instance_type});
-  if (r.nodes) rows.push_back({"nodes", Int(r.nodes)});
-  if (r.ranks) rows.push_back({"ranks", Int(r.ranks)});
-  std::string steps = (r.m_steps ? Int(r.m_steps) + " measured" : "") + (r.m_steps && r.steps ? " of " : "") +
-                      (r.steps ? Int(r.steps) + " planned" : "");
+  if (!machine.device.empty()) rows.push_back({"device tier", machine.device});
+  if (!machine.probe.empty()) rows.push_back({"probe", machine.probe});
+  if (!r.run.instance_type.empty()) rows.push_back({"instance type", r.run.instance_type});
+  if (r.run.nodes) rows.push_back({"nodes", Int(r.run.nodes)});
+  if (r.run.ranks) rows.push_back({"ranks", Int(r.run.ranks)});
+  std::string steps = (r.measured.steps ? Int(r.measured.steps) + " measured" : "") + (r.measured.steps && r.run.steps ? " of " : "") +
+                      (r.run.steps ? Int(r.run.steps) + " planned" : "");
   steps += (steps.empty() ? "" : "; ") + Plural(long(m.rows.size()), "step") + " in metrics.jsonl";
-  if (r.m_warmup && *r.m_warmup > 0) {
-    steps += "; measured values are medians after " + Plural(std::llround(*r.m_warmup), "warm-up step");
+  if (r.measured.warmup_steps && *r.measured.warmup_steps > 0) {
+    steps += "; measured values are medians after " + Plural(std::llround(*r.measured.warmup_steps), "warm-up step");
   }
   rows.push_back({"steps", steps});
-  if (!r.dtype.empty()) rows.push_back({"dtype", r.dtype});
-  if (!r.policy.empty()) rows.push_back({"cache policy", r.policy});
+  if (!r.run.dtype.empty()) rows.push_back({"dtype", r.run.dtype});
+  if (!r.run.policy.empty()) rows.push_back({"cache policy", r.run.policy});
   for (int t = 0; t < kTiers; ++t) {
-    if (r.budget[t]) rows.push_back({std::string(kTierNames[t]) + " budget", Bytes(r.budget[t])});
+    if (r.run.budgets[t]) rows.push_back({std::string(kTierNames[t]) + " budget", Bytes(r.run.budgets[t])});
   }
-  if (r.loss_first && r.loss_last) rows.push_back({"loss", Loss(*r.loss_first) + " -> " + Loss(*r.loss_last)});
-  if (r.evaluations && r.eval_loss_first && r.eval_loss_last) {
-    rows.push_back({"validation loss", Loss(*r.eval_loss_first) + " -> " + Loss(*r.eval_loss_last) + " (" +
-                                           Plural(std::llround(*r.evaluations), "evaluation") + ")"});
+  if (r.measured.loss_first && r.measured.loss_last) rows.push_back({"loss", Loss(*r.measured.loss_first) + " -> " + Loss(*r.measured.loss_last)});
+  if (r.measured.evaluations && r.measured.eval_loss_first && r.measured.eval_loss_last) {
+    rows.push_back({"validation loss", Loss(*r.measured.eval_loss_first) + " -> " + Loss(*r.measured.eval_loss_last) + " (" +
+                                           Plural(std::llround(*r.measured.evaluations), "evaluation") + ")"});
   }
-  if (r.skipped_steps) {
-    rows.push_back({"skipped steps", Int(r.skipped_steps) + " (fp16 loss scaling: the gradient overflowed, no update)"});
+  if (r.measured.skipped_steps) {
+    rows.push_back({"skipped steps", Int(r.measured.skipped_steps) + " (fp16 loss scaling: the gradient overflowed, no update)"});
   }
   return "## What ran\n\n" + MdTable(rows, /*text_columns=*/2);
 }
@@ -460,37 +305,37 @@ constexpr const char* kSimulatedLinks =
     "computes on the CPU, so its reduce-scatters write every gradient straight into host memory and nothing "
     "moves device->host (none is predicted).";
 
-std::string TierTables(const RunReport& r, const Metrics& m) {
+std::string TierTables(const RunReport& r, const MachineShown& machine, const Metrics& m) {
   std::vector<std::vector<std::string>> tiers = {{"tier", "budget", "peak held", "hit rate"}};
   for (int t = 0; t < kTiers; ++t) {
-    tiers.push_back({kTierNames[t], Bytes(r.budget[t]), Bytes(r.m_peak[t]), t == 0 ? Pct(r.m_hit) : kNone});
+    tiers.push_back({kTierNames[t], Bytes(r.run.budgets[t]), Bytes(r.measured.peak_bytes[t]), t == 0 ? Pct(r.measured.device_hit_rate) : kNone});
   }
   const std::string all = "all " + Plural(long(m.rows.size()), "logged step");
   std::vector<std::vector<std::string>> links = {
       {"link", "measured per step", "predicted per step", "prediction error", all}};
   for (int l = 0; l < kLinks; ++l) {
-    links.push_back({LinkName(r, l), Bytes(r.m_bytes[l]), Bytes(r.p_bytes[l]),
-                     SignedPct(Error(r.m_bytes[l], r.p_bytes[l])), FormatBytes(Total(m, l))});
+    links.push_back({LinkName(machine, l), Bytes(r.measured.bytes[l]), Bytes(r.predicted.BytesAllRanks(l, r.run.ranks)),
+                     SignedPct(Error(r.measured.bytes[l], r.predicted.BytesAllRanks(l, r.run.ranks))), FormatBytes(Total(m, l))});
   }
   return "## Tiers\n\n" + MdTable(tiers) + "\nHit rate: device parameter-shard accesses that found the shard "
          "still on the device (docs/worker.md).\n\n" + MdTable(links) +
-         "\nBytes per step are summed over ranks." + (r.simulated_device ? " " + std::string(kSimulatedLinks) : "") +
+         "\nBytes per step are summed over ranks." + (machine.simulated_device ? " " + std::string(kSimulatedLinks) : "") +
          "\n";
 }
 
 // Each lane's busy time per step against the step time, and the overlap
 // efficiency they bound (docs/worker.md "Lanes").
 std::string LaneTable(const RunReport& r) {
-  if (!r.m_overlap) return "";
+  if (!r.measured.overlap_efficiency) return "";
   std::vector<std::vector<std::string>> rows = {{"lane", "busy per step", "share of the step"}};
   for (int l = 0; l < kStepLanes; ++l) {
-    const Opt share = r.m_lanes[l] && r.m_step_time && *r.m_step_time > 0 ? Opt(*r.m_lanes[l] / *r.m_step_time)
+    const Opt share = r.measured.lane_busy_s[l] && r.measured.step_time_s && *r.measured.step_time_s > 0 ? Opt(*r.measured.lane_busy_s[l] / *r.measured.step_time_s)
                                                                           : std::nullopt;
-    rows.push_back({StepLaneName(StepLane(l)), Secs(r.m_lanes[l]), Pct(share)});
+    rows.push_back({StepLaneName(StepLane(l)), Secs(r.measured.lane_busy_s[l]), Pct(share)});
   }
   char eff[32];
-  std::snprintf(eff, sizeof eff, "%.2f", *r.m_overlap);
-  return "## Lanes\n\nOverlap efficiency " + std::string(eff) + (r.m_bound_lane.empty() ? "" : ", bound by " + r.m_bound_lane) +
+  std::snprintf(eff, sizeof eff, "%.2f", *r.measured.overlap_efficiency);
+  return "## Lanes\n\nOverlap efficiency " + std::string(eff) + (r.measured.bound_lane.empty() ? "" : ", bound by " + r.measured.bound_lane) +
          ": the busiest lane's time over the step time (1.00: the step is as short as its slowest resource "
          "allows). Medians per step after warm-up; each lane the busiest rank's.\n\n" + MdTable(rows) + "\n";
 }
@@ -498,16 +343,16 @@ std::string LaneTable(const RunReport& r) {
 std::string CostTable(const RunReport& r) {
   std::ostringstream out;
   out << "## Cost per epoch\n\n";
-  std::vector<const CostRow*> feasible = FeasibleByCost(r);
+  std::vector<const ReportCostRow*> feasible = FeasibleByCost(r);
   if (feasible.empty()) out << "No instance type of the catalog can run this job.\n";
   std::vector<std::vector<std::string>> rows = {{"instance", "cloud", "nodes", "epoch time", "$/epoch model-only",
                                                  "$/epoch calibrated", "cost of this job's steps"}};
   bool any_non_candidate = false;
-  for (const CostRow* c : feasible) {
-    std::string name = c->type + (c->candidate ? "" : " †") + (c->type == r.instance_type ? " (this run)" : "");
+  for (const ReportCostRow* c : feasible) {
+    std::string name = c->instance_type + (c->candidate ? "" : " †") + (c->instance_type == r.run.instance_type ? " (this run)" : "");
     any_non_candidate |= !c->candidate;
-    rows.push_back({name, c->provider, Int(c->nodes), Hours(c->cal_epoch_hours ? c->cal_epoch_hours : c->epoch_hours),
-                    Usd(c->cost), Usd(c->cal_cost), Usd(c->cal_job_cost ? c->cal_job_cost : c->job_cost)});
+    rows.push_back({name, c->provider, Int(c->nodes), Hours(Best(*c, &ReportPrice::epoch_hours)),
+                    Usd(c->model.cost_per_epoch_usd), Usd(Cal(*c, &ReportPrice::cost_per_epoch_usd)), Usd(Best(*c, &ReportPrice::job_cost_usd))});
   }
   if (!feasible.empty()) {
     out << "Feasible instance types, cheapest first by cost calibrated on this run. Model-only: the planner's "
@@ -517,11 +362,11 @@ std::string CostTable(const RunReport& r) {
     if (any_non_candidate) out << "\n† not among this job's candidate instance types.\n";
   }
   bool header = false;
-  for (const CostRow& c : r.costs) {
+  for (const ReportCostRow& c : r.cost_per_epoch) {
     if (c.feasible) continue;
     if (!header) out << "\nInfeasible:\n\n";
     header = true;
-    out << "- " << c.type << (c.provider.empty() ? "" : " (" + c.provider + ")") << ": "
+    out << "- " << c.instance_type << (c.provider.empty() ? "" : " (" + c.provider + ")") << ": "
         << (c.reason.empty() ? "no reason given" : c.reason) << "\n";
   }
   return out.str();
@@ -551,26 +396,27 @@ std::string MetricsNote(const Metrics& m) {
   return out;
 }
 
-std::string RenderMarkdown(const RunReport& r, const Metrics& m, const Pictures& p) {
+std::string RenderMarkdown(const RunReport& r, const MachineShown& machine, const Metrics& m,
+                           const Pictures& p) {
   std::ostringstream out;
   out << "# Run report: " << r.job << (r.status.empty() ? "" : " (" + r.status + ")") << "\n\n";
-  out << WhatRan(r, m) << "\n";
+  out << WhatRan(r, machine, m) << "\n";
   out << "## Measured vs predicted\n\n";
   std::vector<std::vector<std::string>> rows = {{"", "measured", "predicted", "prediction error"}};
-  for (auto& row : MeasuredRows(r, /*tiers=*/false)) rows.push_back(row);
+  for (auto& row : MeasuredRows(r, machine, /*tiers=*/false)) rows.push_back(row);
   out << MdTable(rows) << "\nPrediction error: (predicted - measured) / measured.";
-  if (r.cal_factor) {
+  if (CalibrationFactor(r)) {
     char factor[32];
-    std::snprintf(factor, sizeof factor, "%.2f", *r.cal_factor);
+    std::snprintf(factor, sizeof factor, "%.2f", *CalibrationFactor(r));
     out << " Calibrated: the prediction with every speed divided by " << factor
         << ", what the first steps past warm-up took over what was predicted (see Calibration).";
   }
   out << "\n\n";
-  if (const auto nodes = NodeRows(r.node_figures); nodes.size() > 2 || (nodes.size() == 2 && r.target == "hosts")) {
+  if (const auto nodes = NodeRows(r.nodes); nodes.size() > 2 || (nodes.size() == 2 && r.target == "hosts")) {
     out << "## Per node\n\nMedians per step after warm-up; stall and bytes summed over the node's ranks.\n\n"
         << MdTable(nodes, 2) << "\n";
   }
-  out << TierTables(r, m) << "\n" << LaneTable(r) << CostTable(r) << "\n" << Calibration(r);
+  out << TierTables(r, machine, m) << "\n" << LaneTable(r) << CostTable(r) << "\n" << Calibration(r);
   out << "## Pictures\n\n";
   for (const auto& [file, caption] : p.drawn) out << "![" << caption << "](" << file << ")\n\n";
   for (const std::string& n : p.notes) out << n << "\n\n";
@@ -580,24 +426,24 @@ std::string RenderMarkdown(const RunReport& r, const Metrics& m, const Pictures&
 
 // -------------------------------------------------------------------- summary
 
-std::string RenderSummary(const RunReport& r) {
+std::string RenderSummary(const RunReport& r, const MachineShown& machine) {
   std::ostringstream out;
   out << "run " << r.job << (r.status.empty() ? "" : " (" + r.status + ")");
-  if (r.m_steps) out << ": " << Int(r.m_steps) << " steps";
-  if (!r.instance_type.empty()) out << " on " << r.instance_type;
-  if (r.ranks) out << ", " << Plural(std::llround(*r.ranks), "rank");
-  if (!r.dtype.empty()) out << ", " << r.dtype;
+  if (r.measured.steps) out << ": " << Int(r.measured.steps) << " steps";
+  if (!r.run.instance_type.empty()) out << " on " << r.run.instance_type;
+  if (r.run.ranks) out << ", " << Plural(std::llround(*r.run.ranks), "rank");
+  if (!r.run.dtype.empty()) out << ", " << r.run.dtype;
   out << "\n";
   std::vector<std::vector<std::string>> rows = {{"", "MEASURED", "PREDICTED", "PREDICTION ERROR"}};
-  for (auto& row : MeasuredRows(r, /*tiers=*/true)) rows.push_back(row);
+  for (auto& row : MeasuredRows(r, machine, /*tiers=*/true)) rows.push_back(row);
   out << FormatTable(rows);
-  if (r.m_overlap) {
+  if (r.measured.overlap_efficiency) {
     char eff[96];
-    std::snprintf(eff, sizeof eff, "overlap efficiency %.2f (busiest lane: %s)\n", *r.m_overlap,
-                  r.m_bound_lane.empty() ? "-" : r.m_bound_lane.c_str());
+    std::snprintf(eff, sizeof eff, "overlap efficiency %.2f (busiest lane: %s)\n", *r.measured.overlap_efficiency,
+                  r.measured.bound_lane.empty() ? "-" : r.measured.bound_lane.c_str());
     out << eff;
   }
-  std::vector<const CostRow*> feasible = FeasibleByCost(r);
+  std::vector<const ReportCostRow*> feasible = FeasibleByCost(r);
   if (feasible.empty()) {
     out << "\nno feasible instance type in the catalog\n";
   } else {
@@ -605,9 +451,9 @@ std::string RenderSummary(const RunReport& r) {
     std::vector<std::vector<std::string>> cost = {
         {"INSTANCE", "CLOUD", "NODES", "CALIBRATED", "MODEL-ONLY", "EPOCH TIME"}};
     for (size_t i = 0; i < feasible.size() && i < kSummaryInstances; ++i) {
-      const CostRow& c = *feasible[i];
-      cost.push_back({c.type, c.provider, Int(c.nodes), Usd(c.cal_cost), Usd(c.cost),
-                      Hours(c.cal_epoch_hours ? c.cal_epoch_hours : c.epoch_hours)});
+      const ReportCostRow& c = *feasible[i];
+      cost.push_back({c.instance_type, c.provider, Int(c.nodes), Usd(Cal(c, &ReportPrice::cost_per_epoch_usd)), Usd(c.model.cost_per_epoch_usd),
+                      Hours(Best(c, &ReportPrice::epoch_hours))});
     }
     out << FormatTable(cost);
   }
@@ -711,13 +557,13 @@ void DrawLanes(const Gnuplot& g, const std::string& run_dir, const RunReport& r,
 
 void DrawCostPerEpoch(const Gnuplot& g, const std::string& run_dir, const RunReport& r, Pictures* p,
                       std::vector<std::string>* warnings) {
-  std::vector<const CostRow*> feasible = FeasibleByCost(r);
+  std::vector<const ReportCostRow*> feasible = FeasibleByCost(r);
   std::string data = "# instance model_only_usd calibrated_usd\n";
   double lo = INFINITY, hi = 0;
-  for (const CostRow* c : feasible) {
-    std::string label = c->type + (c->nodes && *c->nodes > 1 ? " x" + Int(c->nodes) : "");
-    data += "\"" + label + "\" " + GnuplotNumber(c->cost.value_or(NAN)) + " " + GnuplotNumber(c->cal_cost.value_or(NAN)) + "\n";
-    for (Opt v : {c->cost, c->cal_cost}) {
+  for (const ReportCostRow* c : feasible) {
+    std::string label = c->instance_type + (c->nodes && *c->nodes > 1 ? " x" + Int(c->nodes) : "");
+    data += "\"" + label + "\" " + GnuplotNumber(c->model.cost_per_epoch_usd.value_or(NAN)) + " " + GnuplotNumber(Cal(*c, &ReportPrice::cost_per_epoch_usd).value_or(NAN)) + "\n";
+    for (Opt v : {c->model.cost_per_epoch_usd, Cal(*c, &ReportPrice::cost_per_epoch_usd)}) {
       if (v && *v > 0) lo = std::min(lo, *v), hi = std::max(hi, *v);
     }
   }
@@ -760,7 +606,7 @@ Pictures DrawPictures(const std::string& run_dir, const RunReport& r, const Metr
   if (steps) {
     DrawLossStepTime(g, run_dir, r, m, &p, warnings);
     DrawStallBytes(g, run_dir, r, m, &p, warnings);
-    if (r.m_overlap) DrawLanes(g, run_dir, r, m, &p, warnings);
+    if (r.measured.overlap_efficiency) DrawLanes(g, run_dir, r, m, &p, warnings);
   }
   if (costs) DrawCostPerEpoch(g, run_dir, r, &p, warnings);
   return p;
@@ -769,8 +615,9 @@ Pictures DrawPictures(const std::string& run_dir, const RunReport& r, const Metr
 }  // namespace
 
 Status RenderReport(const std::string& run_dir, std::string* summary, std::vector<std::string>* warnings) {
-  RunReport r;
-  TC_RETURN_IF_ERROR(ReadReport(run_dir + "/report.json", &r));
+  const std::string file = run_dir + "/report.json";
+  TC_ASSIGN_OR_RETURN(const RunReport r, RunReport::Read(file));
+  TC_ASSIGN_OR_RETURN(const MachineShown machine, ReadMachine(r.machine, file));
   const Metrics m = ReadMetrics(run_dir + "/metrics.jsonl");
   if (warnings != nullptr) {
     if (!m.skipped.empty()) {
@@ -780,8 +627,8 @@ Status RenderReport(const std::string& run_dir, std::string* summary, std::vecto
     if (m.rows.empty()) warnings->push_back(run_dir + "/metrics.jsonl: no steps, so no pictures of steps");
   }
   const Pictures p = DrawPictures(run_dir, r, m, warnings);
-  TC_RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/report.md", RenderMarkdown(r, m, p)));
-  if (summary != nullptr) *summary = RenderSummary(r);
+  TC_RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/report.md", RenderMarkdown(r, machine, m, p)));
+  if (summary != nullptr) *summary = RenderSummary(r, machine);
   return p.status;
 }
 

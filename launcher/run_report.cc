@@ -25,14 +25,6 @@ JobSpec PricingJob(const JobSpec& job) {
   return p;
 }
 
-nlohmann::ordered_json PriceJson(const Candidate& c, int steps) {
-  const double job_hours = steps * c.step.step_s / 3600.0;
-  return {{"step_time_s", c.step.step_s},
-          {"epoch_hours", c.epoch_hours},
-          {"cost_per_epoch_usd", c.cost_per_epoch_usd},
-          {"job_cost_usd", job_hours * c.price_per_node_hour * c.nodes}};
-}
-
 std::string Ratio(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", x);
@@ -40,34 +32,6 @@ std::string Ratio(double x) {
 }
 
 }  // namespace
-
-nlohmann::ordered_json MeasuredRun::ToJson() const {
-  nlohmann::ordered_json j = {{"steps", steps},
-          {"warmup_steps", warmup},
-          {"step_time_s", step_time_s},
-          {"tokens_per_s", tokens_per_s},
-          {"stall_s", stall_s},
-          {"device_hit_rate", device_hit_rate},
-          {"bytes_h2d", bytes_h2d},
-          {"bytes_d2h", bytes_d2h},
-          {"bytes_nvme_read", bytes_nvme_read},
-          {"bytes_nvme_write", bytes_nvme_write},
-          {"peak_bytes", {{"device", peak_device}, {"host", peak_host}, {"nvme", peak_nvme}}},
-          {"loss_first", loss_first},
-          {"loss_last", loss_last}};
-  if (evaluations > 0) {
-    j["evaluations"] = evaluations;
-    j["eval_loss_first"] = eval_loss_first;
-    j["eval_loss_last"] = eval_loss_last;
-  }
-  if (skipped_steps >= 0) j["skipped_steps"] = skipped_steps;
-  if (has_lanes) {
-    j["lane_busy_s"] = lanes.ToJson();
-    j["bound_lane"] = StepLaneName(lanes.Largest());
-    j["overlap_efficiency"] = overlap_efficiency;
-  }
-  return j;
-}
 
 StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
   if (metrics.empty()) return Status::InvalidArgument("no step was measured (metrics.jsonl is empty)");
@@ -186,83 +150,135 @@ MachineCalibration CalibrateMachine(const MeasuredRun& run, const JobSpec& job, 
   return c;
 }
 
-StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in) {
+namespace {
+
+// A feasible candidate's price: its step, epoch and this job's train.steps.
+ReportPrice PriceOf(const Candidate& c, int steps) {
+  const double job_hours = steps * c.step.step_s / 3600.0;
+  return {c.step.step_s, c.epoch_hours, c.cost_per_epoch_usd, job_hours * c.price_per_node_hour * c.nodes};
+}
+
+ReportRunSection RunSection(const JobSpec& job, const Candidate& p) {
+  ReportRunSection r;
+  const bool hosts = job.cluster.target == Target::kHosts;
+  r.instance_type = hosts ? std::to_string(job.cluster.nodes) + " hosts" : p.instance->type;
+  r.nodes = job.cluster.nodes;
+  r.ranks = job.ranks();
+  r.steps = job.train.steps;
+  r.micro_batch = job.train.micro_batch;
+  r.dtype = DTypeName(job.dtype);
+  r.policy = CachePolicyName(job.cache.policy);
+  r.budgets[0] = double(job.cache.device_budget.value_or(0));
+  r.budgets[1] = double(job.cache.host_budget.value_or(0));
+  r.budgets[2] = double(job.cache.nvme_budget.value_or(0));
+  if (hosts) {
+    for (const HostSlots& h : job.cluster.hosts.list) r.hosts.push_back({h.host, h.slots});
+  }
+  return r;
+}
+
+ReportPredicted PredictedSection(const Candidate& p, double tokens_per_step) {
+  ReportPredicted r;
+  r.step_time_s = p.step.step_s;
+  r.tokens_per_s = tokens_per_step / p.step.step_s;
+  const double lanes[kReportPredictedLanes] = {p.step.compute_s, p.step.h2d_s, p.step.d2h_s,
+                                               p.step.nvme_s, p.step.collective_s, p.step.optimizer_s};
+  for (int l = 0; l < kReportPredictedLanes; ++l) r.lanes_s[l] = lanes[l];
+  const double bytes[kReportLinks] = {double(p.step.bytes_h2d), double(p.step.bytes_d2h),
+                                      double(p.step.bytes_nvme_read), double(p.step.bytes_nvme_write)};
+  for (int l = 0; l < kReportLinks; ++l) r.bytes_per_rank[l] = bytes[l];
+  return r;
+}
+
+// cost_per_epoch: every catalog instance type, model-only and calibrated.
+StatusOr<std::vector<ReportCostRow>> CostRows(const JobSpec& job, const Catalog& catalog, const Calibration& cal,
+                                              const ModelAssumptions& base) {
+  const JobSpec pricing = PricingJob(job);
+  TC_ASSIGN_OR_RETURN(PlanResult model_only, PlanJob(pricing, catalog, base));
+  TC_ASSIGN_OR_RETURN(PlanResult calibrated, PlanJob(pricing, catalog, cal.assumptions));
+  std::map<std::string, const Candidate*> cal_by_type;
+  for (const Candidate& c : calibrated.candidates) cal_by_type[c.instance->type] = &c;
+  std::vector<ReportCostRow> rows;
+  const auto& wanted = job.cluster.instance_types;
+  for (const Candidate& c : model_only.candidates) {
+    ReportCostRow e;
+    e.instance_type = c.instance->type;
+    e.provider = c.instance->provider;
+    e.nodes = c.nodes;
+    e.feasible = c.feasible;
+    e.reason = c.reason;
+    e.candidate = wanted.empty() || std::count(wanted.begin(), wanted.end(), c.instance->type) > 0;
+    e.price_per_hour_usd = c.price_per_node_hour * c.nodes;
+    if (c.feasible) {
+      e.model = PriceOf(c, job.train.steps);
+      const Candidate* k = cal_by_type[c.instance->type];
+      if (k != nullptr && k->feasible) e.calibrated = PriceOf(*k, job.train.steps);
+    }
+    rows.push_back(std::move(e));
+  }
+  return rows;
+}
+
+}  // namespace
+
+ReportMeasured MeasuredSection(const MeasuredRun& run) {
+  ReportMeasured m;
+  m.steps = run.steps;
+  m.warmup_steps = run.warmup;
+  m.step_time_s = run.step_time_s;
+  m.tokens_per_s = run.tokens_per_s;
+  m.stall_s = run.stall_s;
+  m.device_hit_rate = run.device_hit_rate;
+  const double bytes[kReportLinks] = {run.bytes_h2d, run.bytes_d2h, run.bytes_nvme_read, run.bytes_nvme_write};
+  for (int l = 0; l < kReportLinks; ++l) m.bytes[l] = bytes[l];
+  m.peak_bytes[0] = run.peak_device;
+  m.peak_bytes[1] = run.peak_host;
+  m.peak_bytes[2] = run.peak_nvme;
+  m.loss_first = run.loss_first;
+  m.loss_last = run.loss_last;
+  if (run.evaluations > 0) {
+    m.evaluations = run.evaluations;
+    m.eval_loss_first = run.eval_loss_first;
+    m.eval_loss_last = run.eval_loss_last;
+  }
+  if (run.skipped_steps >= 0) m.skipped_steps = double(run.skipped_steps);
+  if (run.has_lanes) {
+    for (int l = 0; l < kStepLanes; ++l) m.lane_busy_s[l] = run.lanes.seconds[l];
+    m.bound_lane = StepLaneName(run.lanes.Largest());
+    m.overlap_efficiency = run.overlap_efficiency;
+  }
+  return m;
+}
+
+StatusOr<RunReport> BuildReport(const ReportInputs& in) {
   const JobSpec& job = *in.job;
   TC_ASSIGN_OR_RETURN(MeasuredRun run, Summarise(in.metrics));
   const Candidate& p = *in.predicted;
-  nlohmann::ordered_json r;
-  r["job"] = job.name;
-  r["status"] = in.status;
-  r["target"] = TargetName(job.cluster.target);
-  r["machine"] = in.machine;
-  const bool hosts = job.cluster.target == Target::kHosts;
-  r["run"] = {{"instance_type", hosts ? std::to_string(job.cluster.nodes) + " hosts" : p.instance->type},
-              {"nodes", job.cluster.nodes},
-              {"ranks", job.ranks()},
-              {"steps", job.train.steps},
-              {"micro_batch", job.train.micro_batch},
-              {"dtype", DTypeName(job.dtype)},
-              {"policy", CachePolicyName(job.cache.policy)},
-              {"budgets", {{"device", job.cache.device_budget.value_or(0)},
-                           {"host", job.cache.host_budget.value_or(0)},
-                           {"nvme", job.cache.nvme_budget.value_or(0)}}}};
-  if (hosts) {
-    nlohmann::ordered_json list = nlohmann::json::array();
-    for (const HostSlots& h : job.cluster.hosts.list) list.push_back({{"host", h.host}, {"ranks", h.slots}});
-    r["run"]["hosts"] = list;
-  }
-  r["measured"] = run.ToJson();
-  r["nodes"] = NodeFigures(in.metrics, in.rank_hosts, run.warmup);
+  RunReport r;
+  r.job = job.name;
+  r.status = in.status;
+  r.target = TargetName(job.cluster.target);
+  r.machine = in.machine;
+  r.run = RunSection(job, p);
+  r.measured = MeasuredSection(run);
+  r.nodes = NodeFigures(in.metrics, in.rank_hosts, run.warmup);
   const double tokens_per_step = double(job.train.global_batch) * job.model.seq_len;
-  r["predicted"] = {{"step_time_s", p.step.step_s},
-                    {"tokens_per_s", tokens_per_step / p.step.step_s},
-                    {"lanes_s", {{"compute", p.step.compute_s}, {"h2d", p.step.h2d_s}, {"d2h", p.step.d2h_s},
-                                 {"nvme", p.step.nvme_s}, {"collectives", p.step.collective_s},
-                                 {"optimizer", p.step.optimizer_s}}},
-                    {"bytes_per_rank", {{"h2d", p.step.bytes_h2d}, {"d2h", p.step.bytes_d2h},
-                                        {"nvme_read", p.step.bytes_nvme_read},
-                                        {"nvme_write", p.step.bytes_nvme_write}}}};
-  r["prediction_error"] = (p.step.step_s - run.step_time_s) / run.step_time_s;
+  r.predicted = PredictedSection(p, tokens_per_step);
+  r.prediction_error = (p.step.step_s - run.step_time_s) / run.step_time_s;
   const MachineCalibration machine = CalibrateMachine(run, job, p);
   if (machine.steps > 0 && machine.candidate.feasible) {
     const double step = machine.candidate.step.step_s;
-    r["predicted"]["calibrated"] = {{"step_time_s", step},
-                                    {"tokens_per_s", tokens_per_step / step},
-                                    {"factor", machine.factor},
-                                    {"steps", {machine.first_step, machine.first_step + machine.steps - 1}}};
-    r["prediction_error_calibrated"] = (step - run.step_time_s) / run.step_time_s;
+    r.predicted.calibrated = ReportCalibratedStep{
+        step, tokens_per_step / step, machine.factor, {machine.first_step, machine.first_step + machine.steps - 1}};
+    r.prediction_error_calibrated = (step - run.step_time_s) / run.step_time_s;
   }
-
   const ModelAssumptions base;
   const Calibration cal = Calibrate(run, p, job.ranks(), base);
-  const JobSpec pricing = PricingJob(job);
-  TC_ASSIGN_OR_RETURN(PlanResult model_only, PlanJob(pricing, *in.catalog, base));
-  TC_ASSIGN_OR_RETURN(PlanResult calibrated, PlanJob(pricing, *in.catalog, cal.assumptions));
-  std::map<std::string, const Candidate*> cal_by_type;
-  for (const Candidate& c : calibrated.candidates) cal_by_type[c.instance->type] = &c;
-  nlohmann::ordered_json costs = nlohmann::ordered_json::array();
-  const auto& wanted = job.cluster.instance_types;
-  for (const Candidate& c : model_only.candidates) {
-    nlohmann::ordered_json e = {{"instance_type", c.instance->type},
-                                {"provider", c.instance->provider},
-                                {"nodes", c.nodes},
-                                {"feasible", c.feasible},
-                                {"reason", c.reason},
-                                {"candidate", wanted.empty() || std::count(wanted.begin(), wanted.end(), c.instance->type) > 0},
-                                {"price_per_hour_usd", c.price_per_node_hour * c.nodes}};
-    if (c.feasible) {
-      const nlohmann::ordered_json price = PriceJson(c, job.train.steps);
-      for (auto it = price.begin(); it != price.end(); ++it) e[it.key()] = it.value();
-      const Candidate* k = cal_by_type[c.instance->type];
-      if (k != nullptr && k->feasible) e["calibrated"] = PriceJson(*k, job.train.steps);
-    }
-    costs.push_back(e);
-  }
-  r["cost_per_epoch"] = costs;
-  std::vector<std::string> carried = cal.carried;
-  if (!machine.explanation.empty()) carried.insert(carried.begin(), machine.explanation);
-  r["calibration"] = {{"carried", carried}, {"assumed", cal.assumed}};
-  r["assumptions"] = in.assumptions;
+  TC_ASSIGN_OR_RETURN(r.cost_per_epoch, CostRows(job, *in.catalog, cal, base));
+  r.carried = cal.carried;
+  if (!machine.explanation.empty()) r.carried.insert(r.carried.begin(), machine.explanation);
+  r.assumed = cal.assumed;
+  r.assumptions = in.assumptions;
   return r;
 }
 

@@ -1,8 +1,8 @@
-// RunReport: what a run measured against what the plan predicted, and what it
-// would cost on every catalog instance type, model-only and calibrated on the
-// run. BuildReport writes the object that OUT/report.json holds (its fields are
-// listed in docs/launcher.md); launcher/report_render.h turns it into
-// report.md and pictures.
+// BuildReport: what a run measured against what the plan predicted, and what
+// it would cost on every catalog instance type, model-only and calibrated on
+// the run, as the RunReport that OUT/report.json holds (launcher/report_json.h;
+// its fields are listed in docs/launcher.md); launcher/report_render.h turns it
+// into report.md and pictures.
 //
 // Calibration: what a run measures that carries to other machines — the bytes
 // the cache moved per link over the bytes the model predicted for this run,
@@ -24,6 +24,7 @@
 #include "common/step_lanes.h"
 #include "launcher/catalog.h"
 #include "launcher/planner.h"
+#include "launcher/report_json.h"
 #include "launcher/resource_model.h"
 
 namespace tencache {
@@ -55,10 +56,13 @@ struct MeasuredRun {
   bool has_lanes = false;
   LaneBusy lanes;
   double overlap_efficiency = 0;
-  nlohmann::ordered_json ToJson() const;
 };
 // InvalidArgument when no step has been measured.
 StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics);
+
+// report.json's measured section of `run` (lanes, evaluations and skipped
+// steps only where the metrics had them).
+ReportMeasured MeasuredSection(const MeasuredRun& run);
 
 // Calibrated assumptions from `run` (measured) on `predicted` (the model's step
 // for the same job and budgets on this machine); `carried` / `assumed` say
@@ -97,6 +101,7 @@ struct ReportInputs {
   std::vector<std::string> assumptions;
   std::map<int, std::string> rank_hosts;  // each rank's host (RankHosts), for the per-node figures
 };
-StatusOr<nlohmann::ordered_json> BuildReport(const ReportInputs& in);
+// InvalidArgument when no step was measured; the planner's errors.
+StatusOr<RunReport> BuildReport(const ReportInputs& in);
 
 }  // namespace tencache

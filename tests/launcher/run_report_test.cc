@@ -10,6 +10,13 @@
 namespace tencache {
 namespace {
 
+// report.json's measured section for `run`, as written.
+nlohmann::ordered_json MeasuredJson(const MeasuredRun& run) {
+  RunReport r;
+  r.measured = MeasuredSection(run);
+  return r.ToJson()["measured"];
+}
+
 nlohmann::json Step(int step, double time, double loss, double h2d = 0, double stall = 0) {
   return {{"step", step}, {"loss", loss}, {"step_time_s", time}, {"tokens_per_s", 1000 / time},
           {"stall_s", stall}, {"device_hit_rate", 1.0}, {"bytes_h2d", h2d}, {"bytes_d2h", 0},
@@ -50,12 +57,12 @@ TEST(RunReport, LanesAreMediansAfterWarmup) {
   EXPECT_DOUBLE_EQ(r->lanes[StepLane::kNvmeRead], 0.25);
   EXPECT_DOUBLE_EQ(r->lanes[StepLane::kOptimizer], 0.0);
   EXPECT_DOUBLE_EQ(r->overlap_efficiency, 0.8);
-  const nlohmann::ordered_json j = r->ToJson();
+  const nlohmann::ordered_json j = MeasuredJson(*r);
   EXPECT_EQ(j["bound_lane"], "compute");
   EXPECT_DOUBLE_EQ(j["lane_busy_s"]["compute"].get<double>(), 0.8);
   StatusOr<MeasuredRun> without = Summarise({Step(0, 1, 5), Step(1, 1, 4)});
   EXPECT_FALSE(without->has_lanes);
-  EXPECT_FALSE(without->ToJson().contains("overlap_efficiency"));
+  EXPECT_FALSE(MeasuredJson(*without).contains("overlap_efficiency"));
 }
 
 TEST(RunReport, CalibrationCarriesBytesAndStallOnly) {
@@ -146,8 +153,10 @@ TEST(RunReport, CalibrationCorrectsAWrongProbe) {
   in.predicted = &predicted;
   in.metrics = metrics;
   in.status = "finished";
-  StatusOr<nlohmann::ordered_json> r = BuildReport(in);
-  ASSERT_TRUE(r.ok()) << r.status().message();
+  StatusOr<RunReport> built = BuildReport(in);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  const nlohmann::ordered_json json = built->ToJson();
+  const nlohmann::ordered_json* r = &json;
   const double measured = (*r)["measured"]["step_time_s"].get<double>();
   EXPECT_GT((*r)["prediction_error"].get<double>(), 1.0);  // model-only: the busy probe's +200 %
   const nlohmann::json& cal = (*r)["predicted"]["calibrated"];
@@ -159,6 +168,14 @@ TEST(RunReport, CalibrationCorrectsAWrongProbe) {
   const std::string first = (*r)["calibration"]["carried"][0].get<std::string>();
   EXPECT_EQ(first.rfind("this machine's speed: steps 2-6", 0), 0u) << first;
   (void)measured;
+
+  // What the writer wrote, the reader gives back whole.
+  StatusOr<RunReport> back = RunReport::FromJson(nlohmann::ordered_json::parse(json.dump(2)), "report.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->ToJson(), json);
+  ASSERT_EQ(back->cost_per_epoch.size(), built->cost_per_epoch.size());
+  EXPECT_EQ(back->carried, built->carried);
+  EXPECT_EQ(back->predicted.calibrated->steps, (std::vector<int64_t>{2, 6}));
 }
 
 // A probe that was right stays (the factor is 1).

@@ -1,0 +1,222 @@
+// RunPipeline: every target's run takes the same steps in the same order
+// (plan, resolve, write the run folder, start, follow, report), shown with a
+// scripted Runner, and ends with the documented exit code and run.json.
+#include "launcher/run_pipeline.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/exit_code.h"
+
+namespace tencache {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char kJob[] =
+    "name: pipeline\n"
+    "model: {preset: tiny, dtype: fp32}\n"
+    "train: {tokens_per_epoch: 100000, micro_batch: auto, global_batch: 8}\n"
+    "cluster: {nodes: auto, ranks_per_node: auto, instance_types: [g5.xlarge]}\n";
+
+// A Runner whose every step is scripted and recorded.
+class ScriptedRunner : public Runner {
+ public:
+  explicit ScriptedRunner(std::string out) : out_(std::move(out)) {}
+
+  std::vector<std::string> calls;
+  Status plan_status, start_status;
+  bool feasible = true;
+  RunOutcome outcome;
+
+  StatusOr<PlannedRun> Plan() override {
+    calls.push_back("Plan");
+    TC_RETURN_IF_ERROR(plan_status);
+    TC_ASSIGN_OR_RETURN(catalog_, Catalog::Load(DefaultCatalogPath()));
+    PlannedRun run;
+    TC_ASSIGN_OR_RETURN(run.job, ParseJobText(kJob, "job.yaml"));
+    TC_ASSIGN_OR_RETURN(run.plan, PlanJob(run.job, catalog_, ModelAssumptions()));
+    run.catalog = &catalog_;
+    run.chosen = feasible ? run.plan.chosen : -1;
+    run.out = out_;
+    return run;
+  }
+  StatusOr<RunFiles> Prepare(const PlannedRun& run, const ResolvedJob& resolved) override {
+    calls.push_back("Prepare");
+    EXPECT_EQ(resolved.job.name, "pipeline");
+    EXPECT_GT(resolved.job.ranks(), 0) << "resolved: nothing auto left";
+    return RunFiles{{"job.resolved.yaml", RenderResolvedJob(resolved, {"scripted"})},
+                    {"plan.json", PlanToJson(run.plan, false).dump(2) + "\n"}};
+  }
+  std::string DryRun(const PlannedRun&, const RunFiles& files) override {
+    calls.push_back("DryRun");
+    return "dry run of " + std::to_string(files.size()) + " files\n";
+  }
+  Status Start(const PlannedRun& run) override {
+    calls.push_back("Start");
+    EXPECT_TRUE(fs::exists(fs::path(run.out) / "job.resolved.yaml")) << "the folder is written before the start";
+    return start_status;
+  }
+  StatusOr<RunOutcome> Follow(const PlannedRun&) override {
+    calls.push_back("Follow");
+    return outcome;
+  }
+  Candidate Predicted(const PlannedRun& run, const ResolvedJob&) override {
+    calls.push_back("Predicted");
+    return run.candidate();
+  }
+  void RunFields(const PlannedRun&, const RunOutcome&, nlohmann::ordered_json* run_json) override {
+    calls.push_back("RunFields");
+    (*run_json)["scripted"] = true;
+  }
+  void ExplainEnd(const PlannedRun&, const RunOutcome&) override { calls.push_back("ExplainEnd"); }
+
+ private:
+  std::string out_;
+  Catalog catalog_;
+};
+
+class RunPipelineTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(testing::TempDir()) / ("run_pipeline_" + std::to_string(getpid()) + "_" +
+                                          testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Out() const { return (dir_ / "run").string(); }
+  nlohmann::json RunJson() const {
+    std::ifstream in(dir_ / "run" / "run.json");
+    return nlohmann::json::parse(in, nullptr, false);
+  }
+  // Runs the pipeline with stdout and stderr captured; *err gets stderr.
+  int Run(ScriptedRunner& r, bool dry_run, std::string* err = nullptr) {
+    testing::internal::CaptureStdout();
+    testing::internal::CaptureStderr();
+    const int code = RunPipeline(r, "job.yaml", dry_run);
+    out_ = testing::internal::GetCapturedStdout();
+    const std::string e = testing::internal::GetCapturedStderr();
+    if (err != nullptr) *err = e;
+    return code;
+  }
+  fs::path dir_;
+  std::string out_;
+};
+
+const std::vector<std::string> kWholeRun = {"Plan", "Prepare", "Start", "Follow", "RunFields", "ExplainEnd"};
+
+TEST_F(RunPipelineTest, AFinishedRunTakesEveryStepInOrderAndWritesTheFolder) {
+  ScriptedRunner r(Out());
+  EXPECT_EQ(Run(r, false), kExitOk);
+  EXPECT_EQ(r.calls, kWholeRun);
+  EXPECT_NE(out_.find("g5.xlarge"), std::string::npos) << "the plan table is printed:\n" << out_;
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "plan.json"));
+  const nlohmann::json run = RunJson();
+  ASSERT_TRUE(run.is_object());
+  EXPECT_EQ(run["status"], "finished");
+  EXPECT_EQ(run["exit_code"], 0);
+  EXPECT_EQ(run["target"], "local");
+  EXPECT_EQ(run["steps_done"], 0);
+  EXPECT_EQ(run["scripted"], true) << "the runner's own fields";
+  for (const char* key : {"failed_rank", "failure", "failed_host", "last_stderr", "stop_seconds", "stop_forced",
+                          "rank_hosts"}) {
+    EXPECT_TRUE(run.contains(key)) << key;
+  }
+}
+
+TEST_F(RunPipelineTest, AFailedRunExits1AndAnInterruptedOne130) {
+  ScriptedRunner failed(Out());
+  failed.outcome.exit_code = 9;
+  failed.outcome.failed_rank = 1;
+  failed.outcome.failure = "killed";
+  EXPECT_EQ(Run(failed, false), kExitFailed);
+  EXPECT_EQ(failed.calls, kWholeRun);
+  EXPECT_EQ(RunJson()["status"], "failed");
+  EXPECT_EQ(RunJson()["exit_code"], 1);
+  EXPECT_EQ(RunJson()["failed_rank"], 1);
+  EXPECT_EQ(RunJson()["failure"], "killed");
+
+  ScriptedRunner stopped(Out());
+  stopped.outcome.exit_code = 130;
+  stopped.outcome.interrupted = true;
+  EXPECT_EQ(Run(stopped, false), kExitInterrupted);
+  EXPECT_EQ(RunJson()["status"], "interrupted");
+  EXPECT_EQ(RunJson()["exit_code"], 130);
+}
+
+TEST_F(RunPipelineTest, ADryRunPlansAndPreparesAndWritesNothing) {
+  ScriptedRunner r(Out());
+  EXPECT_EQ(Run(r, true), kExitOk);
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"Plan", "Prepare", "DryRun"}));
+  EXPECT_NE(out_.find("dry run of 2 files"), std::string::npos) << out_;
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+}
+
+TEST_F(RunPipelineTest, APlanThatFailsEndsWithTheStatusExitCodeAndNothingElse) {
+  const std::vector<std::pair<Status, int>> cases = {{Status::InvalidArgument("job.yaml: key 'x'"), kExitBadInput},
+                                                     {Status::NotFound("--resume r: no such run folder"), kExitBadInput},
+                                                     {Status::Unavailable("cannot reach host 'b'"), kExitFailed}};
+  for (const auto& [status, code] : cases) {
+    ScriptedRunner r(Out());
+    r.plan_status = status;
+    std::string err;
+    EXPECT_EQ(Run(r, false, &err), code) << status.ToString();
+    EXPECT_EQ(err, "tencache-launch: " + status.message() + "\n");
+    EXPECT_EQ(r.calls, std::vector<std::string>{"Plan"});
+    EXPECT_FALSE(fs::exists(dir_ / "run"));
+  }
+}
+
+TEST_F(RunPipelineTest, NoFeasibleInstanceTypeExits3BeforeAnythingIsWritten) {
+  ScriptedRunner r(Out());
+  r.feasible = false;
+  std::string err;
+  EXPECT_EQ(Run(r, false, &err), kExitNoFeasiblePlan);
+  EXPECT_NE(err.find("no feasible plan for job.yaml"), std::string::npos) << err;
+  EXPECT_EQ(r.calls, std::vector<std::string>{"Plan"});
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+}
+
+TEST_F(RunPipelineTest, AStartThatFailsIsNotFollowed) {
+  ScriptedRunner r(Out());
+  r.start_status = Status::Unavailable("kubectl apply: the cluster cannot be reached");
+  std::string err;
+  EXPECT_EQ(Run(r, false, &err), kExitFailed);
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"Plan", "Prepare", "Start"}));
+  EXPECT_NE(err.find("cannot be reached"), std::string::npos) << err;
+}
+
+TEST_F(RunPipelineTest, ARunFolderThatCannotBeWrittenIsNamed) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ / "run") << "a file where the folder should be\n";
+  ScriptedRunner r(Out());
+  std::string err;
+  EXPECT_EQ(Run(r, false, &err), kExitFailed);
+  EXPECT_NE(err.find(Out()), std::string::npos) << err;
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"Plan", "Prepare"}));
+}
+
+TEST(RunFolder, WritesWholeFilesAndNamesTheOneItCannotWrite) {
+  const fs::path dir = fs::path(testing::TempDir()) / ("run_folder_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const RunFolder folder((dir / "a" / "b").string());
+  ASSERT_TRUE(folder.Create().ok());
+  ASSERT_TRUE(folder.Write("run.json", "{}\n").ok());
+  std::ifstream in(folder.Path("run.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "{}\n");
+  const Status s = folder.Write("no-such-folder/x.json", "{}");
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find(folder.Path("no-such-folder/x.json")), std::string::npos) << s.message();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tencache
