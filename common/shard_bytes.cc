@@ -4,15 +4,26 @@
 
 namespace tencache {
 
-namespace {
+const char* StateClassName(int c) {
+  static const char* kNames[kNumStateClasses] = {"param", "grad", "master", "adam_m", "adam_v"};
+  return c >= 0 && c < kNumStateClasses ? kNames[c] : "?";
+}
+
+uint64_t ShardBytes::total() const {
+  uint64_t t = 0;
+  for (uint64_t b : bytes) t += b;
+  return t;
+}
+
+uint64_t ShardBytes::checkpoint(DType dtype) const {
+  return bytes[UpdatedStateClass(dtype)] + bytes[kStateAdamM] + bytes[kStateAdamV];
+}
 
 std::vector<uint64_t> ShardCounts(const ModelShape& model, int ranks) {
   std::vector<uint64_t> counts;
   for (uint64_t n : model.BlockParamCounts()) counts.push_back((n + ranks - 1) / ranks);
   return counts;
 }
-
-}  // namespace
 
 std::vector<int> StatePieces(const std::vector<uint64_t>& shard_counts, int layers, DType dtype) {
   uint64_t limit = 0;
@@ -32,32 +43,30 @@ std::vector<int> StatePiecesWithin(const std::vector<uint64_t>& counts, uint64_t
 }
 
 ShardBytes ShardBytesPerRank(const ModelShape& model, DType dtype, int ranks) {
-  const bool mixed = dtype != DType::kFp32;
   const std::vector<uint64_t> counts = ShardCounts(model, ranks);
   const std::vector<int> pieces = StatePieces(counts, model.layers, dtype);
   ShardBytes s;
   for (size_t b = 0; b < counts.size(); ++b) {
-    const uint64_t count = counts[b];
-    s.param += count * (mixed ? 2 : 4);
-    s.master += mixed ? count * 4 : 0;
-    s.adam += 2 * count * 4;
-    s.grad += count * 4;
-    s.tensors += 1 + uint64_t(pieces[b]) * (mixed ? 4 : 3);
+    for (int c = 0; c < kNumStateClasses; ++c) {
+      const uint64_t elem = StateElementBytes(dtype, c);
+      s.bytes[c] += counts[b] * elem;
+      if (elem > 0) s.tensors += c == kStateParam ? 1 : uint64_t(pieces[b]);
+    }
   }
   return s;
 }
 
 ShardTensors ShardTensorBytes(const ModelShape& model, DType dtype, int ranks) {
-  const bool mixed = dtype != DType::kFp32;
   const std::vector<uint64_t> counts = ShardCounts(model, ranks);
   const std::vector<int> pieces = StatePieces(counts, model.layers, dtype);
   ShardTensors t;
   for (size_t b = 0; b < counts.size(); ++b) {
-    t.params.push_back(counts[b] * (mixed ? 2 : 4));
+    t.params.push_back(counts[b] * StateElementBytes(dtype, kStateParam));
     t.all.push_back(t.params.back());
-    for (int fp32 = 0; fp32 < (mixed ? 4 : 3); ++fp32) {  // [master,] m, v, gradient, in pieces
+    for (int c = kStateParam + 1; c < kNumStateClasses; ++c) {  // the state shards, in pieces
+      if (StateElementBytes(dtype, c) == 0) continue;
       for (int i = 0; i < pieces[b]; ++i) {
-        t.all.push_back(StatePieceElements(counts[b], pieces[b], i) * 4);
+        t.all.push_back(StatePieceElements(counts[b], pieces[b], i) * StateElementBytes(dtype, c));
       }
     }
   }

@@ -1,18 +1,22 @@
 // ShardBytes: the bytes one rank of the worker holds of every block under
-// ZeRO-3 — the one per-parameter byte accounting of a run. Each block's
-// parameters are split into ceil(params / ranks) elements per rank, and each
-// rank keeps per block: the parameter shard in the compute dtype (2 bytes in
-// bf16 mixed precision, else 4), the fp32 master in mixed precision, the two
-// fp32 AdamW moments, and an fp32 gradient shard. The cache keeps room for the
-// gradient even where a step does not accumulate (then a gradient goes from the
-// reduce-scatter straight into AdamW and its shard is never written, so it
-// never reaches NVMe). A block much larger than a layer (GPT-2's tied
-// embedding) has its fp32 state shards cut into pieces (StatePieces), each its
-// own cache tensor. worker/shard_store.h's ShardLayout holds
-// the same shards (tests/worker checks that they agree); the launcher sizes the
-// cache budgets of a run from it. Pure functions.
+// ZeRO-3 — the one per-parameter byte accounting of a run, read by the
+// planner (launcher/resource_model.h), the resolved cache budgets
+// (launcher/cache_budgets.h), the simulator's tier layout (scheduler/plan.h)
+// and the worker's shards (worker/shard_store.h ShardLayout).
+//
+// Each block's parameters are split into ceil(params / ranks) elements per
+// rank (the last rank's shard is padded to that size: every rank reserves it),
+// and each rank keeps per block one shard of each state class at
+// StateElementBytes per element. Gradient shards are fp32 in every dtype: they
+// accumulate over micro-batches, and the reduce-scatter delivers fp32. The
+// cache keeps room for the gradient even where a step does not accumulate
+// (then a gradient goes from the reduce-scatter straight into AdamW and its
+// shard is never written, so it never reaches NVMe). A block much larger than
+// a layer (GPT-2's tied embedding) has its fp32 state shards cut into pieces
+// (StatePieces), each its own cache tensor. Pure functions.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -21,17 +25,38 @@
 
 namespace tencache {
 
+// The state classes of a parameter: the shard the model computes with (the
+// device tier's), its accumulated gradient, the fp32 master (mixed precision
+// only; in fp32 the parameter is its own master) and the two AdamW moments.
+enum StateClass : int { kStateParam = 0, kStateGrad, kStateMaster, kStateAdamM, kStateAdamV, kNumStateClasses };
+// "param", "grad", "master", "adam_m", "adam_v"; "?" out of range.
+const char* StateClassName(int state_class);
+
+// Bytes per element of each state class — the one table:
+//              param  grad  master  adam_m  adam_v   per parameter
+//   fp32         4      4      0       4       4         16
+//   bf16, fp16   2      4      4       4       4         18
+constexpr uint64_t StateElementBytes(DType dtype, int state_class) {
+  constexpr uint64_t kFp32[kNumStateClasses] = {4, 4, 0, 4, 4};
+  constexpr uint64_t kMixed[kNumStateClasses] = {2, 4, 4, 4, 4};
+  return dtype == DType::kFp32 ? kFp32[state_class] : kMixed[state_class];
+}
+// The fp32 copy AdamW updates and a checkpoint saves with the moments: the
+// master in mixed precision, the parameter itself in fp32.
+constexpr int UpdatedStateClass(DType dtype) { return dtype == DType::kFp32 ? kStateParam : kStateMaster; }
+
 struct ShardBytes {
-  uint64_t param = 0;   // the shards the model computes with (the device tier's)
-  uint64_t master = 0;  // fp32 masters (mixed precision only)
-  uint64_t adam = 0;    // both moments
-  uint64_t grad = 0;    // accumulated gradients
-  uint64_t tensors = 0; // cache tensors that hold bytes (for slot rounding)
-  uint64_t total() const { return param + master + adam + grad; }
+  std::array<uint64_t, kNumStateClasses> bytes{};  // per state class, over every block
+  uint64_t tensors = 0;  // cache tensors that hold bytes (for slot rounding)
+  uint64_t total() const;
+  // What a checkpoint saves: UpdatedStateClass and both moments.
+  uint64_t checkpoint(DType dtype) const;
 };
 
-// REQUIRES: ranks >= 1. fp16 is accounted as bf16.
+// REQUIRES: ranks >= 1.
 ShardBytes ShardBytesPerRank(const ModelShape& model, DType dtype, int ranks);
+// Elements of each block's shard on one rank: ceil(block params / ranks).
+std::vector<uint64_t> ShardCounts(const ModelShape& model, int ranks);
 
 // Pieces each fp32 state shard of each block is cut into (the gradient, both
 // moments and, in mixed precision, the master; never the parameter shard,

@@ -12,14 +12,14 @@ CacheBudgets PlanCacheBudgets(const JobSpec& job, int ranks, uint64_t device_cap
   CacheBudgets b;
   const ShardBytes s = ShardBytesPerRank(job.model, job.dtype, std::max(1, ranks));
   const uint64_t slack = s.tensors * kSlotAlignment;  // at most one slot's rounding a tensor
-  const uint64_t device_need = s.param + uint64_t(job.model.num_blocks()) * kSlotAlignment;
+  const uint64_t device_need = s.bytes[kStateParam] + uint64_t(job.model.num_blocks()) * kSlotAlignment;
   b.device = job.cache.device_budget.value_or(std::min(device_need, device_capacity));
   if (!job.cache.device_budget) {
     b.device_why = "planned: " + std::string(b.device >= device_need
-        ? "every parameter shard of this rank (" + FormatBytes(s.param) + ", with slot rounding " +
+        ? "every parameter shard of this rank (" + FormatBytes(s.bytes[kStateParam]) + ", with slot rounding " +
               FormatBytes(device_need) + ")"
         : "the device memory left after activations and working buffers (" + FormatBytes(device_capacity) +
-              "; parameter shards are " + FormatBytes(s.param) + ")");
+              "; parameter shards are " + FormatBytes(s.bytes[kStateParam]) + ")");
   }
   const uint64_t host_need = s.total() + slack;
   b.host = job.cache.host_budget.value_or(std::min(host_need, host_capacity));

@@ -20,8 +20,7 @@ namespace fs = std::filesystem;
 
 uint64_t CheckpointBytes(const JobSpec& job, int ranks) {
   const ShardBytes s = ShardBytesPerRank(job.model, job.dtype, ranks);
-  const uint64_t master = job.dtype == DType::kFp32 ? s.param : s.master;  // fp32: the parameter is the master
-  return (master + s.adam) * uint64_t(ranks);
+  return s.checkpoint(job.dtype) * uint64_t(ranks);
 }
 
 uint64_t NvmeFileBytes(const JobSpec& job, int ranks) {

@@ -110,7 +110,7 @@ GracePeriod TerminationGrace(const JobSpec& job, const Candidate& chosen) {
   const double gbps = job.cluster.k8s.checkpoint_write_gbps;
   char buf[512];
   if (job.train.checkpoint_on_stop) {
-    const uint64_t per_rank = chosen.states.bytes[kMaster32] + chosen.states.bytes[kAdamM] + chosen.states.bytes[kAdamV];
+    const uint64_t per_rank = chosen.states.checkpoint(job.dtype);
     g.checkpoint_bytes_per_node = per_rank * uint64_t(per_node);
     g.write_s = double(g.checkpoint_bytes_per_node) / (gbps * 1e9);
     g.seconds = int64_t(std::ceil(kGraceFactor * (step_s + g.write_s))) + kGraceFixedS;

@@ -139,7 +139,7 @@ StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const M
   r.model = job.model;
   r.dtype = job.dtype;
   r.params = job.model.ParamCount();
-  r.model_state_bytes = StateBytesPerRank(r.params, job.dtype, 1).total();
+  r.model_state_bytes = ShardBytesPerRank(job.model, job.dtype, 1).total();
   r.tokens_per_epoch = job.train.tokens_per_epoch;
   r.objective = job.cluster.objective;
   for (const auto& [key, budget] : {std::pair<const char*, std::optional<uint64_t>>{"cache.device_budget",

@@ -27,29 +27,6 @@ ModelAssumptions ModelAssumptions::SlowedBy(double factor) const {
   return s;
 }
 
-const char* StateClassName(int c) {
-  static const char* kNames[] = {"weights16", "grads16", "master32", "adam_m", "adam_v"};
-  return c >= 0 && c < kNumStateClasses ? kNames[c] : "?";
-}
-
-uint64_t StateBytes::total() const {
-  uint64_t t = 0;
-  for (uint64_t b : bytes) t += b;
-  return t;
-}
-
-StateBytes StateBytesPerRank(uint64_t params, DType dtype, int ranks) {
-  // Mixed precision keeps 2 + 2 + 4 + 4 + 4 = 16 bytes per parameter; fp32
-  // training has no separate master copy: 4 + 4 + 4 + 4.
-  const bool fp32 = dtype == DType::kFp32;
-  const uint64_t per_param[kNumStateClasses] = {fp32 ? 4u : 2u, fp32 ? 4u : 2u, fp32 ? 0u : 4u, 4u, 4u};
-  StateBytes s;
-  for (int c = 0; c < kNumStateClasses; ++c) {
-    s.bytes[c] = (params * per_param[c] + ranks - 1) / ranks;
-  }
-  return s;
-}
-
 namespace {
 
 // Parameters each block needs gathered to run (index = block): the tied LM head
@@ -95,26 +72,34 @@ double Placement::TierFraction(int tier) const {
   return total == 0 ? 0.0 : double(bytes[tier]) / double(total);
 }
 
-Placement PlaceStates(const StateBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity) {
+Placement PlaceStates(const ShardBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity) {
   // Master weights and both Adam moments are read and written together by the
   // optimizer, so they are placed as one group: a parameter's optimizer state
   // lives wholly on one tier, and the share on the GPU is updated there.
-  static const std::vector<std::vector<int>> kGroups = {{kWeights16}, {kGrads16}, {kMaster32, kAdamM, kAdamV}};
-  Placement p;
-  std::array<uint64_t, kNumTierIndices> left = capacity;
-  for (const std::vector<int>& group : kGroups) {
-    uint64_t total = 0;
-    for (int c : group) total += states.bytes[c];
-    uint64_t need = total;
-    for (int t = 0; t < kNumTierIndices; ++t) {
-      const uint64_t take = std::min(need, left[t]);
-      left[t] -= take;
-      need -= take;
-      p.bytes[t] += take;
-      for (int c : group) p.fraction[c][t] = total == 0 ? (t == kGpu ? 1.0 : 0.0) : double(take) / double(total);
-    }
-    p.unplaced += need;
+  enum { kParams = 0, kGrads, kOptimizer, kNumGroups };
+  static const std::vector<int> kGroupClasses[kNumGroups] = {{kStateParam}, {kStateGrad}, {kStateMaster, kStateAdamM, kStateAdamV}};
+  // The GPU takes parameters first (what every pass reads); the host and NVMe
+  // take gradients first, as the host tier does (scheduler/plan.h PlaceOnHost).
+  static const int kOrder[kNumTierIndices][kNumGroups] = {{kParams, kGrads, kOptimizer},
+                                                          {kGrads, kParams, kOptimizer},
+                                                          {kGrads, kParams, kOptimizer}};
+  std::array<uint64_t, kNumGroups> total{}, need{};
+  for (int g = 0; g < kNumGroups; ++g) {
+    for (int c : kGroupClasses[g]) total[g] += states.bytes[c];
+    need[g] = total[g];
   }
+  Placement p;
+  for (int t = 0; t < kNumTierIndices; ++t) {
+    uint64_t left = capacity[t];
+    for (int g : kOrder[t]) {
+      const uint64_t take = std::min(need[g], left);
+      left -= take;
+      need[g] -= take;
+      p.bytes[t] += take;
+      for (int c : kGroupClasses[g]) p.fraction[c][t] = total[g] == 0 ? (t == kGpu ? 1.0 : 0.0) : double(take) / double(total[g]);
+    }
+  }
+  for (uint64_t n : need) p.unplaced += n;
   return p;
 }
 
@@ -170,11 +155,12 @@ double RingCollectiveSeconds(double full_bytes, int ranks, double bus_bps, doubl
 }
 
 StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const GpuSpec& gpu, int nodes,
-                           const Placement& pl, const StateBytes& states, double nvme_read_gbps,
+                           const Placement& pl, const ShardBytes& states, double nvme_read_gbps,
                            double nvme_write_gbps, const ModelAssumptions& a) {
   const ModelShape& m = job.model;
   const int ranks = nodes * inst.gpu_count;
   const double wb = DTypeBytes(job.dtype);
+  const double gb = double(StateElementBytes(job.dtype, kStateGrad));  // a gradient element
   const double inf = std::numeric_limits<double>::infinity();
   StepBreakdown out;
   out.accum_steps = std::max(1, job.train.global_batch / (job.train.micro_batch * ranks));
@@ -189,8 +175,8 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   const double nvme_rd = nvme_read_gbps > 0 ? nvme_read_gbps * 1e9 / inst.gpu_count : inf;
   const double nvme_wr = nvme_write_gbps > 0 ? nvme_write_gbps * 1e9 / inst.gpu_count : inf;
   const auto& f = pl.fraction;
-  const double w_off = f[kWeights16][kCpu] + f[kWeights16][kNvme], w_nvme = f[kWeights16][kNvme];
-  const double g_off = f[kGrads16][kCpu] + f[kGrads16][kNvme], g_nvme = f[kGrads16][kNvme];
+  const double w_off = f[kStateParam][kCpu] + f[kStateParam][kNvme], w_nvme = f[kStateParam][kNvme];
+  const double g_off = f[kStateGrad][kCpu] + f[kStateGrad][kNvme], g_nvme = f[kStateGrad][kNvme];
   // Computing on the CPU (the device tier simulated in host memory), the
   // reduce-scatter writes each gradient shard into host memory: no gradient
   // leaves through the device tier, so none is charged device->host.
@@ -205,14 +191,18 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   // there (HBM-bound); the rest by CPU AdamW, block by block, its PCIe and NVMe
   // traffic overlapping the arithmetic. Both parts run concurrently.
   const double params_total = std::accumulate(own.begin(), own.end(), 0.0), params_rank = params_total / ranks;
-  const double opt_gpu = f[kAdamM][kGpu], opt_cpu = 1.0 - opt_gpu;
-  const double gpu_opt = params_rank * opt_gpu * (3 * wb + 24) / (gpu.memory_bw_gbps * 1e9);
+  const double opt_gpu = f[kStateAdamM][kGpu], opt_cpu = 1.0 - opt_gpu;
+  // An update on the GPU reads the gradient and reads and writes the parameter
+  // and the fp32 states (common/shard_bytes.h's table).
+  double update_bytes = StateElementBytes(job.dtype, kStateGrad);
+  for (int c : {kStateParam, kStateMaster, kStateAdamM, kStateAdamV}) update_bytes += 2.0 * StateElementBytes(job.dtype, c);
+  const double gpu_opt = params_rank * opt_gpu * update_bytes / (gpu.memory_bw_gbps * 1e9);
   const double vcpus_per_rank = double(inst.vcpus) / inst.gpu_count;
   const double adam = params_rank * opt_cpu / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
-  const double opt_d2h = states.bytes[kGrads16] * f[kGrads16][kGpu] * opt_cpu * via_device;  // gradients to the CPU
-  const double opt_h2d = states.bytes[kWeights16] * f[kWeights16][kGpu] * opt_cpu;  // updated weights back
-  double opt_rd = states.bytes[kGrads16] * g_nvme, opt_wr = states.bytes[kWeights16] * w_nvme;
-  for (int c : {kMaster32, kAdamM, kAdamV}) {
+  const double opt_d2h = states.bytes[kStateGrad] * f[kStateGrad][kGpu] * opt_cpu * via_device;  // gradients to the CPU
+  const double opt_h2d = states.bytes[kStateParam] * f[kStateParam][kGpu] * opt_cpu;  // updated weights back
+  double opt_rd = states.bytes[kStateGrad] * g_nvme, opt_wr = states.bytes[kStateParam] * w_nvme;
+  for (int c : {kStateMaster, kStateAdamM, kStateAdamV}) {
     opt_rd += states.bytes[c] * f[c][kNvme];
     opt_wr += states.bytes[c] * f[c][kNvme];
   }
@@ -236,11 +226,11 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   double fill = 0, sum = 0, sum_last = 0, exposed = 0, exposed_last = 0;
   double h2d_bytes = 0, d2h_bytes = 0, rd_bytes = 0, wr_bytes = 0;
   for (int blk = 0; blk < m.num_blocks(); ++blk) {
-    const double full = gathered[blk] * wb, shard = full / ranks;
+    const double full = gathered[blk] * wb, shard = full / ranks, grad_shard = gathered[blk] * gb / ranks;
     const double flops = BlockForwardFlops(m, blk, own[blk], tokens);
     // This block's bytes a pass: weights in from the host and NVMe, gradients out to them.
     const double w_in = k[0] * shard * w_off, w_read = k[2] * shard * w_nvme;
-    const double g_out = k[1] * shard * g_leave, g_written = k[3] * shard * g_nvme;
+    const double g_out = k[1] * grad_shard * g_leave, g_written = k[3] * grad_shard * g_nvme;
     Lanes fwd;
     fwd.compute = flops / peak + a.block_overhead_s + cache_cpu(w_in, w_read);
     fwd.h2d = w_in / pcie;
@@ -252,8 +242,8 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     bwd.compute = flops * BackwardFactor(m, blk) / peak + a.block_overhead_s + cache_cpu(w_in + g_out, w_read + g_written);
     bwd.d2h = g_out / pcie;
     bwd.nvme += g_written / nvme_wr;
-    // reduce-scatters of fp32 gradients: twice the bytes of 16-bit weights
-    bwd.coll = n.backward_gathers * ring + n.reduce_scatters * RingCollectiveSeconds(full * 4 / wb, ranks,
+    // reduce-scatters of whole gradients
+    bwd.coll = n.backward_gathers * ring + n.reduce_scatters * RingCollectiveSeconds(full * gb / wb, ranks,
                                                                                      coll_bw * a.reduce_scatter_bw_fraction,
                                                                                      step_latency);
     if (a.collectives_block_compute) {
@@ -280,9 +270,9 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     out.nvme_s += fwd.nvme + bwd.nvme;
     out.collective_s += fwd.coll + bwd.coll;
     h2d_bytes += 2 * shard * w_off;
-    d2h_bytes += shard * g_leave;
+    d2h_bytes += grad_shard * g_leave;
     rd_bytes += 2 * shard * w_nvme;
-    wr_bytes += shard * g_nvme;
+    wr_bytes += grad_shard * g_nvme;
   }
   out.micro_step_s = fill + sum + exposed;
   out.last_micro_step_s = in_backward ? fill + sum_last + exposed_last : out.micro_step_s;
@@ -408,8 +398,7 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
   c.spot = job.cluster.use_spot;
   c.price_per_node_hour = c.spot ? inst.price_spot.value_or(0) : inst.price_on_demand;
   c.evaluated_with = a;
-  const uint64_t params = job.model.ParamCount();
-  c.states = StateBytesPerRank(params, job.dtype, c.ranks);
+  c.states = ShardBytesPerRank(job.model, job.dtype, c.ranks);
   const double gpu_mem = inst.gpu_memory_gib * double(kGiB);
   c.gpu_fixed = GpuFixedPerRank(job.model, job.dtype, job.train.micro_batch, c.ranks, gpu_mem, a);
   const Storage storage = NodeStorage(job, inst, a);

@@ -1,9 +1,9 @@
 // ResourceModel: what one rank of a job must hold under ZeRO-3, where it fits on
 // an instance type x node count, how long a step takes and what an epoch costs.
 //
-// Memory: the five state classes of mixed-precision Adam (16-bit weights and
-// gradients, fp32 master weights, Adam moments), each divided across all ranks;
-// activations with per-layer checkpointing; the largest gathered block; staging
+// Memory: the five state classes of Adam (parameters, gradients, fp32 masters in
+// mixed precision, two moments), each block's divided across all ranks exactly
+// as the worker holds them (common/shard_bytes.h); activations with per-layer checkpointing; the largest gathered block; staging
 // buffers and a stated headroom. Placement fills GPU, then pinned host, then
 // NVMe, in order of access frequency (weights, gradients, optimizer states).
 // Time: per block and pass, the lanes compute, host->device, device->host, NVMe
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
+#include "common/shard_bytes.h"
 #include "launcher/cache_budgets.h"
 #include "launcher/catalog.h"
 
@@ -96,16 +97,9 @@ struct BlockCollectives {
 };
 BlockCollectives CollectivesOfBlock(const ModelShape& m, int block);
 
-enum StateClass { kWeights16 = 0, kGrads16, kMaster32, kAdamM, kAdamV, kNumStateClasses };
-const char* StateClassName(int state_class);
 enum TierIndex { kGpu = 0, kCpu = 1, kNvme = 2, kNumTierIndices };
-
-// Bytes one rank holds of each state class.
-struct StateBytes {
-  std::array<uint64_t, kNumStateClasses> bytes{};
-  uint64_t total() const;
-};
-StateBytes StateBytesPerRank(uint64_t params, DType dtype, int ranks);
+// The bytes one rank holds of each state class are the worker's
+// (common/shard_bytes.h ShardBytesPerRank: its table, its per-rank padding).
 
 // Forward + backward FLOPs of one micro-batch through every block, as the
 // worker computes it (layers recompute their forward in the backward).
@@ -129,8 +123,16 @@ struct Placement {
   uint64_t unplaced = 0;  // bytes that fit nowhere
   double TierFraction(int tier) const;  // share of all state bytes on `tier`
 };
-// Greedy fill in class order: GPU (up to gpu_cap), then host, then NVMe.
-Placement PlaceStates(const StateBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity);
+// Greedy fill of whole classes' fractions: the GPU (parameters, gradients,
+// optimizer states), then the host and NVMe (gradients, parameters, optimizer
+// states). The host's order is the host tier's (scheduler/plan.h PlaceOnHost,
+// which places each tensor of a trace for the simulator); this is a second
+// model of it because the planner has no trace, places class fractions on
+// three tiers (a GPU share of the optimizer states is updated there), and
+// checks the host tier's fixed share apart (LeastHostBudget). With no GPU and
+// PlaceOnHost's staging reserve taken off the host, both place the same bytes
+// of every class at a budget on a tensor boundary (tests/launcher checks it).
+Placement PlaceStates(const ShardBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity);
 
 struct StepBreakdown {
   int accum_steps = 0;        // micro-steps per optimizer step on each rank
@@ -162,7 +164,7 @@ struct Candidate {
   double price_per_node_hour = 0;
   bool feasible = false;
   std::string reason;  // why not, when infeasible
-  StateBytes states;
+  ShardBytes states;
   GpuFixedBytes gpu_fixed;
   std::array<uint64_t, kNumTierIndices> capacity{};  // per rank, for states
   // Per rank, the host memory a rank takes beside its host budget: the worker's
@@ -186,7 +188,7 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& instance, co
 
 // Step time for a given placement (exposed for tests and calibration).
 StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& instance, const GpuSpec& gpu,
-                           int nodes, const Placement& placement, const StateBytes& states,
+                           int nodes, const Placement& placement, const ShardBytes& states,
                            double nvme_read_gbps, double nvme_write_gbps, const ModelAssumptions& a);
 
 }  // namespace tencache

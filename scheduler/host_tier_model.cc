@@ -5,13 +5,15 @@
 #include "cachemgr/size_class_pool.h"
 #include "common/byte_size.h"
 #include "common/shard_bytes.h"
+#include "scheduler/plan.h"
 
 namespace tencache {
 
 HostTierModel HostTierModel::Tensors(const Trace& trace) {
   HostTierModel m;
-  const bool fp32 = trace.header.dtype == "fp32";
-  const uint64_t elem = fp32 ? 4 : 2;
+  const DType dtype = TraceDType(trace);
+  const bool fp32 = StateElementBytes(dtype, kStateMaster) == 0;  // the parameter is its own master
+  const uint64_t elem = StateElementBytes(dtype, kStateParam);
   const std::vector<uint64_t> params = trace.TensorBytes();
   const size_t n = params.size();
   // Elements per shard, and the limit StatePieces takes from the layer blocks.
@@ -28,7 +30,7 @@ HostTierModel HostTierModel::Tensors(const Trace& trace) {
     counts[id] = (params[id] + elem - 1) / elem;
     if (block[id] >= 1 && block[id] < last_block) limit = std::max(limit, counts[id]);
   }
-  m.pieces_ = StatePiecesWithin(counts, limit, fp32 ? DType::kFp32 : DType::kBf16);
+  m.pieces_ = StatePiecesWithin(counts, limit, dtype);
   // Backward accesses per tensor before its update: more than one, and the
   // gradient is stored between them (accumulation over micro-batches). One
   // after its update (the tied embedding's lookup, whose rows the worker holds
@@ -50,17 +52,20 @@ HostTierModel HostTierModel::Tensors(const Trace& trace) {
   for (size_t id = 0; id < n; ++id) {
     std::vector<HostAcquire>& u = m.update_[id];
     const int k = m.pieces_[id];
-    auto piece_bytes = [&](int i) { return StatePieceElements(counts[id], k, i) * 4; };  // fp32
+    auto piece_bytes = [&](int i, int state_class) {
+      return StatePieceElements(counts[id], k, i) * StateElementBytes(dtype, state_class);
+    };
     for (int i = 0; i < k; ++i) {  // the gradient pieces: read and consumed first when stored
       grads[id].push_back(uint32_t(m.bytes_.size()));
-      m.bytes_.push_back(piece_bytes(i));
+      m.bytes_.push_back(piece_bytes(i, kStateGrad));
       if (backwards[id] > 1) u.push_back({grads[id].back(), HostUse::kRead, -1, /*consume=*/true});
     }
     if (fp32) u.push_back({uint32_t(id), HostUse::kWrite, 0});
     for (int i = 0; i < k; ++i) {
-      for (int kind = fp32 ? 1 : 0; kind < 3; ++kind) {  // [master,] m, v
+      for (int c : {kStateMaster, kStateAdamM, kStateAdamV}) {
+        if (StateElementBytes(dtype, c) == 0) continue;  // fp32: no master
         u.push_back({uint32_t(m.bytes_.size()), HostUse::kWrite, i});
-        m.bytes_.push_back(piece_bytes(i));
+        m.bytes_.push_back(piece_bytes(i, c));
       }
       if (!fp32 && i == 0) u.push_back({uint32_t(id), HostUse::kOverwrite, 0});
     }

@@ -19,9 +19,18 @@ Status ValidateLinkSpeeds(const LinkSpeeds& l) {
   return positive(l.collective_bps, "collective_bps");
 }
 
+DType TraceDType(const Trace& trace) {
+  const std::string& d = trace.header.dtype;
+  return d == "fp32" ? DType::kFp32 : d == "fp16" ? DType::kFp16 : DType::kBf16;
+}
+
 namespace {
 
-uint64_t ElementBytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
+// Elements of a parameter shard of `bytes` in `dtype`.
+uint64_t Elements(uint64_t bytes, DType dtype) {
+  const uint64_t elem = StateElementBytes(dtype, kStateParam);
+  return (bytes + elem - 1) / elem;
+}
 
 }  // namespace
 
@@ -57,6 +66,54 @@ uint64_t HostFixedBytes(const std::vector<uint64_t>& param_bytes) {
   return grads + 2 * largest;
 }
 
+uint64_t HostPlacement::host_used() const {
+  uint64_t t = staging;
+  for (uint64_t b : host) t += b;
+  return t;
+}
+
+uint64_t HostPlacement::nvme_used() const {
+  uint64_t t = 0;
+  for (uint64_t b : nvme) t += b;
+  return t;
+}
+
+HostPlacement PlaceOnHost(const std::vector<uint64_t>& param_bytes, DType dtype, uint64_t host_budget) {
+  const size_t n = param_bytes.size();
+  HostPlacement p;
+  uint64_t largest = 0;
+  for (uint64_t b : param_bytes) largest = std::max(largest, b);
+  p.staging = std::min(host_budget, 2 * largest);
+  uint64_t left = host_budget - p.staging;
+  // Block order, each class's tail to NVMe: gradients, then parameters.
+  auto fill = [&](int state_class, Tier* home) {
+    bool fits = true;
+    for (size_t id = 0; id < n; ++id) {
+      const uint64_t b = Elements(param_bytes[id], dtype) * StateElementBytes(dtype, state_class);
+      fits = fits && b <= left;
+      (fits ? p.host : p.nvme)[state_class] += b;
+      if (!fits) continue;
+      left -= b;
+      if (home != nullptr) home[id] = Tier::kHost;
+    }
+  };
+  p.home.assign(n, Tier::kNvme);
+  p.states_on_nvme.assign(n, true);
+  fill(kStateGrad, nullptr);
+  fill(kStateParam, p.home.data());
+  for (size_t id = 0; id < n; ++id) {
+    const uint64_t count = Elements(param_bytes[id], dtype);
+    uint64_t states = 0;
+    for (int c : {kStateMaster, kStateAdamM, kStateAdamV}) states += count * StateElementBytes(dtype, c);
+    p.states_on_nvme[id] = states > left;
+    if (!p.states_on_nvme[id]) left -= states;
+    for (int c : {kStateMaster, kStateAdamM, kStateAdamV}) {
+      (p.states_on_nvme[id] ? p.nvme : p.host)[c] += count * StateElementBytes(dtype, c);
+    }
+  }
+  return p;
+}
+
 StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
                                  const TierBudgets& budgets) {
   TierLayout t;
@@ -68,34 +125,18 @@ StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
   }
   t.device_capacity = budgets.device - t.grad_reserve;
   const std::vector<uint64_t>& bytes = seq.all_bytes();
-  const uint64_t elem = ElementBytes(trace.header.dtype);
+  const DType dtype = TraceDType(trace);
   const uint64_t fixed = HostFixedBytes(bytes);
   if (budgets.host < fixed) {
     return Status::ResourceExhausted("host budget " + std::to_string(budgets.host) +
                                      " bytes: expected at least " + std::to_string(fixed) +
                                      " bytes for gradient shards and staging");
   }
-  uint64_t host_left = budgets.host - fixed;
-  t.host_used = fixed;
-  t.home.assign(bytes.size(), Tier::kNvme);
-  t.states_on_nvme.assign(bytes.size(), true);
-  for (size_t id = 0; id < bytes.size(); ++id) {
-    if (bytes[id] > host_left) break;  // forward order: the tail goes to NVMe
-    t.home[id] = Tier::kHost;
-    host_left -= bytes[id];
-    t.host_used += bytes[id];
-  }
-  for (size_t id = 0; id < bytes.size(); ++id) {
-    const uint64_t states = bytes[id] / elem * 12;  // fp32 master, momentum, variance
-    if (states <= host_left) {
-      t.states_on_nvme[id] = false;
-      host_left -= states;
-      t.host_used += states;
-    } else {
-      t.nvme_used += states;
-    }
-    if (t.home[id] == Tier::kNvme) t.nvme_used += bytes[id];
-  }
+  HostPlacement placed = PlaceOnHost(bytes, dtype, budgets.host);
+  t.home = std::move(placed.home);
+  t.states_on_nvme = std::move(placed.states_on_nvme);
+  t.host_used = placed.host_used();
+  t.nvme_used = placed.nvme_used();
   if (budgets.nvme != 0 && t.nvme_used > budgets.nvme) {
     return Status::ResourceExhausted("nvme budget " + std::to_string(budgets.nvme) +
                                      " bytes: expected at least " + std::to_string(t.nvme_used) +

@@ -12,10 +12,12 @@
 // query is safe from any thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "cachemgr/types.h"
+#include "common/shard_bytes.h"
 #include "common/status.h"
 #include "scheduler/access_sequence.h"
 #include "scheduler/trace.h"
@@ -41,13 +43,35 @@ struct TierBudgets {
   uint64_t nvme = 0;  // 0: unlimited
 };
 
-// Where each tensor's 16-bit master copy ("home") and optimizer states live,
-// and how much of the device budget caches parameters.
+// The dtype of a trace's tensors: its header's "fp32" or "fp16", else bf16.
+DType TraceDType(const Trace& trace);
+
+// HostPlacement: the host tier's placement of one rank's shards for a host
+// budget — which bytes the host keeps and which live on NVMe. The host keeps,
+// in this order: a staging reserve of two of the largest parameter shards,
+// gradient shards in block order while the next fits, parameter shards in
+// block order while the next fits, then each block's optimizer states
+// ([master,] m, v, one unit) where they fit; the rest goes to NVMe. Bytes per element are
+// common/shard_bytes.h's table. The planner (launcher/resource_model.h
+// PlaceStates) fills the host in the same order by class fractions; see there.
+struct HostPlacement {
+  std::vector<Tier> home;            // the parameter shard's, per tensor: kHost or kNvme
+  std::vector<bool> states_on_nvme;  // the optimizer states', per tensor
+  std::array<uint64_t, kNumStateClasses> host{}, nvme{};  // bytes of each state class
+  uint64_t staging = 0;              // host bytes of the staging reserve
+  uint64_t host_used() const;        // staging and every class's host bytes
+  uint64_t nvme_used() const;
+};
+// `param_bytes`: each tensor's parameter shard in `dtype`.
+HostPlacement PlaceOnHost(const std::vector<uint64_t>& param_bytes, DType dtype, uint64_t host_budget);
+
+// Where each tensor's parameter shard ("home") and optimizer states live
+// (PlaceOnHost), and how much of the device budget caches parameters.
 struct TierLayout {
   uint64_t device_capacity = 0;   // device budget minus the gradient staging reserve
   uint64_t grad_reserve = 0;      // gradient double buffer: min(2 largest, budget / 8)
   std::vector<Tier> home;         // kHost or kNvme, per tensor
-  std::vector<bool> states_on_nvme;  // fp32 master + Adam moments, per tensor
+  std::vector<bool> states_on_nvme;  // [fp32 master +] Adam moments, per tensor
   uint64_t host_used = 0;
   uint64_t nvme_used = 0;
 };
@@ -58,13 +82,14 @@ uint64_t GradReserve(const Trace& trace, uint64_t device_budget);
 // GradReserve) is exactly `capacity`: what to pass the simulator for a cache
 // whose device tier holds `capacity` bytes of parameters and stages no gradients.
 uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity);
-// What the host tier keeps whatever its budget: room for every gradient shard
-// (the parameter shards' sizes, `param_bytes`) and a staging reserve of two of
-// the largest. The least host budget LayoutTiers accepts.
+// The least host budget LayoutTiers accepts: a gradient reserve of the
+// parameter shards' bytes `param_bytes` and a staging reserve of two of the
+// largest. In fp32 the reserve holds every gradient shard; in mixed precision
+// the fp32 gradient shards are twice it, and the host tier's slots
+// (host_tier_model.h) spill what does not stay like any other tensor.
 uint64_t HostFixedBytes(const std::vector<uint64_t>& param_bytes);
-// Host keeps, in this order: every gradient shard, a staging reserve of two of
-// the largest tensors, parameter homes in forward order, optimizer states; the
-// rest goes to NVMe. ResourceExhausted when a budget cannot hold its share.
+// The trace's tensors placed by PlaceOnHost. ResourceExhausted when a budget
+// cannot hold its share.
 StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
                                  const TierBudgets& budgets);
 

@@ -13,8 +13,9 @@ const char* ShardKindName(ShardKind kind) {
 }
 
 std::vector<ShardKind> ShardLayout::Kinds() const {
-  std::vector<ShardKind> k = {ShardKind::kParam, ShardKind::kGrad, ShardKind::kAdamM, ShardKind::kAdamV};
-  if (mixed) k.push_back(ShardKind::kMaster);
+  std::vector<ShardKind> k;
+  for (ShardKind kind : {ShardKind::kParam, ShardKind::kGrad, ShardKind::kAdamM, ShardKind::kAdamV, ShardKind::kMaster})
+    if (ElementBytes(kind) > 0) k.push_back(kind);  // no master in fp32
   return k;
 }
 
@@ -49,6 +50,17 @@ TensorId ShardLayout::Id(int block, ShardKind kind, int piece) const {
 }
 
 size_t ShardLayout::num_tensors() const { return FurtherPiecesBefore(int(num_blocks())); }
+
+ShardLayout MakeShardLayout(const std::vector<uint64_t>& block_numel, int layers, DType dtype, int ranks) {
+  ShardLayout l;
+  l.mixed = dtype != DType::kFp32;
+  l.fp16 = dtype == DType::kFp16;
+  std::vector<uint64_t> counts;
+  for (uint64_t n : block_numel) counts.push_back((n + uint64_t(ranks) - 1) / uint64_t(ranks));
+  l.counts.assign(counts.begin(), counts.end());
+  l.pieces = StatePieces(counts, layers, dtype);
+  return l;
+}
 
 namespace {
 

@@ -4,9 +4,10 @@
 // trainer reaches them only through Acquire, which returns a ShardRef pinning
 // the data until it is destroyed.
 //
-// Element types: gradients, moments and masters are fp32; the parameter shard
-// is bf16 in mixed precision (what is gathered, copied to the device and
-// computed with: half the bytes) and fp32 otherwise (then it is its own master).
+// Element types: common/shard_bytes.h StateElementBytes — gradients, moments
+// and masters are fp32; the parameter shard is 16-bit in mixed precision (what
+// is gathered, copied to the device and computed with: half the bytes) and
+// fp32 otherwise (then it is its own master).
 //
 // Two stores: the memory store (cache.policy none, the reference run) keeps
 // every shard in one host allocation made at setup; the cached store registers
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "cachemgr/tensor_cache.h"
+#include "common/shard_bytes.h"
 #include "common/status.h"
 
 namespace tencache {
@@ -35,6 +37,11 @@ const char* ShardKindName(ShardKind kind);
 // piece): 4 per block, in block order (masters, when present, follow all of
 // them, then the further pieces: ShardLayout::Id).
 inline TensorId ShardTensorId(int block, ShardKind kind) { return TensorId(block * kShardKinds + int(kind)); }
+// The state class of common/shard_bytes.h a kind holds.
+constexpr int ShardKindClass(ShardKind kind) {
+  constexpr int kClass[] = {kStateParam, kStateGrad, kStateAdamM, kStateAdamV, kStateMaster};
+  return kClass[int(kind)];
+}
 
 // A pinned shard, or piece of one. Move-only; unpins when destroyed.
 class ShardRef {
@@ -64,8 +71,9 @@ struct ShardLayout {
   bool mixed = false;          // 2-byte parameters (bf16, or fp16 when `fp16`) + fp32 masters
   bool fp16 = false;
   size_t num_blocks() const { return counts.size(); }
-  // Bytes of one element of `kind`.
-  size_t ElementBytes(ShardKind kind) const { return kind == ShardKind::kParam && mixed ? 2 : 4; }
+  DType dtype() const { return !mixed ? DType::kFp32 : fp16 ? DType::kFp16 : DType::kBf16; }
+  // Bytes of one element of `kind` (common/shard_bytes.h StateElementBytes).
+  size_t ElementBytes(ShardKind kind) const { return size_t(StateElementBytes(dtype(), ShardKindClass(kind))); }
   size_t Bytes(int block, ShardKind kind) const { return counts[block] * ElementBytes(kind); }
   // The kinds a block has: kParam..kAdamV, and kMaster when mixed.
   std::vector<ShardKind> Kinds() const;
@@ -89,6 +97,13 @@ struct ShardLayout {
  private:
   size_t FurtherPiecesBefore(int block) const;
 };
+
+// The layout of one rank's shards of blocks of `block_numel` elements each,
+// split across `ranks` ranks in `dtype`: ceil(numel / ranks) elements a block
+// (every rank reserves the padded size), the fp32 state shards cut as
+// common/shard_bytes.h StatePieces cuts them (`layers`: the layer blocks 1..layers).
+// REQUIRES: ranks >= 1.
+ShardLayout MakeShardLayout(const std::vector<uint64_t>& block_numel, int layers, DType dtype, int ranks);
 
 class ShardStore {
  public:

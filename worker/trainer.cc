@@ -44,9 +44,6 @@ class AcquireOrderOracle : public NextUseOracle {
   std::map<TensorId, std::vector<AccessIndex>> positions_;
 };
 
-// 2-byte parameters (bf16 or fp16) with fp32 masters and optimizer (mixed precision), or fp32.
-bool Mixed(const JobSpec& job) { return job.dtype != DType::kFp32; }
-
 // Windows of train.data the training sampler draws from: all of them, less
 // the held-out tail when validation reads train.data itself.
 uint64_t TrainingWindows(const JobSpec& job, const TokenCorpus& corpus) {
@@ -162,8 +159,9 @@ Status Trainer::Init() {
   }
   accum_ = job_.train.global_batch / per_pass;
   size_t largest = 0;
-  layout_.mixed = Mixed(job_);
-  layout_.fp16 = job_.dtype == DType::kFp16;
+  std::vector<uint64_t> block_numel;
+  for (int b = 0; b < model_.num_blocks(); ++b) block_numel.push_back(uint64_t(model_.layout(b).numel));
+  layout_ = MakeShardLayout(block_numel, job_.model.layers, job_.dtype, ranks_);
   param_dtype_ = ParamDtypeFor(job_.dtype);
   compute_dtype_ = ComputeDtypeFor(job_.dtype, device_);
   fp16_ = job_.dtype == DType::kFp16;
@@ -173,13 +171,9 @@ Status Trainer::Init() {
   split_embedding_ = SplitEmbeddingUpdate(job_);
   loss_scale_ = fp16_ ? job_.train.initial_loss_scale : 1.0;
   for (int b = 0; b < model_.num_blocks(); ++b) {
-    const size_t n = size_t(model_.layout(b).numel);
-    layout_.counts.push_back((n + ranks_ - 1) / ranks_);
     largest = std::max(largest, padded(b));
     for (ShardKind k : layout_.Kinds()) state_bytes_ += layout_.Bytes(b, k);
   }
-  layout_.pieces = StatePieces(std::vector<uint64_t>(layout_.counts.begin(), layout_.counts.end()),
-                               job_.model.layers, job_.dtype);
   if (ranks_ > 1 && !comm_->device_buffers()) {  // working buffers in the compute dtype (bf16: half the floats)
     const size_t floats = (largest * layout_.ElementBytes(ShardKind::kParam) + sizeof(float) - 1) / sizeof(float);
     gathered_.assign(2, std::vector<float>(floats, 0.0f));

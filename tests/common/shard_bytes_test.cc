@@ -16,10 +16,10 @@ ModelShape BigVocab() { return BigVocabShape(); }  // tests/common/big_vocab_sha
 TEST(ShardBytes, EightRanksOfABf16RunHoldEveryByte) {
   const ShardBytes s = ShardBytesPerRank(BigVocab(), DType::kBf16, 8);
   const uint64_t elements = 524288000ull + 2 * 402657280ull + 2048;  // ceil(block / 8), per block
-  EXPECT_EQ(s.param, elements * 2);
-  EXPECT_EQ(s.master, elements * 4);
-  EXPECT_EQ(s.adam, elements * 8);
-  EXPECT_EQ(s.grad, elements * 4);
+  EXPECT_EQ(s.bytes[kStateParam], elements * 2);
+  EXPECT_EQ(s.bytes[kStateMaster], elements * 4);
+  EXPECT_EQ(s.bytes[kStateAdamM] + s.bytes[kStateAdamV], elements * 8);
+  EXPECT_EQ(s.bytes[kStateGrad], elements * 4);
   EXPECT_EQ(s.total(), 23932882944ull);
   // The embedding's state shards come in 3 pieces (2 would be its parameter's size), the rest whole.
   EXPECT_EQ(StatePieces({524288000ull, 402657280ull, 402657280ull, 2048}, 2, DType::kBf16),

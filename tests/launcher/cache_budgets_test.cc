@@ -32,7 +32,7 @@ TEST(CacheBudgets, EveryShardWithItsSlotRoundingAndNvmeOnlyForWhatTheHostCannotH
   const ShardBytes s = ShardBytesPerRank(job.model, job.dtype, 2);
   CacheBudgets b = PlanCacheBudgets(job, 2, 1ull << 30, 1ull << 30, 1ull << 30);
   EXPECT_EQ(b.host, s.total() + s.tensors * kSlotAlignment);
-  EXPECT_EQ(b.device, s.param + uint64_t(job.model.num_blocks()) * kSlotAlignment);
+  EXPECT_EQ(b.device, s.bytes[kStateParam] + uint64_t(job.model.num_blocks()) * kSlotAlignment);
   EXPECT_EQ(b.nvme, 0u);
   EXPECT_NE(b.host_why.find("= " + FormatBytes(b.host)), std::string::npos) << b.host_why;
   b = PlanCacheBudgets(job, 2, 1ull << 30, s.total() / 2, 1ull << 30);  // the host holds half

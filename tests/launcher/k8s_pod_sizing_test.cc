@@ -72,10 +72,10 @@ struct Plan {
     c.instance = &inst;
     c.feasible = true;
     c.step.step_s = 10;
-    c.states.bytes[kMaster32] = 8 * kGiB;  // 12 GiB of masters and moments per rank
-    c.states.bytes[kAdamM] = 2 * kGiB;
-    c.states.bytes[kAdamV] = 2 * kGiB;
-    c.states.bytes[kWeights16] = 100 * kGiB;  // not in a checkpoint
+    c.states.bytes[kStateMaster] = 8 * kGiB;  // 12 GiB of masters and moments per rank
+    c.states.bytes[kStateAdamM] = 2 * kGiB;
+    c.states.bytes[kStateAdamV] = 2 * kGiB;
+    c.states.bytes[kStateParam] = 100 * kGiB;  // not in a checkpoint
   }
 };
 

@@ -131,7 +131,7 @@ TEST(LocalMachine, CandidateChargesExactlyTheProbedCompute) {
   EXPECT_EQ(l.instance.gpu_count, 2);
   EXPECT_TRUE(l.assumptions.device_in_host_memory);
   // The simulated device holds every parameter shard (auto).
-  EXPECT_GE(l.instance.gpu_memory_gib * double(1ull << 30), double(ShardBytesPerRank(job.model, job.dtype, 2).param));
+  EXPECT_GE(l.instance.gpu_memory_gib * double(1ull << 30), double(ShardBytesPerRank(job.model, job.dtype, 2).bytes[kStateParam]));
   Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
   ASSERT_TRUE(c.feasible) << c.reason;
   EXPECT_NEAR(c.step.compute_s, 0.001 + job.model.layers * 0.01 + 0.004, 1e-6);
@@ -241,14 +241,14 @@ TEST(LocalMachine, TheSimulatedDeviceIsATenthOfARanksMemoryForALargeModel) {
                                    "micro_batch: 1}\n", "j.yaml").value();
   const double device = LocalDeviceGiB(big, f) * double(1ull << 30);
   EXPECT_NEAR(device, double(8ull << 30) / 10, 1.0);  // a tenth of 8 GiB a rank
-  EXPECT_LT(device, double(ShardBytesPerRank(big.model, big.dtype, 2).param));
+  EXPECT_LT(device, double(ShardBytesPerRank(big.model, big.dtype, 2).bytes[kStateParam]));
   f.memory.mem_total.bytes = 1ull << 30;  // a tenth is less than four embedding shards (164 MB each)
   const double four = LocalDeviceGiB(big, f) * double(1ull << 30);
   EXPECT_GE(four, 4.0 * 164099200);  // (50257 + 1024) x 1600 / 2 ranks x 4 bytes, slot-rounded
   EXPECT_LE(four, 4.0 * 164099200 * 1.05);
   // The tiny model fits a tenth: every shard on the device.
   f.memory.mem_total.bytes = 16ull << 30;
-  EXPECT_GE(LocalDeviceGiB(Job(), f) * double(1ull << 30), double(ShardBytesPerRank(Job().model, DType::kFp32, 2).param));
+  EXPECT_GE(LocalDeviceGiB(Job(), f) * double(1ull << 30), double(ShardBytesPerRank(Job().model, DType::kFp32, 2).bytes[kStateParam]));
 }
 
 // A probe whose in-memory reference ran on a cut model (its states would not
@@ -315,7 +315,7 @@ TEST(LocalMachine, TheSimulatedDeviceMovesNoGradientDeviceToHost) {
   const LocalCandidate l = MakeLocalCandidate(job, TwoCores(16), SomeProbes(), 2);
   const Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
   ASSERT_TRUE(c.feasible) << c.reason;
-  ASSERT_GT(c.placement.fraction[kGrads16][kCpu], 0.0);  // the gradients are off the device
+  ASSERT_GT(c.placement.fraction[kStateGrad][kCpu], 0.0);  // the gradients are off the device
   EXPECT_EQ(c.step.bytes_d2h, 0.0);
   EXPECT_EQ(c.step.d2h_s, 0.0);
   EXPECT_GT(c.step.bytes_h2d, 0.0);  // updated parameters still go up

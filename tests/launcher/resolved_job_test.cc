@@ -69,7 +69,7 @@ TEST(ResolvedJob, EveryAutoIsReplacedAndSaysWhy) {
   EXPECT_EQ(j.cluster.ranks_per_node, 2);  // two cores, eight sequences
   EXPECT_EQ(j.train.micro_batch, 4);       // the largest that divides 8 / 2
   const ShardBytes s = ShardBytesPerRank(j.model, j.dtype, 2);
-  EXPECT_GE(*j.cache.device_budget, s.param);
+  EXPECT_GE(*j.cache.device_budget, s.bytes[kStateParam]);
   EXPECT_GE(*j.cache.host_budget, s.total());
   EXPECT_EQ(*j.cache.nvme_budget, 0u);  // everything fits the host
   for (const char* key : {"cluster.nodes", "cluster.ranks_per_node", "train.micro_batch", "cache.device_budget",
@@ -115,8 +115,8 @@ TEST(ResolvedJob, NvmeBudgetIsWhatLeavesTheHostAndTheParameterCopies) {
   const JobSpec& j = r->job;
   const ShardBytes s = ShardBytesPerRank(j.model, j.dtype, 2);
   const uint64_t every = s.total() + s.tensors * 4096, blocks = uint64_t(j.model.num_blocks());
-  ASSERT_GT(every, host + s.param + blocks * 4096);  // the formula is the smaller one here
-  EXPECT_EQ(*j.cache.nvme_budget, every - host + s.param + blocks * 4096);
+  ASSERT_GT(every, host + s.bytes[kStateParam] + blocks * 4096);  // the formula is the smaller one here
+  EXPECT_EQ(*j.cache.nvme_budget, every - host + s.bytes[kStateParam] + blocks * 4096);
   EXPECT_NE(r->why.at("cache.nvme_budget").find("a clean copy of every parameter shard"), std::string::npos)
       << r->why.at("cache.nvme_budget");
 }

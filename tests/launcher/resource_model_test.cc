@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "common/byte_size.h"
 #include "common/shard_bytes.h"
+#include "scheduler/plan.h"
 #include "tests/common/big_vocab_shape.h"
 
 namespace tencache {
@@ -41,30 +44,38 @@ TEST(RingCollective, RanksMinusOneStepsOfLatencyAndAShareOfTheBytes) {
   EXPECT_NEAR(RingCollectiveSeconds(4, 3, 1e9, 50e-6), 100e-6, 1e-8);
 }
 
-TEST_F(ResourceModelTest, MixedPrecisionAdamIsSixteenBytesPerParameterDividedAcrossRanks) {
-  StateBytes one = StateBytesPerRank(1000000000, DType::kBf16, 1);
-  EXPECT_EQ(one.total(), 16000000000ull);
-  EXPECT_EQ(one.bytes[kWeights16], 2000000000ull);
-  EXPECT_EQ(one.bytes[kGrads16], 2000000000ull);
-  EXPECT_EQ(one.bytes[kMaster32], 4000000000ull);
-  EXPECT_EQ(one.bytes[kAdamM], 4000000000ull);
-  EXPECT_EQ(one.bytes[kAdamV], 4000000000ull);
-  StateBytes eight = StateBytesPerRank(1000000000, DType::kFp16, 8);
-  EXPECT_EQ(eight.total(), 2000000000ull);
-  StateBytes fp32 = StateBytesPerRank(1000000000, DType::kFp32, 4);
-  EXPECT_EQ(fp32.bytes[kMaster32], 0u);
-  EXPECT_EQ(fp32.total(), 4000000000ull);
+// The planner's states are the worker's shards: 18 bytes per parameter in
+// mixed precision (fp32 gradients), 16 in fp32, each block's split across ranks.
+TEST_F(ResourceModelTest, AdamStatesAreTheWorkersBytesPerParameterDividedAcrossRanks) {
+  JobSpec job = Job("gpt2", 1, 8);
+  const uint64_t params = job.model.ParamCount();
+  Candidate one = Eval(job, "p5.4xlarge", 1);
+  EXPECT_EQ(one.states.total(), 18 * params);
+  EXPECT_EQ(one.states.bytes[kStateParam], 2 * params);
+  EXPECT_EQ(one.states.bytes[kStateGrad], 4 * params);
+  EXPECT_EQ(one.states.bytes[kStateMaster], 4 * params);
+  EXPECT_EQ(one.states.bytes[kStateAdamM], 4 * params);
+  EXPECT_EQ(one.states.bytes[kStateAdamV], 4 * params);
+  uint64_t per_rank = 0;  // elements of one rank's shards: every block's padded to a multiple of 8
+  for (uint64_t n : job.model.BlockParamCounts()) per_rank += (n + 7) / 8;
+  job.dtype = DType::kFp16;
+  EXPECT_EQ(Eval(job, "p5.48xlarge", 1).states.total(), 18 * per_rank);
+  job.dtype = DType::kFp32;
+  const Candidate fp32 = Eval(job, "p5.48xlarge", 1);
+  EXPECT_EQ(fp32.states.bytes[kStateMaster], 0u);
+  EXPECT_EQ(fp32.states.total(), 16 * per_rank);
 }
 
 TEST_F(ResourceModelTest, PlacementFillsGpuThenHostThenNvme) {
-  StateBytes s = StateBytesPerRank(1000, DType::kBf16, 1);  // 2000, 2000, 4000, 4000, 4000
+  ShardBytes s;
+  s.bytes = {2000, 2000, 4000, 4000, 4000};
   Placement p = PlaceStates(s, {3000, 6000, 100000});  // grads take 1000 of the host
-  EXPECT_DOUBLE_EQ(p.fraction[kWeights16][kGpu], 1.0);
-  EXPECT_DOUBLE_EQ(p.fraction[kGrads16][kGpu], 0.5);
-  EXPECT_DOUBLE_EQ(p.fraction[kGrads16][kCpu], 0.5);
+  EXPECT_DOUBLE_EQ(p.fraction[kStateParam][kGpu], 1.0);
+  EXPECT_DOUBLE_EQ(p.fraction[kStateGrad][kGpu], 0.5);
+  EXPECT_DOUBLE_EQ(p.fraction[kStateGrad][kCpu], 0.5);
   // The optimizer group (master, m, v: 12000 bytes) shares one split: 5000 on
   // the host, 7000 on NVMe.
-  for (int c : {kMaster32, kAdamM, kAdamV}) {
+  for (int c : {kStateMaster, kStateAdamM, kStateAdamV}) {
     EXPECT_DOUBLE_EQ(p.fraction[c][kGpu], 0.0);
     EXPECT_DOUBLE_EQ(p.fraction[c][kCpu], 5000.0 / 12000.0);
     EXPECT_DOUBLE_EQ(p.fraction[c][kNvme], 7000.0 / 12000.0);
@@ -75,6 +86,40 @@ TEST_F(ResourceModelTest, PlacementFillsGpuThenHostThenNvme) {
   EXPECT_EQ(p.unplaced, 0u);
   Placement short_of_space = PlaceStates(s, {1000, 1000, 1000});
   EXPECT_EQ(short_of_space.unplaced, 13000u);
+}
+
+// The planner's host placement (PlaceStates, class fractions) and the
+// simulator's (PlaceOnHost, whole tensors) are one order: with no GPU and the
+// staging reserve taken off the host, they keep the same bytes of every class
+// on the host and on NVMe at every budget on a tensor boundary.
+TEST(PlaceStates, PlacesOnTheHostAsTheSimulatorsHostTierDoes) {
+  for (const char* preset : {"gpt2", "llama-2-7b"}) {
+    const ModelShape m = *FindPreset(preset);
+    for (DType dtype : {DType::kFp32, DType::kBf16, DType::kFp16}) {
+      for (int ranks : {1, 3, 8}) {
+        SCOPED_TRACE(std::string(preset) + " " + DTypeName(dtype) + " ranks " + std::to_string(ranks));
+        const std::vector<uint64_t> params = ShardTensorBytes(m, dtype, ranks).params;
+        const ShardBytes states = ShardBytesPerRank(m, dtype, ranks);
+        const uint64_t staging = 2 * *std::max_element(params.begin(), params.end());
+        // Budgets on every tensor boundary: gradients, then parameters, then optimizer states, block by block.
+        std::vector<uint64_t> budgets = {staging};
+        uint64_t state_elem = 0;  // bytes of an element's master and moments
+        for (int c : {kStateMaster, kStateAdamM, kStateAdamV}) state_elem += StateElementBytes(dtype, c);
+        for (uint64_t per_elem : {StateElementBytes(dtype, kStateGrad), StateElementBytes(dtype, kStateParam), state_elem}) {
+          for (uint64_t b : params) budgets.push_back(budgets.back() + b / StateElementBytes(dtype, kStateParam) * per_elem);
+        }
+        for (uint64_t budget : budgets) {
+          const HostPlacement sim = PlaceOnHost(params, dtype, budget);
+          const Placement plan = PlaceStates(states, {0, budget - staging, UINT64_MAX / 4});
+          EXPECT_EQ(plan.bytes[kCpu] + staging, sim.host_used()) << budget;
+          for (int c = 0; c < kNumStateClasses; ++c) {
+            EXPECT_NEAR(plan.fraction[c][kCpu] * double(states.bytes[c]), double(sim.host[c]), 1.0) << StateClassName(c) << " " << budget;
+            EXPECT_NEAR(plan.fraction[c][kNvme] * double(states.bytes[c]), double(sim.nvme[c]), 1.0) << StateClassName(c) << " " << budget;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_F(ResourceModelTest, FitsOnGpu) {
@@ -91,7 +136,7 @@ TEST_F(ResourceModelTest, NeedsHostMemory) {
   EXPECT_GT(c.placement.bytes[kCpu], 0u);
   EXPECT_EQ(c.placement.bytes[kNvme], 0u);
   // Weights stay on the GPU; the optimizer runs on the CPU and sends them back.
-  EXPECT_DOUBLE_EQ(c.placement.fraction[kWeights16][kGpu], 1.0);
+  EXPECT_DOUBLE_EQ(c.placement.fraction[kStateParam][kGpu], 1.0);
   EXPECT_GT(c.step.bytes_h2d, 0.0);
   EXPECT_GT(c.step.optimizer_s, 0.0);
   EXPECT_EQ(c.placement.bytes[kGpu] + c.placement.bytes[kCpu], c.states.total());
@@ -172,7 +217,7 @@ TEST_F(ResourceModelTest, CostArithmetic) {
 // the last micro-step's backward lanes, each hidden where another lane is
 // slower; deferred (train.grad_clip), they follow the backward.
 TEST_F(ResourceModelTest, UpdatesInTheBackwardHideTheirTransfersBehindCompute) {
-  JobSpec job = Job("llama-2-7b", 1, 8);  // 112 GB of states: on one g6.2xlarge, mostly on NVMe
+  JobSpec job = Job("llama-2-7b", 1, 8);  // 121 GB of states: on one g6.2xlarge, mostly on NVMe
   Candidate in_backward = Eval(job, "g6.2xlarge", 1);
   ASSERT_TRUE(in_backward.feasible) << in_backward.reason;
   const StepBreakdown& s = in_backward.step;
@@ -202,7 +247,8 @@ TEST_F(ResourceModelTest, ComputeBoundStepRecomputedByHand) {
   // gpt2 on one H100, everything on the GPU: the step is the compute of every
   // block (forward 2*P*T plus attention 4*T*s*h; backward 3x with recompute; the
   // LM head 2*V*h*T forward, 2x backward) at 989 TFLOP/s x 0.40, plus 1e-4 s per
-  // block and pass, plus an optimizer pass over HBM.
+  // block and pass, plus an optimizer pass over HBM (reading the fp32 gradient,
+  // reading and writing the bf16 parameter, the fp32 master and both moments).
   JobSpec job = Job("gpt2", 8, 8);
   Candidate c = Eval(job, "p5.4xlarge", 1);
   ASSERT_TRUE(c.feasible);
@@ -211,7 +257,7 @@ TEST_F(ResourceModelTest, ComputeBoundStepRecomputedByHand) {
   const double layer = 2.0 * m.BlockParams(1) * T + 4.0 * T * 1024 * 768;
   const double head = 2.0 * 50257 * 768 * T + 2.0 * m.BlockParams(13) * T;
   const double compute = (12 * layer * 4 + head * 3) / peak + 14 * 2 * 1e-4;
-  const double optimizer = m.ParamCount() * (3 * 2 + 24) / 3350e9;
+  const double optimizer = m.ParamCount() * (4 + 2 * 2 + 2 * 12) / 3350e9;
   EXPECT_NEAR(c.step.step_s, compute + optimizer, 1e-9);
 }
 
@@ -222,19 +268,20 @@ TEST_F(ResourceModelTest, TheRowRecomputedByHandInTheDocs) {
   job.train.tokens_per_epoch = 500000000;
   Candidate c = Eval(job, "p5.4xlarge", 1);
   ASSERT_TRUE(c.feasible) << c.reason;
-  EXPECT_EQ(c.states.total(), 205655572480ull);
+  EXPECT_EQ(c.states.total(), 231362519040ull);  // 18 bytes a parameter: fp32 gradients
   EXPECT_EQ(c.gpu_fixed.activations, 6650068992ull);
   EXPECT_EQ(c.gpu_fixed.total(), 19974924288ull);
   EXPECT_EQ(c.capacity[kGpu], 65924421632ull);
-  EXPECT_EQ(c.placement.bytes[kCpu], 139731150848ull);
-  EXPECT_NEAR(c.placement.fraction[kAdamM][kGpu], 0.0941, 1e-4);
+  EXPECT_EQ(c.placement.bytes[kCpu], 165438097408ull);
+  EXPECT_NEAR(c.placement.fraction[kStateGrad][kGpu], 0.7822, 1e-4);
+  EXPECT_EQ(c.placement.fraction[kStateAdamM][kGpu], 0.0);
   EXPECT_EQ(c.step.accum_steps, 16);
-  EXPECT_NEAR(c.step.micro_step_s, 2.26430, 1e-5);
-  EXPECT_NEAR(c.step.optimizer_s, 7.2777, 1e-4);
-  EXPECT_NEAR(c.step.step_s, 43.5065, 1e-4);
-  EXPECT_NEAR(c.tokens_per_s, 3012.7, 0.1);
-  EXPECT_NEAR(c.epoch_hours, 46.10, 0.01);
-  EXPECT_NEAR(c.cost_per_epoch_usd, 317.18, 0.01);
+  EXPECT_NEAR(c.step.micro_step_s, 2.26887, 1e-5);
+  EXPECT_NEAR(c.step.optimizer_s, 8.0334, 1e-4);
+  EXPECT_NEAR(c.step.step_s, 44.3354, 1e-4);
+  EXPECT_NEAR(c.tokens_per_s, 2956.4, 0.1);
+  EXPECT_NEAR(c.epoch_hours, 46.98, 0.01);
+  EXPECT_NEAR(c.cost_per_epoch_usd, 323.22, 0.01);
 }
 
 TEST_F(ResourceModelTest, MoreNodesSpeedUpAndCollectivesCrossTheNetwork) {
@@ -318,10 +365,10 @@ ModelShape BigVocab() { return BigVocabShape(); }  // tests/common/big_vocab_sha
 
 TEST_F(ResourceModelTest, AnEmbeddingOfMoreThanTwoToThe32ParametersIsPlannedInExactBytes) {
   const ModelShape m = BigVocab();
-  const StateBytes s = StateBytesPerRank(m.ParamCount(), DType::kBf16, 8);
-  EXPECT_EQ(s.bytes[kWeights16], 2659209216ull);
-  EXPECT_EQ(s.bytes[kMaster32], 5318418432ull);
-  EXPECT_EQ(s.total(), 21273673728ull);
+  const ShardBytes s = ShardBytesPerRank(m, DType::kBf16, 8);
+  EXPECT_EQ(s.bytes[kStateParam], 2659209216ull);
+  EXPECT_EQ(s.bytes[kStateMaster], 5318418432ull);
+  EXPECT_EQ(s.total(), 23932882944ull);  // 18 bytes for each of 1329604608 elements
   // The last block gathers the final norm and the tied head, 4194320384 bf16
   // parameters: two gathered blocks and one block's gradient of it, and
   // autograd's gradient of the embedding (4194304000 parameters).

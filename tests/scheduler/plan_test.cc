@@ -141,7 +141,7 @@ TEST(PlanTest, LayoutSpillsToNvmeAndChecksBudgets) {
   uint64_t largest = *std::max_element(seq.all_bytes().begin(), seq.all_bytes().end());
   TierBudgets b;
   b.device = params;
-  b.host = params + 2 * largest + params / 2;  // gradients, staging, half the homes
+  b.host = 2 * params + 2 * largest + params / 2;  // fp32 gradients of bf16 parameters, staging, half the homes
   StatusOr<TierLayout> l = LayoutTiers(trace, seq, b);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->home.front(), Tier::kHost);

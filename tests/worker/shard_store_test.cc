@@ -5,12 +5,16 @@
 #include "worker/shard_store.h"
 
 #include "common/shard_bytes.h"
+#include "launcher/resource_model.h"
+#include "scheduler/plan.h"
 #include "worker/decoder_model.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -95,39 +99,59 @@ TEST_F(ShardStoreBudgetTest, WriteBackBeyondTheNvmeBudgetFailsTheAcquireNamingTh
   EXPECT_EQ(s->EndStep().tier(Tier::kNvme).used_bytes, kShardBytes);
 }
 
-// The launcher sizes a run's budgets with common/shard_bytes.h; the worker
-// holds ShardLayout's shards. They must be the same bytes, cut into the same
-// cache tensors.
-TEST(ShardBytes, AgreeWithTheWorkersLayout) {
-  for (const char* preset : {"tiny", "gpt2"}) {
-    ModelShape m = FindPreset(preset).value();
-    DecoderModel model(m);
-    for (DType dtype : {DType::kBf16, DType::kFp32}) {
-      for (int ranks : {1, 2, 3, 8}) {
-        SCOPED_TRACE(std::string(preset) + " " + DTypeName(dtype) + " ranks " + std::to_string(ranks));
-        ShardLayout layout;
-        layout.mixed = dtype == DType::kBf16;
-        std::vector<uint64_t> counts;
-        for (int b = 0; b < model.num_blocks(); ++b) counts.push_back((uint64_t(model.layout(b).numel) + ranks - 1) / ranks);
-        layout.counts.assign(counts.begin(), counts.end());
-        layout.pieces = StatePieces(counts, m.layers, dtype);
-        uint64_t bytes = 0, params = 0;
-        std::vector<uint64_t> tensors;
+// One accounting of bytes: for every model preset, dtype and rank count, the
+// planner's bytes of each state class (Candidate::states), the simulator's
+// host placement of them (scheduler/plan.h PlaceOnHost) and the resolved
+// budgets' shards (common/shard_bytes.h) are what the worker's layout reserves,
+// per rank with each block padded to ceil(block / ranks) elements; and its
+// cache tensors are the same bytes, cut into the same pieces.
+TEST(ShardBytes, ThePlannerCountsWhatTheWorkersLayoutReserves) {
+  InstanceSpec inst;
+  inst.type = "test";
+  GpuSpec gpu;
+  for (const std::string& preset : PresetNames()) {
+    const ModelShape m = FindPreset(preset).value();
+    // The worker's blocks: its decoder's where it runs the preset, else the shape's.
+    std::vector<uint64_t> numel = m.BlockParamCounts();
+    if (CheckWorkerSupports(m).ok()) {
+      const DecoderModel model(m);
+      ASSERT_EQ(model.num_blocks(), int(numel.size())) << preset;
+      for (int b = 0; b < model.num_blocks(); ++b) numel[size_t(b)] = uint64_t(model.layout(b).numel);
+    }
+    for (DType dtype : {DType::kFp32, DType::kBf16, DType::kFp16}) {
+      JobSpec job;
+      job.model = m;
+      job.dtype = dtype;
+      job.train.micro_batch = 1;
+      job.train.global_batch = 8 * 7 * 5 * 3;  // a multiple of every rank count
+      for (int ranks = 1; ranks <= 8; ++ranks) {
+        SCOPED_TRACE(preset + " " + DTypeName(dtype) + " ranks " + std::to_string(ranks));
+        const ShardLayout layout = MakeShardLayout(numel, m.layers, dtype, ranks);
+        std::array<uint64_t, kNumStateClasses> reserved{};
+        std::vector<uint64_t> tensors, params;
         for (int b = 0; b < int(layout.num_blocks()); ++b) {
           for (ShardKind k : layout.Kinds()) {
-            bytes += layout.Bytes(b, k);
+            reserved[size_t(ShardKindClass(k))] += layout.Bytes(b, k);
             for (int i = 0; i < layout.Pieces(b, k); ++i) tensors.push_back(layout.PieceCount(b, k, i) * layout.ElementBytes(k));
           }
-          params += layout.Bytes(b, ShardKind::kParam);
+          params.push_back(layout.Bytes(b, ShardKind::kParam));
         }
-        const ShardBytes s = ShardBytesPerRank(m, dtype, ranks);
-        EXPECT_EQ(s.total(), bytes);
-        EXPECT_EQ(s.param, params);
-        EXPECT_EQ(s.tensors, layout.num_tensors());
+        inst.gpu_count = ranks;
+        const Candidate planned = EvaluateCandidate(job, inst, gpu, 1, ModelAssumptions());
+        const ShardBytes shards = ShardBytesPerRank(m, dtype, ranks);
+        const HostPlacement host = PlaceOnHost(params, dtype, UINT64_MAX);
+        for (int c = 0; c < kNumStateClasses; ++c) {
+          EXPECT_EQ(planned.states.bytes[c], reserved[c]) << StateClassName(c);
+          EXPECT_EQ(shards.bytes[c], reserved[c]) << StateClassName(c);
+          EXPECT_EQ(host.host[c], reserved[c]) << StateClassName(c);
+          EXPECT_EQ(host.nvme[c], 0u) << StateClassName(c);
+        }
+        EXPECT_EQ(shards.tensors, layout.num_tensors());
         std::vector<uint64_t> all = ShardTensorBytes(m, dtype, ranks).all;
         std::sort(all.begin(), all.end());
         std::sort(tensors.begin(), tensors.end());
         EXPECT_EQ(all, tensors);
+        EXPECT_EQ(ShardTensorBytes(m, dtype, ranks).params, params);
       }
     }
   }
