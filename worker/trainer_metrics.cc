@@ -92,9 +92,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.per_rank = std::move(per_rank);
   m.lanes = busiest;
   m.overlap_efficiency = busiest.OverlapEfficiency(m.step_time_s);
-  m.prefetches = prefetches_ + (zero_infinity_ ? zero_infinity_->fetches_issued() - zi_fetches_reported_ : 0);
-  if (zero_infinity_) zi_fetches_reported_ = zero_infinity_->fetches_issued();
-  prefetches_ = 0;
+  m.prefetches = driver_->TakeFetchesIssued();
   m.prefetches_deferred = int(c.prefetches_deferred);
   m.prefetches_declined = int(c.prefetches_declined);
   return m;
