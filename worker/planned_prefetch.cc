@@ -47,10 +47,15 @@ Status PlannedPrefetch::BeforeAccess(AccessIndex k) {
   ShardStore* store = context_.store;
   for (const PlannedFetch* f : plan_->FetchesBefore(k)) {
     // The plan's victims leave first, so the device holds what the plan (and
-    // tencache-sim) assumes. A victim still pinned stays; the cache then picks
-    // one by next use when the fetch needs the room.
+    // tencache-sim) assumes. A victim still pinned or being copied stays
+    // (FailedPrecondition); the cache then picks one by next use when the fetch
+    // needs the room. Any other error is the write-back's and fails the step.
     for (TensorId victim : f->evict) {
-      (void)store->cache()->Discard(ShardTensorId(int(victim), ShardKind::kParam), Tier::kDevice);
+      const Status discarded = store->cache()->Discard(ShardTensorId(int(victim), ShardKind::kParam), Tier::kDevice);
+      if (!discarded.ok() && discarded.code() != StatusCode::kFailedPrecondition) {
+        return discarded.WithContext("evicting block " + std::to_string(victim) + "'s parameters from the device for " +
+                                     "the planned fetch of block " + std::to_string(f->tensor));
+      }
     }
     store->Prefetch(int(f->tensor), ShardKind::kParam, 0, Tier::kDevice);
     ++prefetches_;
