@@ -1,7 +1,6 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -190,9 +189,6 @@ Status Trainer::Init() {
   needed_.assign(model_.num_blocks(), accum_);
   if (job_.model.tied_embeddings) needed_[0] = 2 * accum_;  // the embedding is the head too
   checkpoints_.resize(model_.num_blocks());
-  arrivals_seen_.assign(model_.num_blocks(), -1);
-  refresh_.assign(model_.num_blocks(), PrefetchHandle());
-  refreshed_.assign(model_.num_blocks(), false);
 
   const CachePolicy policy = job_.cache.policy;
   if (policy == CachePolicy::kTenCacheWindow) {
@@ -220,6 +216,7 @@ Status Trainer::Init() {
     TC_ASSIGN_OR_RETURN(store_, std::move(store));
   }
   TC_RETURN_IF_ERROR(InitShards());
+  hit_counter_ = std::make_unique<DeviceHitCounter>(store_->cache(), model_.num_blocks());
   PrefetchDriverContext context;
   context.job = &job_;
   context.store = store_.get();
@@ -280,7 +277,7 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   g.asked_s = Now();
   g.waited_s = WaitedSinceLastAccess();
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead));
-  NoteDeviceAccess(block);
+  hit_counter_->OnDeviceAccess(block, !sampling_);
   if (!sampling_) driver_->OnAccess(profiler_.position(), block);
   const bool in_device_memory = store_->cache() != nullptr || !device_.cuda();
   if (ranks_ == 1 && in_device_memory) {  // the shard is the block: compute on it in place
@@ -457,30 +454,6 @@ StatusOr<double> Trainer::MicroStep(int micro) {
   }
   TC_RETURN_IF_ERROR(ReduceGrad(0, d_tokens));
   return loss.item<double>();
-}
-
-// tencache-sim's hit: the shard stayed on the device since its previous
-// access. The cache counts the copies that arrived on the device; between two
-// accesses none may have, except the optimizer's refresh of a shard that was
-// on the device at its update (the simulator's update in place), when that
-// refresh is what brought it. Sampling accesses move the baseline but are not
-// counted.
-void Trainer::NoteDeviceAccess(int block) {
-  TensorCache* cache = store_->cache();
-  if (cache == nullptr) return;
-  const int64_t arrivals = int64_t(cache->Arrivals(ShardTensorId(block, ShardKind::kParam), Tier::kDevice));
-  int64_t expected = arrivals_seen_[block];
-  if (refreshed_[block]) {
-    // The shard is on the device now, so a refresh that copied it has completed.
-    if (refresh_[block].Wait(std::chrono::milliseconds(120000)).ok()) ++expected;
-    refresh_[block] = PrefetchHandle();
-    refreshed_[block] = false;
-  }
-  if (!sampling_) {
-    ++sim_accesses_;
-    if (arrivals_seen_[block] >= 0 && arrivals == expected) ++sim_hits_;
-  }
-  arrivals_seen_[block] = arrivals;
 }
 
 // Unpins a gathered block and issues the fetches planned for the next access

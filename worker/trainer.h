@@ -40,6 +40,7 @@
 #include "worker/communicator.h"
 #include "worker/compute_device.h"
 #include "worker/decoder_model.h"
+#include "worker/device_hit_counter.h"
 #include "worker/link_calibrator.h"
 #include "worker/prefetch_driver.h"
 #include "worker/shard_store.h"
@@ -221,7 +222,6 @@ class Trainer {
   StatusOr<torch::Tensor> Forward(const torch::Tensor& tokens, const HeadFn& head);
   // Unpins `g`; the driver's fetches for the next access start.
   Status Release(Gathered* g);
-  void NoteDeviceAccess(int block);
   StatusOr<StepMetrics> Collect(double loss_sum, double seconds, const CacheMetrics& cache);
   double Now() const;
   // Adds the training thread's seconds on one lane, from construction to
@@ -326,11 +326,7 @@ class Trainer {
   double acquire_mark_ = 0;  // acquire_s_ when the step's latest access ended (or the step began)
   uint64_t allocations_at_warmup_ = 0;
   double setup_peak_rss_ = -1;  // this rank's resident peak up to the end of initialisation (-1: unknown)
-  // Device hits as tencache-sim counts them (NoteDeviceAccess).
-  std::vector<int64_t> arrivals_seen_;        // per block: device arrivals at its last access, -1: none
-  std::vector<PrefetchHandle> refresh_;       // per block: the optimizer's refresh since then
-  std::vector<bool> refreshed_;
-  uint64_t sim_hits_ = 0, sim_accesses_ = 0;  // this step
+  std::unique_ptr<DeviceHitCounter> hit_counter_;  // device hits as tencache-sim counts them, this step
 };
 
 }  // namespace tencache

@@ -20,11 +20,11 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
                    double(dev.hits),
                    double(dev.misses),
                    seconds,
-                   double(sim_hits_),
-                   double(sim_accesses_),
+                   double(hit_counter_->hits()),
+                   double(hit_counter_->accesses()),
                    double(c.tier(Tier::kHost).hits),
                    double(c.tier(Tier::kHost).misses)};
-  sim_hits_ = sim_accesses_ = 0;
+  hit_counter_->Reset();
   TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
   // This rank's lanes: the training thread's (compute, collectives, optimizer)
   // and the cache's links.

@@ -181,8 +181,7 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
   const AccessIndex k = profiler_.position();  // device accesses so far this step
   if (last == pieces && !sampling_ && on_device && k > 0 && driver_->KeepsOnDeviceAfterUpdate(b, k - 1) &&
       !cache->IsResident(param, Tier::kDevice)) {
-    refresh_[b] = store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice);
-    refreshed_[b] = true;
+    hit_counter_->NoteRefresh(b, store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice));
   }
   EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited, part ? first : 0, part ? last : 0);
   return Status::Ok();
