@@ -267,7 +267,19 @@ StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds&
     p.by_issue_[size_t(k >= 0 ? k : k + int64_t(n))].push_back(uint32_t(i));
     p.fetched_[p.fetches_[i].use] = true;
   }
+  p.state_fetches_.assign(n, {});
+  size_t c = 0;  // device accesses before the event
+  for (const TraceEvent& e : trace.events) {
+    if (e.is_device_access()) ++c;
+    if (e.kind != EventKind::kAccess || e.phase != Phase::kOptimizer || c == 0 || n == 0) continue;
+    p.state_fetches_[(c - 1) % n].push_back({e.block, e.pieces_begin, e.pieces_end});
+  }
   return p;
+}
+
+const std::vector<PlannedStateFetch>& PrefetchPlan::StateFetchesBefore(AccessIndex k) const {
+  static const std::vector<PlannedStateFetch> kNone;
+  return k < state_fetches_.size() ? state_fetches_[k] : kNone;
 }
 
 bool PrefetchPlan::KeptUntilNextUse(TensorId id, AccessIndex k) const {

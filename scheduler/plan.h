@@ -129,6 +129,14 @@ struct PlannedFetch {
   int64_t lookahead() const { return int64_t(use) - issue_before; }
 };
 
+// An optimizer update whose host-tier shards (fp32 master, moments, a stored
+// gradient) are read ahead of it: pieces [pieces_begin, pieces_end) of
+// `block`'s update (pieces_end 0: all of them).
+struct PlannedStateFetch {
+  int block = 0;
+  int pieces_begin = 0, pieces_end = 0;
+};
+
 class PrefetchPlan : public NextUseOracle {
  public:
   static StatusOr<PrefetchPlan> Build(const Trace& trace, const LinkSpeeds& links,
@@ -145,6 +153,11 @@ class PrefetchPlan : public NextUseOracle {
   // issue point lies in the previous step (issue_before < 0) is listed under
   // access issue_before + N: issue it then, for the next step's use.
   std::vector<const PlannedFetch*> FetchesBefore(AccessIndex k) const;
+  // The updates whose states to fetch to the host with the fetches before
+  // access k (0 <= k < N; empty past the step's end): each update the profile
+  // runs after access k, in the profile's order. Issued with the device
+  // fetches, as access k-1 is released, the read overlaps the rest of access k.
+  const std::vector<PlannedStateFetch>& StateFetchesBefore(AccessIndex k) const;
   // kDevice when the tensor stays on the device the whole step; else its home.
   Tier ResidentTier(TensorId id) const { return resident_tier_[id]; }
   // Whether the plan keeps `id` on the device until its first access after
@@ -161,6 +174,7 @@ class PrefetchPlan : public NextUseOracle {
   TierLayout layout_;
   std::vector<PlannedFetch> fetches_;
   std::vector<std::vector<uint32_t>> by_issue_;  // per access k: indices into fetches_
+  std::vector<std::vector<PlannedStateFetch>> state_fetches_;  // per access k
   std::vector<bool> fetched_;                    // per access k: a planned fetch serves it
   std::vector<Tier> resident_tier_;
   double hit_rate_ = 0;

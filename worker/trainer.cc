@@ -1,12 +1,9 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <iomanip>
-#include <map>
 #include <sstream>
 #include <thread>
 
@@ -14,35 +11,12 @@
 
 #include "common/clock.h"
 #include "common/shard_bytes.h"
-#include "common/stats.h"
 #include "worker/checkpoint.h"
 #include "worker/host_malloc.h"
 #include "worker/process_memory.h"
 
 namespace tencache {
 namespace {
-
-// Next use of a cache tensor in the order the profiled step acquired them,
-// repeating every step: what the cache evicts by.
-class AcquireOrderOracle : public NextUseOracle {
- public:
-  explicit AcquireOrderOracle(const std::vector<TensorId>& order) : length_(order.size()) {
-    for (size_t i = 0; i < order.size(); ++i) positions_[order[i]].push_back(i);
-  }
-  AccessIndex NextUse(TensorId id, AccessIndex now) const override {
-    auto it = positions_.find(id);
-    if (it == positions_.end() || length_ == 0) return kNeverUsed;
-    const std::vector<AccessIndex>& p = it->second;
-    const AccessIndex step = now / length_, within = now % length_;
-    auto next = std::upper_bound(p.begin(), p.end(), within);
-    if (next != p.end()) return step * length_ + *next;
-    return (step + 1) * length_ + p.front();
-  }
-
- private:
-  const AccessIndex length_;
-  std::map<TensorId, std::vector<AccessIndex>> positions_;
-};
 
 // Windows of train.data the training sampler draws from: all of them, less
 // the held-out tail when validation reads train.data itself.
@@ -209,9 +183,6 @@ Status Trainer::Init() {
   needed_.assign(model_.num_blocks(), accum_);
   if (job_.model.tied_embeddings) needed_[0] = 2 * accum_;  // the embedding is the head too
   checkpoints_.resize(model_.num_blocks());
-  arrivals_seen_.assign(model_.num_blocks(), -1);
-  refresh_.assign(model_.num_blocks(), PrefetchHandle());
-  refreshed_.assign(model_.num_blocks(), false);
 
   const CachePolicy policy = job_.cache.policy;
   if (policy == CachePolicy::kTenCacheWindow) {
@@ -239,6 +210,17 @@ Status Trainer::Init() {
     TC_ASSIGN_OR_RETURN(store_, std::move(store));
   }
   TC_RETURN_IF_ERROR(InitShards());
+  hit_counter_ = std::make_unique<DeviceHitCounter>(store_->cache(), model_.num_blocks());
+  PrefetchDriverContext context;
+  context.job = &job_;
+  context.store = store_.get();
+  context.layout = &layout_;
+  context.profiler = &profiler_;
+  context.calibrator = &calibrator_;
+  for (int b = 0; b < model_.num_blocks(); ++b) context.reads_stored_gradient.push_back(UpdateReadsStoredGradient(b));
+  context.state_bytes = state_bytes_;
+  context.log = log_;
+  driver_ = MakePrefetchDriver(std::move(context));
   if (job_.train.eval_every > 0) {
     if (job_.train.eval_data.empty()) {
       eval_corpus_ = corpus_;
@@ -284,14 +266,13 @@ std::string Trainer::Describe() const {
 }
 
 StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
-  IssuePlannedFetches();
+  if (!sampling_) TC_RETURN_IF_ERROR(driver_->BeforeAccess(profiler_.position()));
   Gathered g;
   g.asked_s = Now();
   g.waited_s = WaitedSinceLastAccess();
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead));
-  NoteDeviceAccess(block);
-  // DeepSpeed prefetches once the current parameters are there.
-  if (zero_infinity_ != nullptr && !sampling_) zero_infinity_->OnAccess(profiler_.position(), block, store_.get());
+  hit_counter_->OnDeviceAccess(block, !sampling_);
+  if (!sampling_) driver_->OnAccess(profiler_.position(), block);
   const bool in_device_memory = store_->cache() != nullptr || !device_.cuda();
   if (ranks_ == 1 && in_device_memory) {  // the shard is the block: compute on it in place
     auto pin = std::make_shared<ShardRef>(std::move(p));  // released with the tensor's storage
@@ -366,9 +347,7 @@ void Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, 
   a.pieces_end = pieces_end;
   profiler_.RecordAccess(a);
   acquire_mark_ = acquire_s_;
-  if (zero_infinity_ != nullptr && phase != Phase::kOptimizer) {
-    zero_infinity_->AfterAccess(profiler_.position() - 1, block, store_.get());
-  }
+  if (phase != Phase::kOptimizer) driver_->AfterAccess(profiler_.position() - 1, block);
 }
 
 // One micro-batch: forward keeping only block inputs, then backward block by
@@ -394,7 +373,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       x = model_.Embed(e.flat, tokens);
     }
     EndAccess(0, Phase::kForward, e);
-    Release(&e);  // its slot may be the first layer's (one size class)
+    TC_RETURN_IF_ERROR(Release(&e));  // its slot may be the first layer's (one size class)
     for (int b = 1; b < last; ++b) {
       checkpoints_[b] = x;
       TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
@@ -430,7 +409,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     loss = loss.detach();
     head = Gathered();
     w_last = w0 = BlockWeights(torch::Tensor());
-    if (tied) Release(&embed);
+    if (tied) TC_RETURN_IF_ERROR(Release(&embed));
   }
   TC_RETURN_IF_ERROR(ReduceGrad(last, d_last));
   if (tied) TC_RETURN_IF_ERROR(ReduceGrad(0, d_embed));
@@ -449,7 +428,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
         dx = Backward(model_.Layer(b, w, in), dx, {in}, {&w})[0];
       }
       EndAccess(b, Phase::kBackward, g);
-      Release(&g);
+      TC_RETURN_IF_ERROR(Release(&g));
     }
     checkpoints_[b] = torch::Tensor();
     TC_RETURN_IF_ERROR(ReduceGrad(b, d_block));
@@ -465,161 +444,18 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       Backward(model_.Embed(w, tokens), dx, {}, {&w});
     }
     EndAccess(0, Phase::kBackward, e);
-    Release(&e);
+    TC_RETURN_IF_ERROR(Release(&e));
   }
   TC_RETURN_IF_ERROR(ReduceGrad(0, d_tokens));
   return loss.item<double>();
 }
 
-// tencache-sim's hit: the shard stayed on the device since its previous
-// access. The cache counts the copies that arrived on the device; between two
-// accesses none may have, except the optimizer's refresh of a shard that was
-// on the device at its update (the simulator's update in place), when that
-// refresh is what brought it. Sampling accesses move the baseline but are not
-// counted.
-void Trainer::NoteDeviceAccess(int block) {
-  TensorCache* cache = store_->cache();
-  if (cache == nullptr) return;
-  const int64_t arrivals = int64_t(cache->Arrivals(ShardTensorId(block, ShardKind::kParam), Tier::kDevice));
-  int64_t expected = arrivals_seen_[block];
-  if (refreshed_[block]) {
-    // The shard is on the device now, so a refresh that copied it has completed.
-    if (refresh_[block].Wait(std::chrono::milliseconds(120000)).ok()) ++expected;
-    refresh_[block] = PrefetchHandle();
-    refreshed_[block] = false;
-  }
-  if (!sampling_) {
-    ++sim_accesses_;
-    if (arrivals_seen_[block] >= 0 && arrivals == expected) ++sim_hits_;
-  }
-  arrivals_seen_[block] = arrivals;
-}
-
 // Unpins a gathered block and issues the fetches planned for the next access
 // now rather than at its Gather: a fetch that needed this block's slot then
 // overlaps the update that follows it.
-void Trainer::Release(Gathered* g) {
+Status Trainer::Release(Gathered* g) {
   *g = Gathered();
-  IssuePlannedFetches();
-}
-
-void Trainer::IssuePlannedFetches() {
-  if (plan_ == nullptr || !job_.cache.prefetch || sampling_ || !profiler_.following()) return;
-  const AccessIndex k = profiler_.position();
-  if (int64_t(k) == issued_for_) return;  // once per access
-  issued_for_ = int64_t(k);
-  for (const PlannedFetch* f : plan_->FetchesBefore(k)) {
-    // The plan's victims leave first, so the device holds what the plan (and
-    // tencache-sim) assumes. A victim still pinned stays; the cache then picks
-    // one by next use when the fetch needs the room.
-    for (TensorId victim : f->evict) {
-      (void)store_->cache()->Discard(ShardTensorId(int(victim), ShardKind::kParam), Tier::kDevice);
-    }
-    store_->Prefetch(int(f->tensor), ShardKind::kParam, 0, Tier::kDevice);
-    ++prefetches_;
-  }
-  // The NVMe reads of the parameters the device fetches kHostTierLead
-  // accesses later will copy start now, off those fetches' critical path.
-  TensorCache* cache = store_->cache();
-  for (const PlannedFetch* f : plan_->FetchesBefore(k + kHostTierLead)) {  // none past the step's end
-    const TensorId id = ShardTensorId(int(f->tensor), ShardKind::kParam);
-    if (!cache->IsResident(id, Tier::kDevice) && !cache->IsResident(id, Tier::kHost)) {
-      store_->Prefetch(int(f->tensor), ShardKind::kParam, 0, Tier::kHost);
-    }
-  }
-  // Then each update's states, needed later than the device fetches above.
-  // (Issuing them kHostTierLead accesses earlier as well was measured: 0.5 GiB
-  // more NVMe reads a step on the train bench's NVMe-scale job, and slower.)
-  if (k < state_fetches_.size()) {
-    for (const StateFetch& f : state_fetches_[k]) {
-      const int b = f.block;
-      // In the order they are used: a stored gradient's pieces (added in
-      // before the update), then each piece's master and moments (in mixed
-      // precision the bf16 parameter is overwritten by the update: only the
-      // master is read). The cache parks each until its victim's last use
-      // before the update.
-      if (f.first == 0 && UpdateReadsStoredGradient(b)) {
-        for (int i = 0; i < layout_.Pieces(b, ShardKind::kGrad); ++i) store_->Prefetch(b, ShardKind::kGrad, i, Tier::kHost);
-      }
-      const int last = f.last > 0 ? f.last : layout_.Pieces(b, ShardKind::kAdamM);
-      for (int i = f.first; i < last; ++i) {
-        for (ShardKind kind : {layout_.MasterKind(), ShardKind::kAdamM, ShardKind::kAdamV}) {
-          if (i < layout_.Pieces(b, kind)) store_->Prefetch(b, kind, i, Tier::kHost);
-        }
-      }
-      ++prefetches_;
-    }
-  }
-}
-
-// Bytes over copy seconds of each link in the profiled step: the speed one
-// copy gets, which is what the plan's FIFO lanes model. A link the step did not
-// use keeps its previous (at first the scheduler's default) speed.
-void Trainer::CalibrateLinks(const CacheMetrics& c) {
-  auto measure = [this](const char* name, uint64_t bytes, double seconds, double* bps) {
-    if (bytes == 0 || !(seconds > 0)) return;
-    *bps = double(bytes) / seconds;
-    if (std::find(measured_links_.begin(), measured_links_.end(), name) == measured_links_.end()) {
-      measured_links_.push_back(name);
-    }
-  };
-  measure("h2d", c.bytes_host_to_device, c.seconds_host_to_device, &links_.h2d_bps);
-  measure("d2h", c.bytes_device_to_host, c.seconds_device_to_host, &links_.d2h_bps);
-  measure("nvme_read", c.bytes_nvme_to_host, c.seconds_nvme_to_host, &links_.nvme_read_bps);
-  measure("nvme_write", c.bytes_host_to_nvme, c.seconds_host_to_nvme, &links_.nvme_write_bps);
-  uint64_t bytes = 0;
-  double seconds = 0;
-  for (const TraceEvent& e : profiler_.profile().events) {
-    if (e.kind != EventKind::kCollective) continue;
-    bytes += e.bytes;
-    seconds += e.duration_s();  // includes waiting for the slowest rank
-  }
-  measure("net", bytes, seconds, &links_.collective_bps);
-}
-
-Status Trainer::BuildPlan(const CacheMetrics& profiled) {
-  CalibrateLinks(profiled);
-  // Gradients go from the reduce-scatter straight to the host here, so the
-  // whole device pool caches parameters: give the plan (and tencache-sim) the
-  // budget whose capacity after the simulator's gradient reserve is that pool.
-  sim_budgets_.device =
-      DeviceBudgetForCapacity(profiler_.profile(), store_->cache()->pool(Tier::kDevice).reserved_bytes());
-  sim_budgets_.host = job_.cache.host_budget.value_or(state_bytes_);
-  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(profiler_.profile(), links_, sim_budgets_);
-  if (!plan.ok()) return plan.status().WithContext("building the prefetch plan from the profiled step");
-  plan_ = std::make_unique<PrefetchPlan>(std::move(plan).value());
-  PlanStateFetches();
-  oracle_ = std::make_unique<AcquireOrderOracle>(acquire_order_);
-  store_->cache()->SetNextUseOracle(oracle_.get());
-  std::ostringstream line;
-  line << "plan: " << plan_->fetches().size() << " fetches per step over " << plan_->sequence().size()
-       << " device accesses, predicted device hit rate " << plan_->device_hit_rate() << ", predicted stall "
-       << plan_->predicted_stall_s() << " s; device capacity " << plan_->layout().device_capacity
-       << " bytes; links GB/s: h2d " << links_.h2d_bps / 1e9 << ", d2h " << links_.d2h_bps / 1e9 << ", nvme read "
-       << links_.nvme_read_bps / 1e9 << ", nvme write " << links_.nvme_write_bps / 1e9 << ", net "
-       << links_.collective_bps / 1e9 << " (measured:";
-  for (const std::string& name : measured_links_) line << " " << name;
-  line << "; the rest scheduler defaults)";
-  log_(line.str());
-  return Status::Ok();
-}
-
-// Each update's shards (master, moments, a stored gradient) are fetched to the
-// host with the fetches planned for the access the update follows, issued as
-// the access before that one is released (IssuePlannedFetches). The cache gives each fetch
-// the victim a demand miss at the update would take — with the host full, the
-// previous update's shards, whose next use is a step away — and parks the fetch
-// until that update has released them (docs/cachemgr.md), so the read overlaps
-// the rest of that access and moves no byte the demand fetches would not.
-void Trainer::PlanStateFetches() {
-  const size_t n = plan_->sequence().size();
-  state_fetches_.assign(n, {});
-  size_t c = 0;  // device accesses before the event
-  for (const TraceEvent& e : profiler_.profile().events) {
-    if (e.is_device_access()) ++c;
-    if (e.kind != EventKind::kAccess || e.phase != Phase::kOptimizer || c == 0 || n == 0) continue;
-    state_fetches_[(c - 1) % n].push_back({e.block, e.pieces_begin, e.pieces_end});
-  }
+  return sampling_ ? Status::Ok() : driver_->BeforeAccess(profiler_.position());
 }
 
 Status Trainer::WriteTrace(const std::string& path) const {
@@ -629,26 +465,7 @@ Status Trainer::WriteTrace(const std::string& path) const {
   return WriteTraceFile(profiler_.timed_profile(), path);
 }
 
-void Trainer::LinkWindow::Add(uint64_t bytes, double seconds) {
-  if (bytes == 0 || !(seconds > 0)) return;
-  bps[size_t(added % Profiler::kTimedSteps)] = double(bytes) / seconds;
-  ++added;
-}
-
-double Trainer::LinkWindow::Median(double otherwise) const {
-  const size_t n = size_t(std::min(added, Profiler::kTimedSteps));
-  return n == 0 ? otherwise : tencache::Median(std::vector<double>(bps.begin(), bps.begin() + n));
-}
-
-std::string Trainer::SimFlags() const {
-  std::ostringstream out;
-  out << std::setprecision(9) << "--device-budget " << sim_budgets_.device << "B --host-budget " << sim_budgets_.host
-      << "B --h2d-gbps " << steady_links_[0].Median(links_.h2d_bps) / 1e9 << " --d2h-gbps "
-      << steady_links_[1].Median(links_.d2h_bps) / 1e9 << " --nvme-read-gbps "
-      << steady_links_[2].Median(links_.nvme_read_bps) / 1e9 << " --nvme-write-gbps "
-      << steady_links_[3].Median(links_.nvme_write_bps) / 1e9 << " --net-gbps " << links_.collective_bps / 1e9;
-  return out.str();
-}
+std::string Trainer::SimFlags() const { return calibrator_.SimFlags(); }
 
 StatusOr<StepMetrics> Trainer::Step() {
   if (!failed_.ok()) {
@@ -664,11 +481,7 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   step_start_ = Now();
   acquire_mark_ = acquire_s_;
   lanes_ = LaneBusy();  // what ran between steps (validation, sampling) is not this step's
-  issued_for_ = -1;
-  if (job_.cache.policy == CachePolicy::kZeroInfinity && zero_infinity_ == nullptr && store_->cache() != nullptr) {
-    zero_infinity_ = std::make_unique<ZeroInfinityPrefetcher>(layout_.counts);  // records this step's order
-  }
-  if (zero_infinity_ != nullptr) zero_infinity_->BeginStep();
+  driver_->BeginStep();
   std::fill(contributions_.begin(), contributions_.end(), 0);
   step_acquires_.clear();  // capacity kept: no allocation once a step has run
   step_loss_scale_ = loss_scale_;
@@ -697,14 +510,10 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   // the eviction oracle its order.
   if (profiler_.profile_version() != version) {
     acquire_order_ = step_acquires_;
+    TC_RETURN_IF_ERROR(driver_->OnNewProfile({profiler_.profile(), cache, acquire_order_}));
   } else if (followed) {  // a steady step: its link speeds, for SimFlags
-    steady_links_[0].Add(cache.bytes_host_to_device, cache.seconds_host_to_device);
-    steady_links_[1].Add(cache.bytes_device_to_host, cache.seconds_device_to_host);
-    steady_links_[2].Add(cache.bytes_nvme_to_host, cache.seconds_nvme_to_host);
-    steady_links_[3].Add(cache.bytes_host_to_nvme, cache.seconds_host_to_nvme);
+    calibrator_.AddSteadyStep(cache);
   }
-  const bool cached_plan = job_.cache.policy == CachePolicy::kTencache && store_->cache() != nullptr;
-  if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan(cache));
   if (steps_run_ == 0 && store_->cache() != nullptr) {
     allocations_at_warmup_ = cache.allocations_after_setup;
   }

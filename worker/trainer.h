@@ -14,9 +14,8 @@
 // (trainer_embedding.cc). No block
 // keeps parameters between its forward and backward, and the order of shard
 // accesses is the same every step: step 0 is profiled (scheduler Profiler), and
-// from step 1 on the PrefetchPlan built from it issues fetches ahead of use —
-// parameters to the device, each update's states to the host — and tells the
-// cache which shard is needed furthest away.
+// the cache policy's PrefetchDriver (worker/prefetch_driver.h) fetches ahead of
+// use from then on — tencache's from the PrefetchPlan built from the profile.
 // Deferred updates: with train.grad_clip or fp16 loss scaling an update needs
 // the whole step's gradient norm (or its overflow check) first, so each complete
 // gradient shard is stored in the cache (kGrad) and every block is updated
@@ -41,10 +40,12 @@
 #include "worker/communicator.h"
 #include "worker/compute_device.h"
 #include "worker/decoder_model.h"
+#include "worker/device_hit_counter.h"
+#include "worker/link_calibrator.h"
+#include "worker/prefetch_driver.h"
 #include "worker/shard_store.h"
 #include "worker/step_metrics.h"
 #include "common/token_corpus.h"
-#include "worker/zero_infinity_prefetcher.h"
 
 namespace tencache {
 
@@ -114,10 +115,10 @@ class Trainer {
   // runs it: the device budget whose capacity (budget minus the gradient reserve
   // the simulator assumes, which this worker keeps off the device) equals the
   // device pool's slots, and the host budget. Valid once a step is profiled.
-  const TierBudgets& sim_budgets() const { return sim_budgets_; }
+  const TierBudgets& sim_budgets() const { return calibrator_.budgets(); }
   // Link speeds the plan was built with: each one measured from the cache's
   // copies in the profiled step, the scheduler's default where a link was idle.
-  const LinkSpeeds& link_speeds() const { return links_; }
+  const LinkSpeeds& link_speeds() const { return calibrator_.links(); }
   // The tencache-sim flags that replay this rank's trace: budgets, and link
   // speeds — each the median over the latest steps that followed the profile
   // (at most Profiler::kTimedSteps, a step that did not use the link left
@@ -219,13 +220,8 @@ class Trainer {
   using HeadFn = std::function<torch::Tensor(const torch::Tensor& flat_last, const torch::Tensor& flat0,
                                              const torch::Tensor& x)>;
   StatusOr<torch::Tensor> Forward(const torch::Tensor& tokens, const HeadFn& head);
-  void IssuePlannedFetches();
-  void Release(Gathered* g);
-  // Before which access each update's states are fetched to the host (state_fetches_).
-  void PlanStateFetches();
-  void NoteDeviceAccess(int block);
-  void CalibrateLinks(const CacheMetrics& profiled);
-  Status BuildPlan(const CacheMetrics& profiled);
+  // Unpins `g`; the driver's fetches for the next access start.
+  Status Release(Gathered* g);
   StatusOr<StepMetrics> Collect(double loss_sum, double seconds, const CacheMetrics& cache);
   double Now() const;
   // Adds the training thread's seconds on one lane, from construction to
@@ -318,16 +314,8 @@ class Trainer {
   std::vector<int> needed_;                  // per block: contributions per step (the embedding has two)
   std::vector<torch::Tensor> checkpoints_;   // each layer's input
   Profiler profiler_;
-  std::unique_ptr<PrefetchPlan> plan_;
-  // Per device access k: blocks whose update's shards to fetch to the host before it.
-  struct StateFetch {
-    int block = 0;
-    int first = 0, last = 0;  // the update's pieces [first, last); last 0: all
-  };
-  std::vector<std::vector<StateFetch>> state_fetches_;
-  std::unique_ptr<ZeroInfinityPrefetcher> zero_infinity_;  // cache.policy zero-infinity: records step 0
-  int zi_fetches_reported_ = 0;
-  std::unique_ptr<NextUseOracle> oracle_;
+  LinkCalibrator calibrator_;                // the links and budgets the plan is built for
+  std::unique_ptr<PrefetchDriver> driver_;   // cache.policy's fetches ahead of use (MakePrefetchDriver)
   std::vector<TensorId> acquire_order_;      // cache ids acquired in the profiled step: the oracle's order
   std::vector<TensorId> step_acquires_;      // cache ids acquired in this step so far
   int64_t steps_run_ = 0;                    // steps this process ran (a resumed run starts at step_ > 0)
@@ -338,25 +326,7 @@ class Trainer {
   double acquire_mark_ = 0;  // acquire_s_ when the step's latest access ended (or the step began)
   uint64_t allocations_at_warmup_ = 0;
   double setup_peak_rss_ = -1;  // this rank's resident peak up to the end of initialisation (-1: unknown)
-  int prefetches_ = 0;                        // planned fetches issued this step
-  int64_t issued_for_ = -1;                   // the access whose planned fetches were issued last
-  // Device hits as tencache-sim counts them (NoteDeviceAccess).
-  std::vector<int64_t> arrivals_seen_;        // per block: device arrivals at its last access, -1: none
-  std::vector<PrefetchHandle> refresh_;       // per block: the optimizer's refresh since then
-  std::vector<bool> refreshed_;
-  uint64_t sim_hits_ = 0, sim_accesses_ = 0;  // this step
-  LinkSpeeds links_;
-  std::vector<std::string> measured_links_;   // names of the links measured (the rest are defaults)
-  // Per cache link (h2d, d2h, NVMe read, NVMe write): bytes over copy seconds
-  // of the latest steps that followed the profile; ring of kTimedSteps.
-  struct LinkWindow {
-    std::array<double, Profiler::kTimedSteps> bps{};
-    int added = 0;
-    void Add(uint64_t bytes, double seconds);
-    double Median(double otherwise) const;  // `otherwise` when empty
-  };
-  std::array<LinkWindow, 4> steady_links_;
-  TierBudgets sim_budgets_;
+  std::unique_ptr<DeviceHitCounter> hit_counter_;  // device hits as tencache-sim counts them, this step
 };
 
 }  // namespace tencache

@@ -20,11 +20,11 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
                    double(dev.hits),
                    double(dev.misses),
                    seconds,
-                   double(sim_hits_),
-                   double(sim_accesses_),
+                   double(hit_counter_->hits()),
+                   double(hit_counter_->accesses()),
                    double(c.tier(Tier::kHost).hits),
                    double(c.tier(Tier::kHost).misses)};
-  sim_hits_ = sim_accesses_ = 0;
+  hit_counter_->Reset();
   TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
   // This rank's lanes: the training thread's (compute, collectives, optimizer)
   // and the cache's links.
@@ -92,9 +92,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.per_rank = std::move(per_rank);
   m.lanes = busiest;
   m.overlap_efficiency = busiest.OverlapEfficiency(m.step_time_s);
-  m.prefetches = prefetches_ + (zero_infinity_ ? zero_infinity_->fetches_issued() - zi_fetches_reported_ : 0);
-  if (zero_infinity_) zi_fetches_reported_ = zero_infinity_->fetches_issued();
-  prefetches_ = 0;
+  m.prefetches = driver_->TakeFetchesIssued();
   m.prefetches_deferred = int(c.prefetches_deferred);
   m.prefetches_declined = int(c.prefetches_declined);
   return m;

@@ -121,7 +121,6 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
   const double asked = Now(), waited = WaitedSinceLastAccess();  // the update asks for its first shard
   const TensorId param = ShardTensorId(b, ShardKind::kParam);
   TensorCache* cache = store_->cache();
-  const bool planned = plan_ != nullptr && job_.cache.prefetch && !sampling_ && profiler_.following();
   const int pieces = layout_.Pieces(b, ShardKind::kAdamM);
   const bool part = last >= 0;  // a part of a streamed update
   if (!part) last = pieces;
@@ -180,10 +179,9 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
     }
   }
   const AccessIndex k = profiler_.position();  // device accesses so far this step
-  if (last == pieces && planned && on_device && k > 0 && plan_->KeptUntilNextUse(TensorId(b), k - 1) &&
+  if (last == pieces && !sampling_ && on_device && k > 0 && driver_->KeepsOnDeviceAfterUpdate(b, k - 1) &&
       !cache->IsResident(param, Tier::kDevice)) {
-    refresh_[b] = store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice);
-    refreshed_[b] = true;
+    hit_counter_->NoteRefresh(b, store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice));
   }
   EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited, part ? first : 0, part ? last : 0);
   return Status::Ok();

@@ -69,4 +69,10 @@ void ZeroInfinityPrefetcher::AfterAccess(size_t k, int block, ShardStore* store)
   }
 }
 
+int ZeroInfinityDriver::TakeFetchesIssued() {
+  const int issued = prefetcher_.fetches_issued() - reported_;
+  reported_ = prefetcher_.fetches_issued();
+  return issued;
+}
+
 }  // namespace tencache

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "scheduler/zero_infinity_coordinator.h"
+#include "worker/prefetch_driver.h"
 #include "worker/shard_store.h"
 
 namespace tencache {
@@ -44,6 +45,25 @@ class ZeroInfinityPrefetcher {
   ZeroInfinityCoordinator coordinator_;
   std::vector<std::optional<PrefetchHandle>> fetches_;  // per block: its latest prefetch
   std::vector<int> pending_release_;                     // released while still pinned: retried later
+};
+
+// The zero-infinity policy's PrefetchDriver: a ZeroInfinityPrefetcher over the
+// training thread's device accesses. REQUIRES: store->cache() != nullptr.
+class ZeroInfinityDriver : public PrefetchDriver {
+ public:
+  ZeroInfinityDriver(std::vector<size_t> shard_elems, ShardStore* store)
+      : prefetcher_(std::move(shard_elems)), store_(store) {}
+  const char* name() const override { return "zero-infinity"; }
+  void BeginStep() override { prefetcher_.BeginStep(); }
+  // DeepSpeed prefetches once the current parameters are there.
+  void OnAccess(AccessIndex k, int block) override { prefetcher_.OnAccess(k, block, store_); }
+  void AfterAccess(AccessIndex k, int block) override { prefetcher_.AfterAccess(k, block, store_); }
+  int TakeFetchesIssued() override;
+
+ private:
+  ZeroInfinityPrefetcher prefetcher_;
+  ShardStore* const store_;
+  int reported_ = 0;  // prefetcher_'s fetches counted by TakeFetchesIssued so far
 };
 
 }  // namespace tencache

@@ -134,6 +134,33 @@ TEST(PlanTest, KeptUntilNextUseIsTheNextAccessBeingAHit) {
   EXPECT_FALSE(plan->KeptUntilNextUse(TensorId(seq.num_tensors()), 0));  // unknown tensor
 }
 
+// Each update's states are listed once, under the device access the update
+// follows, in the trace's order; nothing past the step's end.
+TEST(PlanTest, StateFetchesAreListedUnderTheAccessEachUpdateFollows) {
+  const Trace trace = Synth("gpt2");
+  StatusOr<PrefetchPlan> plan = HalfDevicePlan(trace);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const AccessIndex n = plan->sequence().size();
+  std::vector<std::vector<std::pair<int, int>>> expected(n);  // per access: (block, pieces_begin)
+  size_t device = 0, updates = 0;
+  for (const TraceEvent& e : trace.events) {
+    if (e.is_device_access()) ++device;
+    if (e.kind != EventKind::kAccess || e.phase != Phase::kOptimizer || device == 0) continue;
+    expected[(device - 1) % n].push_back({e.block, e.pieces_begin});
+    ++updates;
+  }
+  ASSERT_GT(updates, 0u);
+  size_t listed = 0;
+  for (AccessIndex k = 0; k < n; ++k) {
+    std::vector<std::pair<int, int>> got;
+    for (const PlannedStateFetch& f : plan->StateFetchesBefore(k)) got.push_back({f.block, f.pieces_begin});
+    EXPECT_EQ(got, expected[k]) << "access " << k;
+    listed += got.size();
+  }
+  EXPECT_EQ(listed, updates);
+  EXPECT_TRUE(plan->StateFetchesBefore(n).empty());
+}
+
 TEST(PlanTest, LayoutSpillsToNvmeAndChecksBudgets) {
   const Trace trace = Synth("gpt2");
   const AccessSequence seq = *AccessSequence::FromTrace(trace);
