@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <iomanip>
-#include <map>
 #include <sstream>
 #include <thread>
 
@@ -15,34 +14,13 @@
 #include "common/clock.h"
 #include "common/shard_bytes.h"
 #include "common/stats.h"
+#include "cachemgr/step_order.h"
 #include "worker/checkpoint.h"
 #include "worker/host_malloc.h"
 #include "worker/process_memory.h"
 
 namespace tencache {
 namespace {
-
-// Next use of a cache tensor in the order the profiled step acquired them,
-// repeating every step: what the cache evicts by.
-class AcquireOrderOracle : public NextUseOracle {
- public:
-  explicit AcquireOrderOracle(const std::vector<TensorId>& order) : length_(order.size()) {
-    for (size_t i = 0; i < order.size(); ++i) positions_[order[i]].push_back(i);
-  }
-  AccessIndex NextUse(TensorId id, AccessIndex now) const override {
-    auto it = positions_.find(id);
-    if (it == positions_.end() || length_ == 0) return kNeverUsed;
-    const std::vector<AccessIndex>& p = it->second;
-    const AccessIndex step = now / length_, within = now % length_;
-    auto next = std::upper_bound(p.begin(), p.end(), within);
-    if (next != p.end()) return step * length_ + *next;
-    return (step + 1) * length_ + p.front();
-  }
-
- private:
-  const AccessIndex length_;
-  std::map<TensorId, std::vector<AccessIndex>> positions_;
-};
 
 // 2-byte parameters (bf16 or fp16) with fp32 masters and optimizer (mixed precision), or fp32.
 bool Mixed(const JobSpec& job) { return job.dtype != DType::kFp32; }
@@ -595,7 +573,7 @@ Status Trainer::BuildPlan(const CacheMetrics& profiled) {
   if (!plan.ok()) return plan.status().WithContext("building the prefetch plan from the profiled step");
   plan_ = std::make_unique<PrefetchPlan>(std::move(plan).value());
   PlanStateFetches();
-  oracle_ = std::make_unique<AcquireOrderOracle>(acquire_order_);
+  oracle_ = std::make_unique<StepOrder>(acquire_order_, store_->cache()->size());
   store_->cache()->SetNextUseOracle(oracle_.get());
   std::ostringstream line;
   line << "plan: " << plan_->fetches().size() << " fetches per step over " << plan_->sequence().size()
