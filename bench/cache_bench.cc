@@ -174,8 +174,8 @@ Status RunCacheBench(const CacheBenchConfig& c) {
     for (const CacheMetrics& m : steps)
       std::printf("  step %llu: device hits %llu misses %llu, nvme->host %s, host->nvme %s, stall %.3fs, host util %.3f\n",
                   (unsigned long long)m.step, (unsigned long long)m.tier(Tier::kDevice).hits,
-                  (unsigned long long)m.tier(Tier::kDevice).misses, FormatBytes(m.bytes_nvme_to_host).c_str(),
-                  FormatBytes(m.bytes_host_to_nvme).c_str(), m.stall_seconds, m.host_utilization());
+                  (unsigned long long)m.tier(Tier::kDevice).misses, FormatBytes(m.link(Link::kNvmeRead).bytes).c_str(),
+                  FormatBytes(m.link(Link::kNvmeWrite).bytes).c_str(), m.stall_seconds, m.host_utilization());
     std::printf("  allocations after warm-up: %llu (during warm-up: %llu)\n  host utilisation at peak: %.3f\n"
                 "  corrupt bytes seen: %llu\n",
                 (unsigned long long)alloc_after_warmup, (unsigned long long)alloc_after_warmup_base, host_util,

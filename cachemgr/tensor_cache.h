@@ -317,7 +317,7 @@ class TensorCache {
   AccessIndex access_ = 0;              // guarded by mu_: acquires so far this step
   uint64_t clock_ = 0;                  // guarded by mu_: LRU clock
   CacheMetrics metrics_;                // guarded by mu_
-  LinkClock links_[4];                  // guarded by mu_: nvme->host, host->device, device->host, host->nvme
+  LinkClock links_[kNumLinks];          // guarded by mu_: in Link order
   std::unique_ptr<NvmeExtents> nvme_;   // set in Create; guarded by mu_ (capacity constant)
 };
 

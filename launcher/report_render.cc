@@ -25,6 +25,7 @@
 
 #include "common/byte_size.h"
 #include "common/human_format.h"
+#include "common/link.h"
 #include "common/step_lanes.h"
 #include "launcher/gnuplot.h"
 #include "launcher/probe_conditions.h"
@@ -36,9 +37,9 @@ namespace {
 using json = nlohmann::json;
 using Opt = std::optional<double>;
 
-constexpr int kLinks = 4;  // per-step traffic: h2d, d2h, NVMe read, NVMe write
-const char* const kLinkKeys[kLinks] = {"bytes_h2d", "bytes_d2h", "bytes_nvme_read", "bytes_nvme_write"};
-const char* const kLinkNames[kLinks] = {"h2d", "d2h", "NVMe read", "NVMe write"};
+constexpr int kLinks = kNumLinks;  // per-step traffic, in Link order
+// "bytes_h2d", ...: the metrics' and the prediction's key of link `l`'s bytes.
+std::string LinkBytesKey(int l) { return std::string("bytes_") + LinkName(Link(l)); }
 constexpr int kTiers = 3;
 const char* const kTierKeys[kTiers] = {"device", "host", "nvme"};
 const char* const kTierNames[kTiers] = {"device", "host", "NVMe"};
@@ -225,9 +226,9 @@ void ReadMeasuredPredicted(Fields& f, const json& j, RunReport* r) {
   // Predicted bytes per step: all ranks, or per rank (bytes_per_rank.h2d) times the ranks.
   const json& per_rank = f.Obj(p, "predicted.", "bytes_per_rank");
   for (int l = 0; l < kLinks; ++l) {
-    r->m_bytes[l] = f.Num(m, "measured.", kLinkKeys[l]);
-    r->p_bytes[l] = f.Num(p, "predicted.", kLinkKeys[l]);
-    const Opt one = f.Num(per_rank, "predicted.bytes_per_rank.", kLinkKeys[l] + 6);  // without "bytes_"
+    r->m_bytes[l] = f.Num(m, "measured.", LinkBytesKey(l).c_str());
+    r->p_bytes[l] = f.Num(p, "predicted.", LinkBytesKey(l).c_str());
+    const Opt one = f.Num(per_rank, "predicted.bytes_per_rank.", LinkName(Link(l)));
     if (!r->p_bytes[l] && one && r->ranks) r->p_bytes[l] = *one * *r->ranks;
   }
   r->prediction_error = f.Num(j, "", "prediction_error");
@@ -304,7 +305,7 @@ Metrics ReadMetrics(const std::string& path) {
     r.eval_loss = NumOr(j, "eval_loss");
     r.step_time_s = NumOr(j, "step_time_s");
     r.stall_s = NumOr(j, "stall_s");
-    for (int l = 0; l < kLinks; ++l) r.bytes[l] = NumOr(j, kLinkKeys[l]);
+    for (int l = 0; l < kLinks; ++l) r.bytes[l] = NumOr(j, LinkBytesKey(l).c_str());
     if (auto lanes = j.find("lane_busy_s"); lanes != j.end() && lanes->is_object()) {
       for (int l = 0; l < kStepLanes; ++l) r.lanes[l] = NumOr(*lanes, StepLaneName(StepLane(l)));
     }
@@ -384,7 +385,8 @@ std::string MdTable(const std::vector<std::vector<std::string>>& rows, size_t te
 
 // A link's name; the device's say so where the device tier is simulated.
 std::string LinkName(const RunReport& r, int l) {
-  return std::string(kLinkNames[l]) + (r.simulated_device && l < 2 ? " (simulated device)" : "");
+  const bool device = Link(l) == Link::kH2D || Link(l) == Link::kD2H;
+  return std::string(NamesOf(Link(l)).title) + (r.simulated_device && device ? " (simulated device)" : "");
 }
 
 // What was measured against what the planner predicted, with the prediction

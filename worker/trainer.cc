@@ -547,10 +547,7 @@ void Trainer::CalibrateLinks(const CacheMetrics& c) {
       measured_links_.push_back(name);
     }
   };
-  measure("h2d", c.bytes_host_to_device, c.seconds_host_to_device, &links_.h2d_bps);
-  measure("d2h", c.bytes_device_to_host, c.seconds_device_to_host, &links_.d2h_bps);
-  measure("nvme_read", c.bytes_nvme_to_host, c.seconds_nvme_to_host, &links_.nvme_read_bps);
-  measure("nvme_write", c.bytes_host_to_nvme, c.seconds_host_to_nvme, &links_.nvme_write_bps);
+  for (Link l : kLinks) measure(LinkName(l), c.link(l).bytes, c.link(l).seconds, &links_.Bps(l));
   uint64_t bytes = 0;
   double seconds = 0;
   for (const TraceEvent& e : profiler_.profile().events) {
@@ -627,10 +624,13 @@ double Trainer::LinkWindow::Median(double otherwise) const {
 std::string Trainer::SimFlags() const {
   std::ostringstream out;
   out << std::setprecision(9) << "--device-budget " << sim_budgets_.device << "B --host-budget " << sim_budgets_.host
-      << "B --h2d-gbps " << steady_links_[0].Median(links_.h2d_bps) / 1e9 << " --d2h-gbps "
-      << steady_links_[1].Median(links_.d2h_bps) / 1e9 << " --nvme-read-gbps "
-      << steady_links_[2].Median(links_.nvme_read_bps) / 1e9 << " --nvme-write-gbps "
-      << steady_links_[3].Median(links_.nvme_write_bps) / 1e9 << " --net-gbps " << links_.collective_bps / 1e9;
+      << "B";
+  for (Link l : kLinks) {
+    std::string flag = LinkName(l);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    out << " --" << flag << "-gbps " << steady_links_[static_cast<int>(l)].Median(links_.Bps(l)) / 1e9;
+  }
+  out << " --net-gbps " << links_.collective_bps / 1e9;
   return out.str();
 }
 
@@ -682,10 +682,7 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   if (profiler_.profile_version() != version) {
     acquire_order_ = step_acquires_;
   } else if (followed) {  // a steady step: its link speeds, for SimFlags
-    steady_links_[0].Add(cache.bytes_host_to_device, cache.seconds_host_to_device);
-    steady_links_[1].Add(cache.bytes_device_to_host, cache.seconds_device_to_host);
-    steady_links_[2].Add(cache.bytes_nvme_to_host, cache.seconds_nvme_to_host);
-    steady_links_[3].Add(cache.bytes_host_to_nvme, cache.seconds_host_to_nvme);
+    for (Link l : kLinks) steady_links_[static_cast<int>(l)].Add(cache.link(l).bytes, cache.link(l).seconds);
   }
   const bool cached_plan = job_.cache.policy == CachePolicy::kTencache && store_->cache() != nullptr;
   if (cached_plan && profiler_.profile_version() != version) TC_RETURN_IF_ERROR(BuildPlan(cache));

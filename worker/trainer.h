@@ -347,15 +347,15 @@ class Trainer {
   uint64_t sim_hits_ = 0, sim_accesses_ = 0;  // this step
   LinkSpeeds links_;
   std::vector<std::string> measured_links_;   // names of the links measured (the rest are defaults)
-  // Per cache link (h2d, d2h, NVMe read, NVMe write): bytes over copy seconds
-  // of the latest steps that followed the profile; ring of kTimedSteps.
+  // Per cache link, in Link order: bytes over copy seconds of the latest steps
+  // that followed the profile; ring of kTimedSteps.
   struct LinkWindow {
     std::array<double, Profiler::kTimedSteps> bps{};
     int added = 0;
     void Add(uint64_t bytes, double seconds);
     double Median(double otherwise) const;  // `otherwise` when empty
   };
-  std::array<LinkWindow, 4> steady_links_;
+  std::array<LinkWindow, kNumLinks> steady_links_;
   TierBudgets sim_budgets_;
 };
 

@@ -86,7 +86,7 @@ TEST_F(PrefetchVictimTest, WaitsForTheVictimsLastUseThenEvictsIt) {
   EXPECT_EQ(m.prefetches, 1u);
   EXPECT_EQ(m.prefetches_deferred, 1u);
   EXPECT_EQ(m.prefetches_declined, 0u);
-  EXPECT_EQ(m.bytes_nvme_to_host, kBytes);  // X only
+  EXPECT_EQ(m.link(Link::kNvmeRead).bytes, kBytes);  // X only
   EXPECT_EQ(m.tier(Tier::kHost).misses, 0u);
   EXPECT_EQ(m.allocations_after_setup, 0u);
 }
@@ -186,7 +186,7 @@ TEST(PrefetchVictim, ATensorAnAcquireWaitsForIsNotEvictedWhenItArrives) {
   EXPECT_TRUE(Read(c.get(), kY, 11));  // access 1
   EXPECT_TRUE(Read(c.get(), kB, 12));  // access 2
   CacheMetrics m = c->EndStep();
-  EXPECT_EQ(m.bytes_nvme_to_host, 2 * kBytes);  // X and Y once each (X twice before the fix)
+  EXPECT_EQ(m.link(Link::kNvmeRead).bytes, 2 * kBytes);  // X and Y once each (X twice before the fix)
   EXPECT_EQ(m.tier(Tier::kHost).misses, 1u);    // X's acquire only: Y took X's slot after its use, B stayed
   c->SetNextUseOracle(nullptr);
 }
