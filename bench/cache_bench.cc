@@ -17,6 +17,7 @@
 #include "bench/benchmarks.h"
 #include "cachemgr/device_tier.h"
 #include "cachemgr/host_tier.h"
+#include "cachemgr/step_order.h"
 #include "cachemgr/tensor_cache.h"
 #include "common/byte_size.h"
 #include "common/cli.h"
@@ -68,24 +69,6 @@ std::vector<Access> StepTrace(int layers) {
     }
   return trace;
 }
-
-// Next uses from the repeating step trace: the scheduler's plan, in miniature.
-class TraceOracle : public NextUseOracle {
- public:
-  TraceOracle(const std::vector<Access>& trace, size_t tensors) : len_(trace.size()), uses_(tensors) {
-    for (size_t i = 0; i < trace.size(); ++i) uses_[trace[i].id].push_back(i);
-  }
-  AccessIndex NextUse(TensorId id, AccessIndex now) const override {
-    const auto& u = uses_[id];
-    if (u.empty()) return kNeverUsed;
-    auto it = std::upper_bound(u.begin(), u.end(), now);
-    return it != u.end() ? *it : u.front() + len_;
-  }
-
- private:
-  const AccessIndex len_;
-  std::vector<std::vector<AccessIndex>> uses_;
-};
 
 uint8_t Expected(TensorId id, uint32_t version, uint64_t i) {
   return static_cast<uint8_t>((id * 131u + version * 17u + (i >> 12)) & 0xFF);
@@ -141,7 +124,9 @@ Status RunCacheBench(const CacheBenchConfig& c) {
   uint64_t total = 0;
   for (const auto& s : specs) total += s.bytes;
   const std::vector<Access> trace = StepTrace(c.layers);
-  TraceOracle oracle(trace, specs.size());
+  std::vector<TensorId> order;
+  for (const Access& a : trace) order.push_back(a.id);
+  const StepOrder oracle(std::move(order), specs.size());  // the scheduler's plan, in miniature
   const size_t n = specs.size();
   auto cache_or = BuildCache(c, dir, std::move(specs));
   if (!cache_or.ok()) {
@@ -189,8 +174,8 @@ Status RunCacheBench(const CacheBenchConfig& c) {
     for (const CacheMetrics& m : steps)
       std::printf("  step %llu: device hits %llu misses %llu, nvme->host %s, host->nvme %s, stall %.3fs, host util %.3f\n",
                   (unsigned long long)m.step, (unsigned long long)m.tier(Tier::kDevice).hits,
-                  (unsigned long long)m.tier(Tier::kDevice).misses, FormatBytes(m.bytes_nvme_to_host).c_str(),
-                  FormatBytes(m.bytes_host_to_nvme).c_str(), m.stall_seconds, m.host_utilization());
+                  (unsigned long long)m.tier(Tier::kDevice).misses, FormatBytes(m.link(Link::kNvmeRead).bytes).c_str(),
+                  FormatBytes(m.link(Link::kNvmeWrite).bytes).c_str(), m.stall_seconds, m.host_utilization());
     std::printf("  allocations after warm-up: %llu (during warm-up: %llu)\n  host utilisation at peak: %.3f\n"
                 "  corrupt bytes seen: %llu\n",
                 (unsigned long long)alloc_after_warmup, (unsigned long long)alloc_after_warmup_base, host_util,

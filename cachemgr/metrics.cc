@@ -38,18 +38,10 @@ std::string CacheMetrics::ToJson() const {
     j[p + "_peak_used_bytes"] = tiers[t].peak_used_bytes;
     j[p + "_evictions"] = tiers[t].evictions;
   }
-  j["bytes_nvme_to_host"] = bytes_nvme_to_host;
-  j["bytes_host_to_device"] = bytes_host_to_device;
-  j["bytes_device_to_host"] = bytes_device_to_host;
-  j["bytes_host_to_nvme"] = bytes_host_to_nvme;
-  j["seconds_nvme_to_host"] = seconds_nvme_to_host;
-  j["seconds_host_to_device"] = seconds_host_to_device;
-  j["seconds_device_to_host"] = seconds_device_to_host;
-  j["seconds_host_to_nvme"] = seconds_host_to_nvme;
-  j["busy_seconds_nvme_to_host"] = busy_seconds_nvme_to_host;
-  j["busy_seconds_host_to_device"] = busy_seconds_host_to_device;
-  j["busy_seconds_device_to_host"] = busy_seconds_device_to_host;
-  j["busy_seconds_host_to_nvme"] = busy_seconds_host_to_nvme;
+  const auto key = [](const char* field, Link l) { return field + std::string(NamesOf(l).cache_key); };
+  for (Link l : kLinks) j[key("bytes_", l)] = link(l).bytes;
+  for (Link l : kLinks) j[key("seconds_", l)] = link(l).seconds;
+  for (Link l : kLinks) j[key("busy_seconds_", l)] = link(l).busy_seconds;
   j["stall_seconds"] = stall_seconds;
   j["prefetches"] = prefetches;
   j["prefetches_declined"] = prefetches_declined;

@@ -40,25 +40,21 @@ class LinkClock {
   double busy_ = 0;
 };
 
+// What one link carried during the step.
+struct LinkMetrics {
+  uint64_t bytes = 0;
+  // Seconds copies spent on the link, summed over copies (two movers may copy
+  // at once, so bytes / seconds is the throughput of one copy, not the link's).
+  double seconds = 0;
+  // Seconds the link was busy: the union of its copies' intervals (what the
+  // step's slowest-lane bound compares with the step time).
+  double busy_seconds = 0;
+};
+
 struct CacheMetrics {
   uint64_t step = 0;
   TierMetrics tiers[kNumTiers];
-  uint64_t bytes_nvme_to_host = 0;
-  uint64_t bytes_host_to_device = 0;
-  uint64_t bytes_device_to_host = 0;
-  uint64_t bytes_host_to_nvme = 0;
-  // Seconds copies spent on each link, summed over copies (two movers may copy
-  // at once, so bytes / seconds is the throughput of one copy, not the link's).
-  double seconds_nvme_to_host = 0;
-  double seconds_host_to_device = 0;
-  double seconds_device_to_host = 0;
-  double seconds_host_to_nvme = 0;
-  // Seconds each link was busy: the union of its copies' intervals (what the
-  // step's slowest-lane bound compares with the step time).
-  double busy_seconds_nvme_to_host = 0;
-  double busy_seconds_host_to_device = 0;
-  double busy_seconds_device_to_host = 0;
-  double busy_seconds_host_to_nvme = 0;
+  LinkMetrics links[kNumLinks];  // in Link order
   double stall_seconds = 0;           // summed over acquiring threads
   uint64_t prefetches = 0;            // prefetch calls that started a move
   uint64_t prefetches_declined = 0;   // of which declined: room only by evicting a tensor needed sooner
@@ -69,9 +65,12 @@ struct CacheMetrics {
 
   const TierMetrics& tier(Tier t) const { return tiers[static_cast<int>(t)]; }
   TierMetrics& tier(Tier t) { return tiers[static_cast<int>(t)]; }
+  const LinkMetrics& link(Link l) const { return links[static_cast<int>(l)]; }
+  LinkMetrics& link(Link l) { return links[static_cast<int>(l)]; }
   // Peak used / reserved of the host tier (0 when nothing is reserved).
   double host_utilization() const;
-  // One JSON object, keys as in docs/cachemgr.md ("device_hits", "bytes_nvme_to_host", ...).
+  // One JSON object, keys as in docs/cachemgr.md ("device_hits", "bytes_nvme_to_host", ...;
+  // a link's keys spelled by its LinkNames::cache_key).
   std::string ToJson() const;
 };
 

@@ -546,37 +546,26 @@ Status TensorCache::Copy(MutexLock* lock, Entry* e, Tier from, Tier to, bool urg
   const uint64_t dev_off = static_cast<uint64_t>(e->slot[kDev]);
   const std::string& name = e->spec.name;
   const std::chrono::milliseconds timeout = options_.io_timeout;
-  LinkClock* busy = zeros                  ? nullptr
-                    : from == Tier::kNvme  ? &links_[0]
-                    : to == Tier::kDevice  ? &links_[1]
-                    : from == Tier::kDevice ? &links_[2]
-                                           : &links_[3];
+  const Link link = LinkBetween(from, to);
+  LinkClock* busy = zeros ? nullptr : &links_[static_cast<int>(link)];
   if (busy != nullptr) busy->Begin(Clock::now());
   lock->Unlock(&mu_);
   const Clock::time_point copy_start = Clock::now();
   Status st;
   IoTicket io;
   bool has_ticket = false;
-  uint64_t* link = nullptr;
-  double* link_seconds = nullptr;
   if (zeros) {
     std::memset(host, 0, e->slot_bytes);
-  } else if (from == Tier::kNvme || to == Tier::kNvme) {
-    const bool read = from == Tier::kNvme;
+  } else if (link == Link::kNvmeRead || link == Link::kNvmeWrite) {
+    const bool read = link == Link::kNvmeRead;
     io = read ? tiers_.nvme->SubmitRead(nvme_off, host, e->slot_bytes, name)
               : tiers_.nvme->SubmitWrite(nvme_off, host, e->slot_bytes, name);
     has_ticket = true;
     st = tiers_.nvme->Await(io, /*write=*/!read, name, timeout);
-    link = read ? &metrics_.bytes_nvme_to_host : &metrics_.bytes_host_to_nvme;
-    link_seconds = read ? &metrics_.seconds_nvme_to_host : &metrics_.seconds_host_to_nvme;
-  } else if (to == Tier::kDevice) {
+  } else if (link == Link::kH2D) {
     st = tiers_.device->Write(dev_off, host, e->spec.bytes, name, timeout);
-    link = &metrics_.bytes_host_to_device;
-    link_seconds = &metrics_.seconds_host_to_device;
   } else {
     st = tiers_.device->Read(dev_off, host, e->spec.bytes, name, timeout);
-    link = &metrics_.bytes_device_to_host;
-    link_seconds = &metrics_.seconds_device_to_host;
   }
   const double copy_seconds = std::chrono::duration<double>(Clock::now() - copy_start).count();
   lock->Lock(&mu_);
@@ -584,8 +573,10 @@ Status TensorCache::Copy(MutexLock* lock, Entry* e, Tier from, Tier to, bool urg
   if (st.ok()) {
     e->valid[t] = true;
     ++e->arrivals[t];
-    if (link != nullptr) *link += e->spec.bytes;
-    if (link_seconds != nullptr) *link_seconds += copy_seconds;
+    if (!zeros) {
+      metrics_.link(link).bytes += e->spec.bytes;
+      metrics_.link(link).seconds += copy_seconds;
+    }
     return st;
   }
   (void)f;
@@ -687,10 +678,7 @@ CacheMetrics TensorCache::MetricsLocked() const {
   m.tiers[kNvme].used_bytes = on_nvme;
   m.tiers[kNvme].peak_used_bytes = std::max(metrics_.tiers[kNvme].peak_used_bytes, on_nvme);
   const Clock::time_point now = Clock::now();
-  m.busy_seconds_nvme_to_host = links_[0].Busy(now);
-  m.busy_seconds_host_to_device = links_[1].Busy(now);
-  m.busy_seconds_device_to_host = links_[2].Busy(now);
-  m.busy_seconds_host_to_nvme = links_[3].Busy(now);
+  for (Link l : kLinks) m.link(l).busy_seconds = links_[static_cast<int>(l)].Busy(now);
   return m;
 }
 

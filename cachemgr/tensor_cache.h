@@ -262,7 +262,7 @@ class TensorCache {
   AccessIndex access_ GUARDED_BY(mu_) = 0;  // acquires so far this step
   uint64_t clock_ GUARDED_BY(mu_) = 0;      // LRU clock
   CacheMetrics metrics_ GUARDED_BY(mu_);
-  LinkClock links_[4] GUARDED_BY(mu_);      // nvme->host, host->device, device->host, host->nvme
+  LinkClock links_[kNumLinks] GUARDED_BY(mu_);  // in Link order
   std::unique_ptr<NvmeExtents> nvme_;   // set in Create; guarded by mu_ (capacity constant)
 };
 

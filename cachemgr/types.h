@@ -1,10 +1,12 @@
 // Types shared by the tensor cache and everything that drives it: tensor ids,
-// tiers, and the next-use oracle through which the scheduler's plan steers
+// tiers, the link between two tiers, and the next-use oracle through which the scheduler's plan steers
 // eviction. Header-only; all types are plain values or pure interfaces.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+
+#include "common/link.h"
 
 namespace tencache {
 
@@ -16,6 +18,13 @@ enum class Tier : uint8_t { kDevice = 0, kHost = 1, kNvme = 2 };
 constexpr int kNumTiers = 3;
 inline const char* TierName(Tier t) {
   return t == Tier::kDevice ? "device" : t == Tier::kHost ? "host" : "nvme";
+}
+
+// The link a copy from tier `from` to tier `to` crosses (every copy goes
+// through host memory). REQUIRES: exactly one of them is Tier::kHost.
+constexpr Link LinkBetween(Tier from, Tier to) {
+  if (from == Tier::kHost) return to == Tier::kDevice ? Link::kH2D : Link::kNvmeWrite;
+  return from == Tier::kDevice ? Link::kD2H : Link::kNvmeRead;
 }
 
 // Position in the step's access sequence: the k-th acquire of a step is access k.

@@ -5,10 +5,10 @@ namespace tencache {
 const char* StepLaneName(StepLane lane) {
   switch (lane) {
     case StepLane::kCompute: return "compute";
-    case StepLane::kH2D: return "h2d";
-    case StepLane::kD2H: return "d2h";
-    case StepLane::kNvmeRead: return "nvme_read";
-    case StepLane::kNvmeWrite: return "nvme_write";
+    case StepLane::kH2D: return LinkName(Link::kH2D);
+    case StepLane::kD2H: return LinkName(Link::kD2H);
+    case StepLane::kNvmeRead: return LinkName(Link::kNvmeRead);
+    case StepLane::kNvmeWrite: return LinkName(Link::kNvmeWrite);
     case StepLane::kCollectives: return "collectives";
     case StepLane::kOptimizer: return "optimizer";
   }

@@ -9,12 +9,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/link.h"
+
 namespace tencache {
 
 enum class StepLane : int { kCompute, kH2D, kD2H, kNvmeRead, kNvmeWrite, kCollectives, kOptimizer };
 constexpr int kStepLanes = 7;
-// "compute", "h2d", "d2h", "nvme_read", "nvme_write", "collectives", "optimizer".
+// "compute", then each link's LinkName, then "collectives", "optimizer".
 const char* StepLaneName(StepLane lane);
+// The lane of a copy link: the links' lanes follow kCompute in Link order.
+constexpr StepLane LaneOf(Link link) { return StepLane(1 + static_cast<int>(link)); }
+static_assert(LaneOf(Link::kH2D) == StepLane::kH2D && LaneOf(Link::kNvmeWrite) == StepLane::kNvmeWrite,
+              "the link lanes follow kCompute in Link order");
 
 // Busy seconds of each lane over one step: the union of the intervals the lane
 // worked, never more than the step's time.

@@ -9,8 +9,22 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-const char* const kLinkKeys[kReportLinks] = {"bytes_h2d", "bytes_d2h", "bytes_nvme_read", "bytes_nvme_write"};
-const char* const kPerRankKeys[kReportLinks] = {"h2d", "d2h", "nvme_read", "nvme_write"};
+// "bytes_h2d", ...: the key of a link's bytes a step (LinkNames' key behind "bytes_"),
+// and the link's own key (bytes_per_rank.h2d, ...), in Link order.
+struct LinkKeyTable {
+  std::string bytes[kReportLinks];
+  const char* per_rank[kReportLinks];
+  LinkKeyTable() {
+    for (Link l : kLinks) {
+      bytes[int(l)] = std::string("bytes_") + LinkName(l);
+      per_rank[int(l)] = LinkName(l);
+    }
+  }
+};
+const LinkKeyTable& LinkKeys() {
+  static const LinkKeyTable keys;
+  return keys;
+}
 const char* const kTierKeys[kReportTiers] = {"device", "host", "nvme"};
 const char* const kPredictedLaneKeys[kReportPredictedLanes] = {"compute", "h2d", "d2h",
                                                                "nvme", "collectives", "optimizer"};
@@ -93,7 +107,7 @@ json MeasuredJson(const ReportMeasured& m) {
   Put(&j, "tokens_per_s", m.tokens_per_s);
   Put(&j, "stall_s", m.stall_s);
   Put(&j, "device_hit_rate", m.device_hit_rate);
-  PutNumbers(&j, kLinkKeys, m.bytes, kReportLinks);
+  for (int l = 0; l < kReportLinks; ++l) Put(&j, LinkKeys().bytes[l].c_str(), m.bytes[l]);
   json peak = json::object();
   PutNumbers(&peak, kTierKeys, m.peak_bytes, kReportTiers);
   j["peak_bytes"] = peak;
@@ -118,7 +132,7 @@ void ReadMeasured(ReportFields& f, const json& m, ReportMeasured* r) {
   r->tokens_per_s = f.Num(m, "measured.", "tokens_per_s");
   r->stall_s = f.Num(m, "measured.", "stall_s");
   r->device_hit_rate = f.Num(m, "measured.", "device_hit_rate");
-  for (int l = 0; l < kReportLinks; ++l) r->bytes[l] = f.Num(m, "measured.", kLinkKeys[l]);
+  for (int l = 0; l < kReportLinks; ++l) r->bytes[l] = f.Num(m, "measured.", LinkKeys().bytes[l].c_str());
   const json& peak = f.Obj(m, "measured.", "peak_bytes");
   for (int t = 0; t < kReportTiers; ++t) r->peak_bytes[t] = f.Num(peak, "measured.peak_bytes.", kTierKeys[t]);
   r->loss_first = f.Num(m, "measured.", "loss_first");
@@ -143,9 +157,9 @@ json PredictedJson(const ReportPredicted& p) {
   json lanes = json::object();
   PutNumbers(&lanes, kPredictedLaneKeys, p.lanes_s, kReportPredictedLanes);
   if (!lanes.empty()) j["lanes_s"] = lanes;
-  PutNumbers(&j, kLinkKeys, p.bytes, kReportLinks);
+  for (int l = 0; l < kReportLinks; ++l) Put(&j, LinkKeys().bytes[l].c_str(), p.bytes[l]);
   json per_rank = json::object();
-  PutNumbers(&per_rank, kPerRankKeys, p.bytes_per_rank, kReportLinks);
+  PutNumbers(&per_rank, LinkKeys().per_rank, p.bytes_per_rank, kReportLinks);
   if (!per_rank.empty()) j["bytes_per_rank"] = per_rank;
   if (p.calibrated) {
     json c = json::object();
@@ -166,8 +180,8 @@ void ReadPredicted(ReportFields& f, const json& p, ReportPredicted* r) {
   for (int l = 0; l < kReportPredictedLanes; ++l) r->lanes_s[l] = f.Num(lanes, "predicted.lanes_s.", kPredictedLaneKeys[l]);
   const json& per_rank = f.Obj(p, "predicted.", "bytes_per_rank");
   for (int l = 0; l < kReportLinks; ++l) {
-    r->bytes[l] = f.Num(p, "predicted.", kLinkKeys[l]);
-    r->bytes_per_rank[l] = f.Num(per_rank, "predicted.bytes_per_rank.", kPerRankKeys[l]);
+    r->bytes[l] = f.Num(p, "predicted.", LinkKeys().bytes[l].c_str());
+    r->bytes_per_rank[l] = f.Num(per_rank, "predicted.bytes_per_rank.", LinkKeys().per_rank[l]);
   }
   const auto cal = p.find("calibrated");
   if (cal == p.end() || cal->is_null()) return;

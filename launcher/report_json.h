@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/link.h"
 #include "common/status.h"
 #include "common/step_lanes.h"
 
@@ -23,7 +24,7 @@ namespace tencache {
 using ReportNumber = std::optional<double>;  // unset: absent from report.json
 
 // Per-step traffic, in this order: h2d, d2h, NVMe read, NVMe write.
-inline constexpr int kReportLinks = 4;
+inline constexpr int kReportLinks = kNumLinks;  // in Link order
 // Memory tiers, in this order: device, host, NVMe.
 inline constexpr int kReportTiers = 3;
 

@@ -25,6 +25,7 @@
 
 #include "common/byte_size.h"
 #include "common/human_format.h"
+#include "common/link.h"
 #include "common/step_lanes.h"
 #include "launcher/gnuplot.h"
 #include "launcher/probe_conditions.h"
@@ -37,9 +38,9 @@ namespace {
 using json = nlohmann::ordered_json;
 using Opt = std::optional<double>;
 
-constexpr int kLinks = 4;  // per-step traffic: h2d, d2h, NVMe read, NVMe write
-const char* const kLinkKeys[kLinks] = {"bytes_h2d", "bytes_d2h", "bytes_nvme_read", "bytes_nvme_write"};
-const char* const kLinkNames[kLinks] = {"h2d", "d2h", "NVMe read", "NVMe write"};
+constexpr int kLinks = kNumLinks;  // per-step traffic, in Link order
+// "bytes_h2d", ...: the metrics' and the prediction's key of link `l`'s bytes.
+std::string LinkBytesKey(int l) { return std::string("bytes_") + LinkName(Link(l)); }
 constexpr int kTiers = 3;
 const char* const kTierNames[kTiers] = {"device", "host", "NVMe"};
 constexpr size_t kSummaryInstances = 5;
@@ -149,7 +150,7 @@ Metrics ReadMetrics(const std::string& path) {
     r.eval_loss = NumOr(j, "eval_loss");
     r.step_time_s = NumOr(j, "step_time_s");
     r.stall_s = NumOr(j, "stall_s");
-    for (int l = 0; l < kLinks; ++l) r.bytes[l] = NumOr(j, kLinkKeys[l]);
+    for (int l = 0; l < kLinks; ++l) r.bytes[l] = NumOr(j, LinkBytesKey(l).c_str());
     if (auto lanes = j.find("lane_busy_s"); lanes != j.end() && lanes->is_object()) {
       for (int l = 0; l < kStepLanes; ++l) r.lanes[l] = NumOr(*lanes, StepLaneName(StepLane(l)));
     }
@@ -229,7 +230,8 @@ std::string MdTable(const std::vector<std::vector<std::string>>& rows, size_t te
 
 // A link's name; the device's say so where the device tier is simulated.
 std::string LinkName(const MachineShown& machine, int l) {
-  return std::string(kLinkNames[l]) + (machine.simulated_device && l < 2 ? " (simulated device)" : "");
+  const bool device = Link(l) == Link::kH2D || Link(l) == Link::kD2H;
+  return std::string(NamesOf(Link(l)).title) + (machine.simulated_device && device ? " (simulated device)" : "");
 }
 
 // What was measured against what the planner predicted, with the prediction

@@ -20,6 +20,7 @@
 
 #include "common/job_spec.h"
 #include "common/shard_bytes.h"
+#include "common/link.h"
 #include "launcher/cache_budgets.h"
 #include "launcher/catalog.h"
 
@@ -63,10 +64,10 @@ struct ModelAssumptions {
   double cache_copy_cpu_bps = 0;
   double cache_checksum_cpu_bps = 0;
   // Calibration from a measured run (launcher/run_report.h): the bytes the cache
-  // really moved per link over what this model predicted for that run (h2d,
-  // d2h, NVMe read, NVMe write), and the share of transfer time the run did not
+  // really moved per link over what this model predicted for that run (in Link
+  // order), and the share of transfer time the run did not
   // hide behind compute, which this model otherwise takes as fully hidden.
-  std::array<double, 4> transfer_bytes_factor{1.0, 1.0, 1.0, 1.0};
+  std::array<double, kNumLinks> transfer_bytes_factor{1.0, 1.0, 1.0, 1.0};
   double exposed_transfer_fraction = 0;
 
   // These assumptions with every speed above divided by `factor` (each time

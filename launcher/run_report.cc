@@ -90,18 +90,19 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
 Calibration Calibrate(const MeasuredRun& run, const Candidate& p, int ranks, const ModelAssumptions& base) {
   Calibration c;
   c.assumptions = base;
-  const double measured[4] = {run.bytes_h2d / ranks, run.bytes_d2h / ranks, run.bytes_nvme_read / ranks,
-                              run.bytes_nvme_write / ranks};
-  const double predicted[4] = {p.step.bytes_h2d, p.step.bytes_d2h, p.step.bytes_nvme_read, p.step.bytes_nvme_write};
-  const char* names[4] = {"host->device", "device->host", "NVMe read", "NVMe write"};
-  for (int i = 0; i < 4; ++i) {
+  const double measured[kNumLinks] = {run.bytes_h2d / ranks, run.bytes_d2h / ranks, run.bytes_nvme_read / ranks,
+                                      run.bytes_nvme_write / ranks};
+  const double predicted[kNumLinks] = {p.step.bytes_h2d, p.step.bytes_d2h, p.step.bytes_nvme_read,
+                                       p.step.bytes_nvme_write};
+  for (int i = 0; i < kNumLinks; ++i) {
+    const char* name = NamesOf(Link(i)).path;
     if (predicted[i] > 0 && measured[i] > 0) {
       c.assumptions.transfer_bytes_factor[i] = measured[i] / predicted[i];
-      c.carried.push_back(std::string(names[i]) + " bytes per step: the cache moved " + FormatBytes(uint64_t(measured[i])) +
+      c.carried.push_back(std::string(name) + " bytes per step: the cache moved " + FormatBytes(uint64_t(measured[i])) +
                           " per rank where the model predicted " + FormatBytes(uint64_t(predicted[i])) + " (x" +
                           Ratio(c.assumptions.transfer_bytes_factor[i]) + ")");
     } else {
-      c.assumed.push_back(std::string(names[i]) + " bytes per step: not measured (" +
+      c.assumed.push_back(std::string(name) + " bytes per step: not measured (" +
                           (measured[i] > 0 ? "the model predicted none" : "no such traffic in this run") +
                           "); the model's count stands");
     }

@@ -3,14 +3,16 @@
 // used, how many bytes are touched in between.
 //
 // Steps repeat: access k of step s has the global index s·size() + k, and every
-// query answers in global indices, so a next use may fall in a later step. Built
-// once from a validated Trace; immutable afterwards and safe to share across
-// threads. Queries are O(log uses of that tensor).
+// query answers in global indices (the next-use lookup is cachemgr's StepOrder
+// over the device accesses). Built once from a validated Trace; immutable
+// afterwards and safe to share across threads. Queries are O(log uses of that
+// tensor).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "cachemgr/step_order.h"
 #include "cachemgr/types.h"
 #include "common/status.h"
 #include "scheduler/trace.h"
@@ -31,28 +33,27 @@ class AccessSequence {
   // Keeps the forward and backward accesses of `trace`, in order.
   static StatusOr<AccessSequence> FromTrace(const Trace& trace);
 
-  size_t size() const { return tensor_.size(); }  // device accesses per step
+  size_t size() const { return order_.size(); }  // device accesses per step
   size_t num_tensors() const { return bytes_.size(); }
-  TensorId tensor(AccessIndex k) const { return tensor_[k % size()]; }
+  TensorId tensor(AccessIndex k) const { return order_.tensor(k); }
   uint64_t bytes(TensorId id) const { return bytes_[id]; }
   // Compute seconds that follow access k (its duration in the trace).
   double compute_s(AccessIndex k) const { return compute_[k % size()]; }
   const std::vector<uint64_t>& all_bytes() const { return bytes_; }
   // Tensors that the step never accesses on the device (optimizer-only).
-  bool used(TensorId id) const { return !uses_[id].empty(); }
+  bool used(TensorId id) const { return order_.used(id); }
 
   // First access of `id` strictly after global index `g`, or kNeverUsed.
-  AccessIndex NextUse(TensorId id, AccessIndex g) const;
+  AccessIndex NextUse(TensorId id, AccessIndex g) const { return order_.NextUse(id, g); }
   // Last access of `id` strictly before `g`, or kNeverUsed.
-  AccessIndex PrevUse(TensorId id, AccessIndex g) const;
+  AccessIndex PrevUse(TensorId id, AccessIndex g) const { return order_.PrevUse(id, g); }
   // Bytes touched by the accesses strictly between global indices a < b.
   uint64_t BytesBetween(AccessIndex a, AccessIndex b) const;
 
  private:
-  std::vector<TensorId> tensor_;
+  StepOrder order_;
   std::vector<uint64_t> bytes_;
   std::vector<double> compute_;
-  std::vector<std::vector<uint32_t>> uses_;  // per tensor, ascending positions in the step
   std::vector<uint64_t> prefix_;             // prefix_[k]: bytes of accesses 0..k-1
 };
 

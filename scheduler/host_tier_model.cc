@@ -105,23 +105,16 @@ StatusOr<HostTierModel> HostTierModel::Create(const Trace& trace, uint64_t host_
     m.members_[m.class_[t]].push_back(uint32_t(t));
   }
   // The step's acquire order.
-  m.uses_.assign(m.bytes_.size(), {});
+  std::vector<TensorId> order;
   for (size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
     if (e.kind != EventKind::kAccess) continue;
-    if (e.is_device_access()) m.uses_[m.param(e.id)].push_back(m.length_++);
+    if (e.is_device_access()) order.push_back(m.param(e.id));
     for (const HostAcquire& a : e.is_device_access() ? m.after_[i] : m.update_[e.id])
-      if (e.is_device_access() || InPart(a, e)) m.uses_[a.tensor].push_back(m.length_++);
+      if (e.is_device_access() || InPart(a, e)) order.push_back(a.tensor);
   }
+  m.order_ = StepOrder(std::move(order), m.bytes_.size());
   return m;
-}
-
-uint64_t HostTierModel::NextUse(uint32_t t, uint64_t pos) const {
-  const std::vector<uint64_t>& p = uses_[t];
-  if (p.empty() || length_ == 0) return kNeverUsed;
-  const uint64_t step = pos / length_, within = pos % length_;
-  const auto next = std::upper_bound(p.begin(), p.end(), within);
-  return next != p.end() ? step * length_ + *next : (step + 1) * length_ + p.front();
 }
 
 std::string HostTierModel::Describe() const {

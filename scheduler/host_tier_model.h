@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "cachemgr/step_order.h"
 #include "cachemgr/types.h"
 #include "common/status.h"
 #include "scheduler/trace.h"
@@ -83,10 +84,10 @@ class HostTierModel {
   // State pieces of `id` (the update's pieces).
   int pieces(TensorId id) const { return pieces_[id]; }
   // Acquires per step.
-  uint64_t step_acquires() const { return length_; }
+  uint64_t step_acquires() const { return order_.size(); }
   // The first acquire of `t` strictly after global position `pos` (acquire k of
   // step s is s * step_acquires() + k); kNeverUsed when a step never acquires it.
-  uint64_t NextUse(uint32_t t, uint64_t pos) const;
+  uint64_t NextUse(uint32_t t, uint64_t pos) const { return order_.NextUse(t, pos); }
   size_t num_classes() const { return slots_.size(); }
   int size_class(uint32_t t) const { return class_[t]; }
   uint64_t slots(int size_class) const { return slots_[size_class]; }
@@ -108,8 +109,7 @@ class HostTierModel {
   std::vector<int> pieces_;
   std::vector<std::vector<HostAcquire>> update_;
   std::vector<std::vector<HostAcquire>> after_;
-  std::vector<std::vector<uint64_t>> uses_;  // per tensor, ascending positions in the step
-  uint64_t length_ = 0;
+  StepOrder order_;  // the step's acquires
   uint64_t slot_bytes_ = 0;
 };
 

@@ -34,6 +34,18 @@ struct LinkSpeeds {
   // Collectives land in / leave from device memory over the same PCIe link as
   // host copies (GPUDirect RDMA), so they also occupy the h2d / d2h lane.
   bool collectives_share_pcie = true;
+
+  // The field above that holds `link`'s speed.
+  double& Bps(Link link) { return const_cast<double&>(static_cast<const LinkSpeeds&>(*this).Bps(link)); }
+  const double& Bps(Link link) const {
+    switch (link) {
+      case Link::kH2D: return h2d_bps;
+      case Link::kD2H: return d2h_bps;
+      case Link::kNvmeRead: return nvme_read_bps;
+      case Link::kNvmeWrite: return nvme_write_bps;
+    }
+    return h2d_bps;
+  }
 };
 Status ValidateLinkSpeeds(const LinkSpeeds& links);
 

@@ -89,10 +89,7 @@ SimContext::SimContext(const CacheSimulator& sim) : sim_(sim) {
   host_.free_at.assign(h, 0);
   host_.used.assign(sim.host_.num_classes(), 0);
   const LinkSpeeds& l = sim.config_.links;
-  nvme_read_.bps = l.nvme_read_bps;
-  nvme_write_.bps = l.nvme_write_bps;
-  h2d_.bps = l.h2d_bps;
-  d2h_.bps = l.d2h_bps;
+  for (Link link : kLinks) lane(link).bps = l.Bps(link);
   net_.bps = l.collective_bps;
 }
 
@@ -114,18 +111,25 @@ void SimContext::Evict(TensorId id) {
   // current one: the cache writes it back to a host slot.
   device_only_[id] = false;
   const uint32_t t = sim_.host_.param(id);
-  const double copied = d2h_.Reserve(now_, sim_.CopySeconds(sim_.seq_.bytes(id), d2h_));
-  if (counting_) totals_.bytes_d2h += sim_.seq_.bytes(id);
+  const double copied = Copy(Link::kD2H, now_, sim_.seq_.bytes(id));
   host_.free_at[t] = std::max(HostAcquire(t, HostUse::kOverwrite, now_), copied);
   host_.dirty[t] = true;
 }
 
 double SimContext::PredictArrival(TensorId id) const {
-  const double b = double(sim_.seq_.bytes(id));
+  const uint64_t b = sim_.seq_.bytes(id);
   const uint32_t t = sim_.host_.param(id);
+  const Lane& read = lane(Link::kNvmeRead);
   const double ready = host_.resident[t] ? std::max(now_, host_.ready_at[t])
-                                         : nvme_read_.End(now_, b / nvme_read_.bps);
-  return h2d_.End(ready, sim_.CopySeconds(sim_.seq_.bytes(id), h2d_));
+                                         : read.End(now_, sim_.CopySeconds(Link::kNvmeRead, b, read.bps));
+  return lane(Link::kH2D).End(ready, sim_.CopySeconds(Link::kH2D, b, lane(Link::kH2D).bps));
+}
+
+double SimContext::Copy(Link link, double ready, uint64_t bytes) {
+  Lane& l = lane(link);
+  const double end = l.Reserve(ready, sim_.CopySeconds(link, bytes, l.bps));
+  if (counting_) totals_.bytes(link) += bytes;
+  return end;
 }
 
 double SimContext::HostAcquire(uint32_t t, HostUse use, double request) {
@@ -151,8 +155,7 @@ double SimContext::HostAcquire(uint32_t t, HostUse use, double request) {
       if (host_.dirty[v] && v < m.num_params() && resident_[v]) {
         device_only_[v] = true;  // the device's copy is current (refreshed by the update): nothing to write
       } else if (host_.dirty[v]) {
-        slot = nvme_write_.Reserve(slot, double(m.bytes(v)) / nvme_write_.bps);
-        if (counting_) totals_.bytes_nvme_write += m.bytes(v);
+        slot = Copy(Link::kNvmeWrite, slot, m.bytes(v));
       }
       host_.dirty[v] = false;
     }
@@ -163,11 +166,9 @@ double SimContext::HostAcquire(uint32_t t, HostUse use, double request) {
   const bool from_device = t < m.num_params() && device_only_[t];
   if (from_device) device_only_[t] = false;
   if (use != HostUse::kOverwrite && from_device) {  // the device holds the current copy
-    ready = d2h_.Reserve(slot, sim_.CopySeconds(m.bytes(t), d2h_));
-    if (counting_) totals_.bytes_d2h += m.bytes(t);
+    ready = Copy(Link::kD2H, slot, m.bytes(t));
   } else if (use != HostUse::kOverwrite) {
-    ready = nvme_read_.Reserve(slot, double(m.bytes(t)) / nvme_read_.bps);
-    if (counting_) totals_.bytes_nvme_read += m.bytes(t);
+    ready = Copy(Link::kNvmeRead, slot, m.bytes(t));
   }
   host_.ready_at[t] = host_.free_at[t] = ready;
   return ready;
@@ -186,9 +187,8 @@ double SimContext::CopyToDevice(TensorId id, double host_request) {
   const uint64_t b = sim_.seq_.bytes(id);
   const uint32_t t = sim_.host_.param(id);
   const double ready = std::max(now_, HostAcquire(t, HostUse::kRead, host_request));
-  const double end = h2d_.Reserve(ready, sim_.CopySeconds(b, h2d_));
+  const double end = Copy(Link::kH2D, ready, b);
   host_.free_at[t] = std::max(host_.free_at[t], end);  // the host copy is in use until then
-  if (counting_) totals_.bytes_h2d += b;
   return end;
 }
 
@@ -248,8 +248,9 @@ StatusOr<CacheSimulator> CacheSimulator::Create(const Trace& trace, const SimCon
   return sim;
 }
 
-double CacheSimulator::CopySeconds(uint64_t bytes, const Lane& lane) const {
-  return config_.copy_latency_s + double(bytes) / lane.bps;
+double CacheSimulator::CopySeconds(Link link, uint64_t bytes, double bps) const {
+  if (link == Link::kNvmeRead || link == Link::kNvmeWrite) return double(bytes) / bps;
+  return config_.copy_latency_s + double(bytes) / bps;
 }
 
 void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy,
@@ -287,8 +288,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
   s.access_ends_[0] = s.now_;
   s.compute_busy_ += e.duration_s();
   if (e.phase == Phase::kBackward) {  // the gradient shard goes to the host
-    s.grad_ready_[x] = s.d2h_.Reserve(s.now_, CopySeconds(e.bytes, s.d2h_));
-    if (s.counting_) s.totals_.bytes_d2h += e.bytes;
+    s.grad_ready_[x] = s.Copy(Link::kD2H, s.now_, e.bytes);
   }
   ++s.host_.pos;  // the access acquired its parameter (HostTierModel's order)
   // A gradient stored for a later contribution (micro-batch, or the tied
@@ -308,7 +308,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
 void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
   Lane* pcie = nullptr;
   if (config_.links.collectives_share_pcie) {
-    pcie = e.collective == CollectiveKind::kAllGather ? &s.h2d_ : &s.d2h_;
+    pcie = &s.lane(e.collective == CollectiveKind::kAllGather ? Link::kH2D : Link::kD2H);
   }
   const double unloaded = std::max(s.now_, s.net_.free_at);
   const double start = pcie ? std::max(unloaded, pcie->free_at) : unloaded;
@@ -399,8 +399,7 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   s.cpu_busy_ += e.duration_s();
   s.now_ = cpu;
   if (s.resident_[x] && last == host_.pieces(x)) {  // the device copy is updated in place
-    s.arrival_[x] = std::max(s.arrival_[x], s.h2d_.Reserve(s.now_, CopySeconds(b, s.h2d_)));
-    if (s.counting_) s.totals_.bytes_h2d += b;
+    s.arrival_[x] = std::max(s.arrival_[x], s.Copy(Link::kH2D, s.now_, b));
   }
 }
 
@@ -413,10 +412,7 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
   auto lanes_now = [&s] {
     LaneBusy b;
     b[StepLane::kCompute] = s.compute_busy_;
-    b[StepLane::kH2D] = s.h2d_.busy;
-    b[StepLane::kD2H] = s.d2h_.busy;
-    b[StepLane::kNvmeRead] = s.nvme_read_.busy;
-    b[StepLane::kNvmeWrite] = s.nvme_write_.busy;
+    for (Link l : kLinks) b[LaneOf(l)] = s.lane(l).busy;
     b[StepLane::kCollectives] = s.net_.busy;
     b[StepLane::kOptimizer] = s.cpu_busy_;
     return b;
@@ -427,7 +423,8 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
     s.pos_ = 0;
     s.counting_ = step >= config_.warmup_steps;
     const double step_start = s.now_;
-    for (Lane* lane : {&s.nvme_read_, &s.nvme_write_, &s.h2d_, &s.d2h_, &s.net_}) lane->Forget(step_start);
+    for (Lane& lane : s.links_) lane.Forget(step_start);
+    s.net_.Forget(step_start);
     const LaneBusy lanes_start = lanes_now();
     policy.BeginStep(s);
     for (size_t i = 0; i < trace_.events.size(); ++i) {
@@ -443,9 +440,8 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
       }
     }
     s.pos_ = trace_.events.size();
-    for (const Lane* lane : {&s.nvme_read_, &s.nvme_write_, &s.h2d_, &s.d2h_, &s.net_}) {
-      s.now_ = std::max(s.now_, lane->free_at);
-    }
+    for (const Lane& lane : s.links_) s.now_ = std::max(s.now_, lane.free_at);
+    s.now_ = std::max(s.now_, s.net_.free_at);
     if (s.counting_) {
       counted_time += s.now_ - step_start;
       const LaneBusy lanes_end = lanes_now();
@@ -459,10 +455,7 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
   const double accesses = steps * double(seq_.size());
   r.device_hit_rate = double(s.hits_) / accesses;
   r.host_hit_rate = double(s.host_served_) / accesses;
-  r.bytes_h2d = uint64_t(double(r.bytes_h2d) / steps);
-  r.bytes_d2h = uint64_t(double(r.bytes_d2h) / steps);
-  r.bytes_nvme_read = uint64_t(double(r.bytes_nvme_read) / steps);
-  r.bytes_nvme_write = uint64_t(double(r.bytes_nvme_write) / steps);
+  for (Link l : kLinks) r.bytes(l) = uint64_t(double(r.bytes(l)) / steps);
   r.stall_s /= steps;
   r.collective_delay_s /= steps;
   r.step_time_s = counted_time / steps;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cachemgr/types.h"
+#include "common/link.h"
 #include "common/status.h"
 #include "common/step_lanes.h"
 #include "scheduler/access_sequence.h"
@@ -52,6 +53,16 @@ struct PolicyResult {
   uint64_t bytes_d2h = 0;
   uint64_t bytes_nvme_read = 0;
   uint64_t bytes_nvme_write = 0;
+  // The field above that counts `link`'s bytes.
+  uint64_t& bytes(Link link) {
+    switch (link) {
+      case Link::kH2D: return bytes_h2d;
+      case Link::kD2H: return bytes_d2h;
+      case Link::kNvmeRead: return bytes_nvme_read;
+      case Link::kNvmeWrite: return bytes_nvme_write;
+    }
+    return bytes_h2d;
+  }
   double stall_s = 0;          // compute waiting for tensors and all-gathers
   double step_time_s = 0;
   // All-gathers started late because the host->device lane was busy (shared PCIe).
@@ -150,6 +161,11 @@ class SimContext {
   // `host_request` <= now) to the device, requested now; returns when it has
   // arrived. Counts bytes_h2d.
   double CopyToDevice(TensorId id, double host_request);
+  Lane& lane(Link link) { return links_[static_cast<int>(link)]; }
+  const Lane& lane(Link link) const { return links_[static_cast<int>(link)]; }
+  // A copy of `bytes` over `link` asked for at `ready`, placed as Lane::Reserve
+  // places it and counted in a counted step; returns when it ends.
+  double Copy(Link link, double ready, uint64_t bytes);
 
   const CacheSimulator& sim_;
   int step_ = 0;
@@ -161,7 +177,8 @@ class SimContext {
   std::vector<bool> device_only_;  // the device holds its only current copy (host copy dropped clean)
   std::vector<double> arrival_;
   std::vector<double> grad_ready_;
-  Lane nvme_read_, nvme_write_, h2d_, d2h_, net_;
+  std::array<Lane, kNumLinks> links_;  // in Link order
+  Lane net_;
   HostTierState host_;
   std::vector<uint32_t> held_;  // host tensors the update in progress holds
   double compute_busy_ = 0, cpu_busy_ = 0;  // seconds the device computed and the CPU ran Adam
@@ -212,7 +229,9 @@ class CacheSimulator {
   void RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy, SimContext& s) const;
   void RunCollective(const TraceEvent& e, SimContext& s) const;
   void RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const;
-  double CopySeconds(uint64_t bytes, const Lane& lane) const;
+  // Seconds a copy of `bytes` holds `link`'s lane (at `bps`): host<->device
+  // copies pay config_.copy_latency_s on top.
+  double CopySeconds(Link link, uint64_t bytes, double bps) const;
 
   Trace trace_;
   SimConfig config_;

@@ -16,10 +16,7 @@ void LinkCalibrator::CalibrateLinks(const CacheMetrics& c, const Trace& profile)
       measured_links_.push_back(name);
     }
   };
-  measure("h2d", c.bytes_host_to_device, c.seconds_host_to_device, &links_.h2d_bps);
-  measure("d2h", c.bytes_device_to_host, c.seconds_device_to_host, &links_.d2h_bps);
-  measure("nvme_read", c.bytes_nvme_to_host, c.seconds_nvme_to_host, &links_.nvme_read_bps);
-  measure("nvme_write", c.bytes_host_to_nvme, c.seconds_host_to_nvme, &links_.nvme_write_bps);
+  for (Link l : kLinks) measure(LinkName(l), c.link(l).bytes, c.link(l).seconds, &links_.Bps(l));
   uint64_t bytes = 0;
   double seconds = 0;
   for (const TraceEvent& e : profile.events) {
@@ -31,10 +28,7 @@ void LinkCalibrator::CalibrateLinks(const CacheMetrics& c, const Trace& profile)
 }
 
 void LinkCalibrator::AddSteadyStep(const CacheMetrics& cache) {
-  steady_links_[0].Add(cache.bytes_host_to_device, cache.seconds_host_to_device);
-  steady_links_[1].Add(cache.bytes_device_to_host, cache.seconds_device_to_host);
-  steady_links_[2].Add(cache.bytes_nvme_to_host, cache.seconds_nvme_to_host);
-  steady_links_[3].Add(cache.bytes_host_to_nvme, cache.seconds_host_to_nvme);
+  for (Link l : kLinks) steady_links_[int(l)].Add(cache.link(l).bytes, cache.link(l).seconds);
 }
 
 void LinkCalibrator::LinkWindow::Add(uint64_t bytes, double seconds) {
@@ -51,10 +45,13 @@ double LinkCalibrator::LinkWindow::Median(double otherwise) const {
 std::string LinkCalibrator::SimFlags() const {
   std::ostringstream out;
   out << std::setprecision(9) << "--device-budget " << sim_budgets_.device << "B --host-budget " << sim_budgets_.host
-      << "B --h2d-gbps " << steady_links_[0].Median(links_.h2d_bps) / 1e9 << " --d2h-gbps "
-      << steady_links_[1].Median(links_.d2h_bps) / 1e9 << " --nvme-read-gbps "
-      << steady_links_[2].Median(links_.nvme_read_bps) / 1e9 << " --nvme-write-gbps "
-      << steady_links_[3].Median(links_.nvme_write_bps) / 1e9 << " --net-gbps " << links_.collective_bps / 1e9;
+      << "B";
+  for (Link l : kLinks) {
+    std::string flag = LinkName(l);  // nvme_read: --nvme-read-gbps
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    out << " --" << flag << "-gbps " << steady_links_[int(l)].Median(links_.Bps(l)) / 1e9;
+  }
+  out << " --net-gbps " << links_.collective_bps / 1e9;
   return out.str();
 }
 

@@ -50,7 +50,7 @@ class LinkCalibrator {
     void Add(uint64_t bytes, double seconds);
     double Median(double otherwise) const;  // `otherwise` when empty
   };
-  std::array<LinkWindow, 4> steady_links_;
+  std::array<LinkWindow, kNumLinks> steady_links_;  // in Link order
   TierBudgets sim_budgets_;
 };
 

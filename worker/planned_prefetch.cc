@@ -1,38 +1,13 @@
 #include "worker/planned_prefetch.h"
 
 #include <algorithm>
-#include <map>
 #include <sstream>
 
+#include "cachemgr/step_order.h"
 #include "scheduler/profiler.h"
 #include "worker/link_calibrator.h"
 
 namespace tencache {
-namespace {
-
-// Next use of a cache tensor in the order the profiled step acquired them,
-// repeating every step: what the cache evicts by.
-class AcquireOrderOracle : public NextUseOracle {
- public:
-  explicit AcquireOrderOracle(const std::vector<TensorId>& order) : length_(order.size()) {
-    for (size_t i = 0; i < order.size(); ++i) positions_[order[i]].push_back(i);
-  }
-  AccessIndex NextUse(TensorId id, AccessIndex now) const override {
-    auto it = positions_.find(id);
-    if (it == positions_.end() || length_ == 0) return kNeverUsed;
-    const std::vector<AccessIndex>& p = it->second;
-    const AccessIndex step = now / length_, within = now % length_;
-    auto next = std::upper_bound(p.begin(), p.end(), within);
-    if (next != p.end()) return step * length_ + *next;
-    return (step + 1) * length_ + p.front();
-  }
-
- private:
-  const AccessIndex length_;
-  std::map<TensorId, std::vector<AccessIndex>> positions_;
-};
-
-}  // namespace
 
 PlannedPrefetch::PlannedPrefetch(PrefetchDriverContext context) : context_(std::move(context)) {}
 
@@ -124,7 +99,7 @@ Status PlannedPrefetch::OnNewProfile(const ProfiledStep& step) {
   StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(step.profile, links, budgets);
   if (!plan.ok()) return plan.status().WithContext("building the prefetch plan from the profiled step");
   plan_ = std::make_unique<PrefetchPlan>(std::move(plan).value());
-  oracle_ = std::make_unique<AcquireOrderOracle>(step.acquire_order);
+  oracle_ = std::make_unique<StepOrder>(step.acquire_order, context_.store->cache()->size());
   context_.store->cache()->SetNextUseOracle(oracle_.get());
   std::ostringstream line;
   line << "plan: " << plan_->fetches().size() << " fetches per step over " << plan_->sequence().size()

@@ -11,10 +11,10 @@ namespace tencache {
 StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const CacheMetrics& c) {
   const TierMetrics& dev = c.tier(Tier::kDevice);
   double sums[] = {loss_sum,
-                   double(c.bytes_host_to_device),
-                   double(c.bytes_device_to_host),
-                   double(c.bytes_nvme_to_host),
-                   double(c.bytes_host_to_nvme),
+                   double(c.link(Link::kH2D).bytes),
+                   double(c.link(Link::kD2H).bytes),
+                   double(c.link(Link::kNvmeRead).bytes),
+                   double(c.link(Link::kNvmeWrite).bytes),
                    c.stall_seconds,
                    double(c.allocations_after_setup - std::min(c.allocations_after_setup, allocations_at_warmup_)),
                    double(dev.hits),
@@ -30,10 +30,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   // and the cache's links.
   LaneBusy lanes = lanes_;
   lanes_ = LaneBusy();
-  lanes[StepLane::kH2D] = c.busy_seconds_host_to_device;
-  lanes[StepLane::kD2H] = c.busy_seconds_device_to_host;
-  lanes[StepLane::kNvmeRead] = c.busy_seconds_nvme_to_host;
-  lanes[StepLane::kNvmeWrite] = c.busy_seconds_host_to_nvme;
+  for (Link l : kLinks) lanes[LaneOf(l)] = c.link(l).busy_seconds;
   // The links' clocks run from the previous step's end: a copy between steps
   // (after the metrics, during validation) is not this step's work beyond its length.
   for (double& busy : lanes.seconds) busy = std::min(busy, seconds);
@@ -44,8 +41,8 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   double mine[kFields] = {double(dev.peak_used_bytes), double(dev.reserved_bytes),
                           double(c.tier(Tier::kHost).peak_used_bytes), double(c.tier(Tier::kHost).reserved_bytes),
                           double(c.tier(Tier::kNvme).used_bytes), seconds, c.stall_seconds,
-                          double(c.bytes_host_to_device), double(c.bytes_device_to_host),
-                          double(c.bytes_nvme_to_host), double(c.bytes_host_to_nvme),
+                          double(c.link(Link::kH2D).bytes), double(c.link(Link::kD2H).bytes),
+                          double(c.link(Link::kNvmeRead).bytes), double(c.link(Link::kNvmeWrite).bytes),
                           double(ReadResidentBytes().peak), setup_peak_rss_};
   std::copy(std::begin(lanes.seconds), std::end(lanes.seconds), mine + kFixed);
   std::vector<double> all(kFields * ranks_);

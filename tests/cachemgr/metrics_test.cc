@@ -7,6 +7,13 @@
 namespace tencache {
 namespace {
 
+TEST(LinkTest, ACopyCrossesTheLinkBetweenItsTiers) {
+  EXPECT_EQ(LinkBetween(Tier::kHost, Tier::kDevice), Link::kH2D);
+  EXPECT_EQ(LinkBetween(Tier::kDevice, Tier::kHost), Link::kD2H);
+  EXPECT_EQ(LinkBetween(Tier::kNvme, Tier::kHost), Link::kNvmeRead);
+  EXPECT_EQ(LinkBetween(Tier::kHost, Tier::kNvme), Link::kNvmeWrite);
+}
+
 TEST(CacheMetricsTest, JsonHasEveryFieldByName) {
   CacheMetrics m;
   m.step = 3;
@@ -14,12 +21,12 @@ TEST(CacheMetricsTest, JsonHasEveryFieldByName) {
   m.tier(Tier::kHost).misses = 2;
   m.tier(Tier::kHost).reserved_bytes = 1000;
   m.tier(Tier::kHost).peak_used_bytes = 950;
-  m.bytes_nvme_to_host = 11;
-  m.bytes_host_to_device = 12;
-  m.bytes_device_to_host = 13;
-  m.bytes_host_to_nvme = 14;
+  m.link(Link::kNvmeRead).bytes = 11;
+  m.link(Link::kH2D).bytes = 12;
+  m.link(Link::kD2H).bytes = 13;
+  m.link(Link::kNvmeWrite).bytes = 14;
   m.stall_seconds = 0.5;
-  m.busy_seconds_host_to_nvme = 0.25;
+  m.link(Link::kNvmeWrite).busy_seconds = 0.25;
   m.allocations_after_setup = 1;
   auto j = nlohmann::json::parse(m.ToJson());
   EXPECT_EQ(j["step"], 3);

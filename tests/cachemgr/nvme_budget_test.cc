@@ -97,7 +97,7 @@ TEST_F(NvmeBudgetTest, WriteBackBeyondTheBudgetFailsTheAcquireAndKeepsTheDirtyCo
   EXPECT_EQ(m.tier(Tier::kNvme).used_bytes, kBytes);
   EXPECT_EQ(m.tier(Tier::kNvme).peak_used_bytes, kBytes);
   EXPECT_EQ(m.tier(Tier::kNvme).reserved_bytes, kBytes);
-  EXPECT_EQ(m.bytes_host_to_nvme, kBytes);
+  EXPECT_EQ(m.link(Link::kNvmeWrite).bytes, kBytes);
   EXPECT_EQ(m.allocations_after_setup, 0u);  // a budget failure never grows the pool
   EXPECT_NE(c->Describe().find("cache.nvme_budget 64.0 KiB, file 64.0 KiB"), std::string::npos) << c->Describe();
 }
@@ -150,7 +150,7 @@ TEST_F(NvmeBudgetTest, JustLargeEnoughBudgetHoldsExactlyTheTensorsWrittenBack) {
   CacheMetrics m = c->EndStep();
   EXPECT_EQ(m.tier(Tier::kNvme).used_bytes, 4 * kBytes);
   EXPECT_EQ(m.tier(Tier::kNvme).reserved_bytes, 4 * kBytes);
-  EXPECT_EQ(m.bytes_host_to_nvme, 4 * kBytes);
+  EXPECT_EQ(m.link(Link::kNvmeWrite).bytes, 4 * kBytes);
   EXPECT_EQ(FileBytes(), 4 * kBytes);
 }
 
@@ -175,7 +175,7 @@ TEST_F(NvmeBudgetTest, ZeroBudgetWithRoomOnTheHostHasNoFile) {
   CacheMetrics m = c->EndStep();
   EXPECT_EQ(m.tier(Tier::kNvme).reserved_bytes, 0u);
   EXPECT_EQ(m.tier(Tier::kNvme).used_bytes, 0u);
-  EXPECT_EQ(m.bytes_host_to_nvme, 0u);
+  EXPECT_EQ(m.link(Link::kNvmeWrite).bytes, 0u);
   EXPECT_FALSE(FileExists());
   EXPECT_NE(c->Describe().find("nvme(no file: cache.nvme_budget 0 B)"), std::string::npos) << c->Describe();
 }

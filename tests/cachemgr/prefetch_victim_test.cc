@@ -8,6 +8,7 @@
 
 #include "cache_fixture.h"
 #include "cachemgr/fault_injection_file_env.h"
+#include "cachemgr/step_order.h"
 
 namespace tencache {
 namespace {
@@ -20,21 +21,6 @@ constexpr uint64_t kBytes = 64 << 10;
 constexpr TensorId kX = 0;  // on NVMe, prefetched to the host
 constexpr TensorId kA = 1;  // on the host: used before X, then not until the next step
 constexpr TensorId kB = 2;  // on the host: not used before X, but right after it
-
-// The steps repeat `order`: the next use of `id` strictly after access `now`.
-class CyclicOracle : public NextUseOracle {
- public:
-  explicit CyclicOracle(std::vector<TensorId> order) : order_(std::move(order)) {}
-  AccessIndex NextUse(TensorId id, AccessIndex now) const override {
-    const AccessIndex n = order_.size();
-    for (AccessIndex i = now + 1; i <= now + n; ++i)
-      if (order_[i % n] == id) return i;
-    return kNeverUsed;
-  }
-
- private:
-  std::vector<TensorId> order_;
-};
 
 void Write(TensorCache* c, TensorId id, uint32_t seed) {
   auto h = c->Acquire(id, Tier::kHost, AccessMode::kWrite, kWait);
@@ -77,7 +63,7 @@ class PrefetchVictimTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  CyclicOracle oracle_{{kB, kA, kX, kB}};
+  StepOrder oracle_{{kB, kA, kX, kB}, 3};  // the steps repeat this order
   std::unique_ptr<TensorCache> cache_;
 };
 
@@ -100,7 +86,7 @@ TEST_F(PrefetchVictimTest, WaitsForTheVictimsLastUseThenEvictsIt) {
   EXPECT_EQ(m.prefetches, 1u);
   EXPECT_EQ(m.prefetches_deferred, 1u);
   EXPECT_EQ(m.prefetches_declined, 0u);
-  EXPECT_EQ(m.bytes_nvme_to_host, kBytes);  // X only
+  EXPECT_EQ(m.link(Link::kNvmeRead).bytes, kBytes);  // X only
   EXPECT_EQ(m.tier(Tier::kHost).misses, 0u);
   EXPECT_EQ(m.allocations_after_setup, 0u);
 }
@@ -150,7 +136,7 @@ TEST(PrefetchVictimHeldTest, ATensorUsedRightBeforeTheUseCountsAsPinnedThen) {
   Write(c.get(), kA, 11);
   Write(c.get(), kB, 12);
   c->EndStep();
-  CyclicOracle oracle({kB, kA, kX, kB});
+  StepOrder oracle({kB, kA, kX, kB}, 3);
   c->SetNextUseOracle(&oracle);
   ASSERT_TRUE(Read(c.get(), kB, 12));  // access 0
   ASSERT_TRUE(c->Prefetch(kX, Tier::kHost).Wait(kWait).ok());
@@ -172,7 +158,7 @@ TEST(PrefetchVictim, ATensorAnAcquireWaitsForIsNotEvictedWhenItArrives) {
   o.host_budget = 2 * kBytes;
   o.mover_threads = 1;
   constexpr TensorId kY = 1;  // on NVMe, prefetched while X's acquire waits
-  CyclicOracle oracle({kX, kY, kB});  // outlives the cache
+  StepOrder oracle({kX, kY, kB}, 3);  // outlives the cache
   std::unique_ptr<TensorCache> c = MakeCache(dir, o, UniformSpecs(3, kBytes), &faulty);
   ASSERT_NE(c, nullptr);
   Write(c.get(), kX, 10);
@@ -200,7 +186,7 @@ TEST(PrefetchVictim, ATensorAnAcquireWaitsForIsNotEvictedWhenItArrives) {
   EXPECT_TRUE(Read(c.get(), kY, 11));  // access 1
   EXPECT_TRUE(Read(c.get(), kB, 12));  // access 2
   CacheMetrics m = c->EndStep();
-  EXPECT_EQ(m.bytes_nvme_to_host, 2 * kBytes);  // X and Y once each (X twice had Y evicted it)
+  EXPECT_EQ(m.link(Link::kNvmeRead).bytes, 2 * kBytes);  // X and Y once each (X twice had Y evicted it)
   EXPECT_EQ(m.tier(Tier::kHost).misses, 1u);    // X's acquire only: Y took X's slot after its use, B stayed
   c->SetNextUseOracle(nullptr);
 }

@@ -64,7 +64,7 @@ TEST(TensorCacheConcurrencyTest, ThreadsAcquireReleasePrefetchWithoutLosingData)
     EXPECT_TRUE(testing::CheckPattern(static_cast<uint8_t*>(h->data()), kBytes, final_seed[id])) << "tensor " << id;
   }
   CacheMetrics m = cache->EndStep();
-  EXPECT_GT(m.bytes_nvme_to_host, 0u);
+  EXPECT_GT(m.link(Link::kNvmeRead).bytes, 0u);
   EXPECT_GT(m.tier(Tier::kDevice).hits + m.tier(Tier::kDevice).misses, 0u);
 }
 

@@ -66,10 +66,10 @@ TEST_F(TensorCacheTest, DataSurvivesEvictionThroughAllTiers) {
   for (TensorId i = 0; i < 8; ++i) WriteTensor(c.get(), i, 100 + i);
   for (TensorId i = 0; i < 8; ++i) EXPECT_TRUE(ReadMatches(c.get(), i, 100 + i)) << "tensor " << i;
   CacheMetrics m = c->EndStep();
-  EXPECT_GT(m.bytes_device_to_host, 0u);
-  EXPECT_GT(m.bytes_host_to_nvme, 0u);
-  EXPECT_GT(m.bytes_nvme_to_host, 0u);
-  EXPECT_GT(m.bytes_host_to_device, 0u);
+  EXPECT_GT(m.link(Link::kD2H).bytes, 0u);
+  EXPECT_GT(m.link(Link::kNvmeWrite).bytes, 0u);
+  EXPECT_GT(m.link(Link::kNvmeRead).bytes, 0u);
+  EXPECT_GT(m.link(Link::kH2D).bytes, 0u);
   EXPECT_GT(m.tier(Tier::kDevice).evictions, 0u);
   EXPECT_GT(m.tier(Tier::kHost).evictions, 0u);
   EXPECT_EQ(m.allocations_after_setup, 0u);
@@ -84,7 +84,7 @@ TEST_F(TensorCacheTest, DirtyTensorIsWrittenBackOnEviction) {
   WriteTensor(c.get(), 1, 8);  // evicts 0 from the device: its only copy
   CacheMetrics m = c->EndStep();
   EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
-  EXPECT_EQ(m.bytes_device_to_host, kBytes);
+  EXPECT_EQ(m.link(Link::kD2H).bytes, kBytes);
   EXPECT_TRUE(ReadMatches(c.get(), 0, 7, Tier::kHost));
 }
 
@@ -178,7 +178,7 @@ TEST_F(TensorCacheTest, MissWaitsAndRecordsStall) {
   CacheMetrics m = c->EndStep();
   EXPECT_EQ(m.tier(Tier::kDevice).misses, 1u);
   EXPECT_GT(m.stall_seconds, 0.0);
-  EXPECT_EQ(m.bytes_nvme_to_host, kBytes);
+  EXPECT_EQ(m.link(Link::kNvmeRead).bytes, kBytes);
 }
 
 TEST_F(TensorCacheTest, PrefetchToNvmeWritesBack) {
@@ -187,7 +187,7 @@ TEST_F(TensorCacheTest, PrefetchToNvmeWritesBack) {
   EXPECT_FALSE(c->IsResident(0, Tier::kNvme));
   ASSERT_TRUE(c->Prefetch(0, Tier::kNvme).Wait(kWait).ok());
   EXPECT_TRUE(c->IsResident(0, Tier::kNvme));
-  EXPECT_EQ(c->Snapshot().bytes_host_to_nvme, kBytes);
+  EXPECT_EQ(c->Snapshot().link(Link::kNvmeWrite).bytes, kBytes);
 }
 
 TEST_F(TensorCacheTest, CorruptNvmeCopyIsNeverHandedOut) {
@@ -316,15 +316,15 @@ TEST_F(TensorCacheTest, ArrivalsCountCopiesIntoEachTier) {
   EXPECT_EQ(c->Arrivals(0, Tier::kDevice), 3u);
   EXPECT_EQ(c->Arrivals(0, Tier::kHost), host0);  // the host copy never left
   CacheMetrics m = c->EndStep();
-  EXPECT_GT(m.seconds_host_to_device, 0.0);
-  EXPECT_EQ(m.bytes_host_to_device, 4 * kBytes);
-  EXPECT_EQ(m.seconds_nvme_to_host, 0.0);  // a zero fill is not an NVMe read
+  EXPECT_GT(m.link(Link::kH2D).seconds, 0.0);
+  EXPECT_EQ(m.link(Link::kH2D).bytes, 4 * kBytes);
+  EXPECT_EQ(m.link(Link::kNvmeRead).seconds, 0.0);  // a zero fill is not an NVMe read
   // One copy at a time here: the link was busy as long as its copies ran (its
   // intervals also cover taking the lock around each copy).
-  EXPECT_GE(m.busy_seconds_host_to_device, m.seconds_host_to_device);
-  EXPECT_LT(m.busy_seconds_host_to_device, m.seconds_host_to_device + 0.05);
-  EXPECT_EQ(m.busy_seconds_nvme_to_host, 0.0);
-  EXPECT_EQ(c->EndStep().busy_seconds_host_to_device, 0.0);  // a new step starts from zero
+  EXPECT_GE(m.link(Link::kH2D).busy_seconds, m.link(Link::kH2D).seconds);
+  EXPECT_LT(m.link(Link::kH2D).busy_seconds, m.link(Link::kH2D).seconds + 0.05);
+  EXPECT_EQ(m.link(Link::kNvmeRead).busy_seconds, 0.0);
+  EXPECT_EQ(c->EndStep().link(Link::kH2D).busy_seconds, 0.0);  // a new step starts from zero
 }
 
 TEST_F(TensorCacheTest, DiscardEvictsNowAndWritesBackTheOnlyCopy) {
@@ -340,7 +340,7 @@ TEST_F(TensorCacheTest, DiscardEvictsNowAndWritesBackTheOnlyCopy) {
   EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
   EXPECT_TRUE(c->IsResident(0, Tier::kHost));  // written back
   CacheMetrics m = c->EndStep();
-  EXPECT_EQ(m.bytes_device_to_host, kBytes);
+  EXPECT_EQ(m.link(Link::kD2H).bytes, kBytes);
   EXPECT_EQ(m.tier(Tier::kDevice).evictions, 1u);
   EXPECT_EQ(c->Discard(0, Tier::kNvme).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ReadMatches(c.get(), 0, 11, Tier::kHost));
@@ -359,8 +359,8 @@ TEST_F(TensorCacheTest, OverwriteTakesASlotWithoutFetchingTheOldBytes) {
     testing::FillPattern(static_cast<uint8_t*>(h->data()), h->bytes(), 23);
   }
   CacheMetrics m = c->EndStep();
-  EXPECT_EQ(m.bytes_nvme_to_host, 0u);        // the old bytes were not read
-  EXPECT_EQ(m.bytes_host_to_nvme, kBytes);    // 1 was written back to make room
+  EXPECT_EQ(m.link(Link::kNvmeRead).bytes, 0u);        // the old bytes were not read
+  EXPECT_EQ(m.link(Link::kNvmeWrite).bytes, kBytes);    // 1 was written back to make room
   EXPECT_EQ(m.tier(Tier::kHost).misses, 0u);  // and nobody waited for an arrival
   EXPECT_FALSE(c->IsResident(0, Tier::kNvme));  // the NVMe copy is stale now
   EXPECT_TRUE(ReadMatches(c.get(), 0, 23, Tier::kHost));
@@ -381,7 +381,7 @@ TEST_F(TensorCacheTest, InvalidateDropsEveryCopyWithoutWritingBack) {
   EXPECT_EQ(c->Invalidate(7).code(), StatusCode::kNotFound);
   WriteTensor(c.get(), 1, 32, Tier::kHost);  // the slot is free: nothing to write back
   CacheMetrics m = c->EndStep();
-  EXPECT_EQ(m.bytes_host_to_nvme, 0u);
+  EXPECT_EQ(m.link(Link::kNvmeWrite).bytes, 0u);
   EXPECT_EQ(m.tier(Tier::kHost).evictions, 0u);
   auto h = c->Acquire(0, Tier::kDevice, AccessMode::kRead, kWait);  // reads as zeros again
   ASSERT_TRUE(h.ok());
@@ -415,7 +415,7 @@ TEST_F(TensorCacheTest, PrefetchNeverEvictsATensorNeededSooner) {
   CacheMetrics m = c->EndStep();
   EXPECT_EQ(m.prefetches, 2u);
   EXPECT_EQ(m.prefetches_declined, 1u);
-  EXPECT_EQ(m.bytes_nvme_to_host, kBytes);  // only 1 was read
+  EXPECT_EQ(m.link(Link::kNvmeRead).bytes, kBytes);  // only 1 was read
   // A demand miss is not bound by the rule.
   EXPECT_TRUE(ReadMatches(c.get(), 0, 40, Tier::kHost));
   // Without an oracle a prefetch evicts as before (LRU).

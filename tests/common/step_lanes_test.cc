@@ -19,6 +19,14 @@ TEST(StepLanes, TheBusiestLaneBoundsTheStep) {
   EXPECT_EQ(LaneBusy{}.Largest(), StepLane::kCompute);  // all idle: the first
 }
 
+TEST(StepLanes, EachCopyLinkHasTheLaneOfItsName) {
+  const char* expected[kNumLinks] = {"h2d", "d2h", "nvme_read", "nvme_write"};
+  for (Link l : kLinks) {
+    EXPECT_STREQ(LinkName(l), expected[int(l)]);
+    EXPECT_STREQ(StepLaneName(LaneOf(l)), LinkName(l));
+  }
+}
+
 TEST(StepLanes, JsonNamesEveryLaneAndReadsBack) {
   LaneBusy b;
   for (int i = 0; i < kStepLanes; ++i) b.seconds[i] = 0.125 * (i + 1);

@@ -20,19 +20,17 @@ Trace Make(std::vector<TensorId> order, std::vector<uint64_t> bytes) {
   return t;
 }
 
-TEST(AccessSequenceTest, NextAndPrevUseWrapAcrossSteps) {
+// The lookup itself is StepOrder's (tests/cachemgr/step_order_test.cc): the
+// sequence feeds it the device accesses, in order.
+TEST(AccessSequenceTest, NextAndPrevUseFollowTheDeviceAccesses) {
   // step: 0 1 2 1 0   (tensor 2 used once)
   AccessSequence s = *AccessSequence::FromTrace(Make({0, 1, 2, 1, 0}, {10, 20, 30}));
   ASSERT_EQ(s.size(), 5u);
   EXPECT_EQ(s.NextUse(1, 1), 3u);
   EXPECT_EQ(s.NextUse(1, 3), 6u);   // next step, position 1
   EXPECT_EQ(s.NextUse(2, 2), 7u);
-  EXPECT_EQ(s.NextUse(0, 0), 4u);
-  EXPECT_EQ(s.NextUse(0, 4), 5u);
   EXPECT_EQ(s.PrevUse(2, 2), kNeverUsed);
-  EXPECT_EQ(s.PrevUse(2, 7), 2u);
   EXPECT_EQ(s.PrevUse(0, 5), 4u);
-  EXPECT_EQ(s.PrevUse(1, 3), 1u);
   EXPECT_EQ(s.tensor(7), 2u);
 }
 

@@ -76,7 +76,7 @@ TEST_F(ShardStoreBudgetTest, ZeroNvmeBudgetWithRoomOnTheHostRunsWithoutAFile) {
     for (ShardKind k : layout_.Kinds()) EXPECT_TRUE(Holds(s, b, k, float(b * 10 + int(k))));
   CacheMetrics m = s->EndStep();
   EXPECT_EQ(m.tier(Tier::kNvme).reserved_bytes, 0u);
-  EXPECT_EQ(m.bytes_host_to_nvme, 0u);
+  EXPECT_EQ(m.link(Link::kNvmeWrite).bytes, 0u);
   EXPECT_FALSE(FileExists());
   EXPECT_NE(s->Describe().find("cache.nvme_budget 0 B"), std::string::npos) << s->Describe();
 }
