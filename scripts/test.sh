@@ -29,8 +29,12 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite 
 # (kill-and-resume, SIGTERM, three Ctrl-Cs; 2-3 minutes each under ASan, against 20-40 s without).
 # Sanitized all the same: the MPI worker in worker_mpi_test, the launcher's runner and
 # a killed rank in launcher_launch_run_test, resuming in worker_checkpoint_test.
+# Warnings are not errors here: under -fsanitize=address gcc 12 reports
+# -Wmaybe-uninitialized inside libstdc++'s <regex> (std::function in a moved
+# _State), which the same code without the sanitizer does not; the main and TSan
+# builds above keep -Werror.
 export ASAN_OPTIONS="check_initialization_order=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-cmake -S . -B build-asan -DTENCACHE_ASAN=ON -DTENCACHE_WERROR=ON -DTENCACHE_WORKER=ON -DTENCACHE_CUDA=OFF \
+cmake -S . -B build-asan -DTENCACHE_ASAN=ON -DTENCACHE_WERROR=OFF -DTENCACHE_WORKER=ON -DTENCACHE_CUDA=OFF \
   -DTENCACHE_BUILD_BENCH=OFF >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
 cmake --build build-asan -j"$(nproc)"
 ctest --test-dir build-asan -E "^multinode_|^launcher_kill_resume_test\\.|SigtermStopsEveryRank|AnInterruptLeavesWholeMetrics" --output-on-failure -j"$(nproc)"
