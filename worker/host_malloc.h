@@ -4,8 +4,7 @@
 // block's flat gradient). By default glibc serves a block above its mmap
 // threshold (at most 32 MiB) from a private mapping that free() unmaps, and
 // trims its heap's free top back to the OS, so the next step faults those
-// pages in again, zeroed by the kernel (measured in
-// `git show 9543cc8:docs/benchmarks.md`, "Session 15").
+// pages in again, zeroed by the kernel.
 #pragma once
 
 namespace tencache {

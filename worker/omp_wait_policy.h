@@ -5,8 +5,7 @@
 // lets the threads of a finished region spin for the next one, taking the
 // cores from OpenBLAS's threads (fp32 matrix products) and from the cache's
 // (copies, checksums, NVMe completions), which run between torch's regions.
-// PASSIVE makes them sleep. Measured: `git show 076eed3:docs/benchmarks.md`, "OpenMP threads that
-// wait passively".
+// PASSIVE makes them sleep.
 #pragma once
 
 namespace tencache {

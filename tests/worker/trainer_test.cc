@@ -553,9 +553,8 @@ TEST(Trainer, ASteadyStateStepFaultsInNoNewHostMemory) {
 TEST(Trainer, TinyModelLearnsTheCorpus) {
 #if defined(__SANITIZE_ADDRESS__)
   // AddressSanitizer maps every large block afresh and unmaps it on free, and
-  // 200 steps of that outlast the test's timeout where page faults are dear
-  // (`git show 9543cc8:docs/benchmarks.md`, "Session 15"). Its code runs under ASan in the shorter
-  // worker tests.
+  // 200 steps of that outlast the test's timeout where page faults are dear.
+  // Its code runs under ASan in the shorter worker tests.
   GTEST_SKIP() << "200 steps under AddressSanitizer's allocator";
 #endif
   StatusOr<JobSpec> job = LoadJobFile(std::string(TENCACHE_SOURCE_DIR) + "/configs/examples/quickstart.yaml",

@@ -158,7 +158,7 @@ TEST_F(WorkerMpi, ComputeThreadsAreTheRanksShareAndWaitPassivelyUnlessTold) {
 // memory kept mapped (worker/host_malloc.h), so a micro-batch faults in no new
 // pages. A 50 MB embedding (65,536 x 192) would otherwise fault its gradient
 // in afresh every repeat (12,288 pages), and the plan predicted steps 30-40 %
-// too long (`git show a20a3ee:docs/benchmarks.md`, "Session 17").
+// too long.
 TEST_F(WorkerMpi, TheProbeComputesWithoutFaultingInFreshPages) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer's allocator keeps its own pools";
