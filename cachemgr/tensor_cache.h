@@ -51,10 +51,6 @@ struct TensorSpec {
   bool device = true;
 };
 
-// kOverwrite: a write of every byte (a gradient's first contribution in a
-// step): a slot is taken in the tier without fetching the old bytes.
-enum class AccessMode : uint8_t { kRead, kWrite, kOverwrite };
-
 struct TensorCacheOptions {
   uint64_t device_budget = 0;  // bytes of device memory for slots
   uint64_t host_budget = 0;    // bytes of host memory for slots

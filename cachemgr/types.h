@@ -27,6 +27,15 @@ constexpr Link LinkBetween(Tier from, Tier to) {
   return from == Tier::kDevice ? Link::kD2H : Link::kNvmeRead;
 }
 
+// How an acquire uses a tensor. kRead leaves it clean; kWrite reads and
+// modifies it (dirty afterwards); kOverwrite writes every byte (a gradient's
+// first contribution in a step): a slot is taken in the tier without fetching
+// the old bytes.
+enum class AccessMode : uint8_t { kRead, kWrite, kOverwrite };
+inline const char* AccessModeName(AccessMode m) {
+  return m == AccessMode::kRead ? "read" : m == AccessMode::kWrite ? "write" : "overwrite";
+}
+
 // Position in the step's access sequence: the k-th acquire of a step is access k.
 using AccessIndex = uint64_t;
 constexpr AccessIndex kNeverUsed = std::numeric_limits<AccessIndex>::max();
