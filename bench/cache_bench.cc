@@ -126,7 +126,7 @@ Status RunCacheBench(const CacheBenchConfig& c) {
   const std::vector<Access> trace = StepTrace(c.layers);
   std::vector<TensorId> order;
   for (const Access& a : trace) order.push_back(a.id);
-  const StepOrder oracle(std::move(order), specs.size());  // the scheduler's plan, in miniature
+  const StepOrder<AcquireIndex> oracle(std::move(order), specs.size());  // the scheduler's plan, in miniature
   const size_t n = specs.size();
   auto cache_or = BuildCache(c, dir, std::move(specs));
   if (!cache_or.ok()) {

@@ -206,7 +206,7 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
   const Clock::time_point deadline = start + timeout;
   MutexLock lock(&mu_);
   Entry& e = entries_[id];
-  ++access_;
+  ++acquires_;
   e.last_use = ++clock_;
   bool missed = false;
   auto account_stall = [&]() REQUIRES(mu_) {
@@ -363,19 +363,17 @@ PrefetchHandle TensorCache::Prefetch(TensorId id, Tier tier) {
   return h;
 }
 
-Status TensorCache::Discard(TensorId id, Tier tier) {
+StatusOr<TensorCache::Discarded> TensorCache::Discard(TensorId id, Tier tier) {
   if (tier == Tier::kNvme) return Status::InvalidArgument("discard from the nvme tier: expected device or host");
   MutexLock lock(&mu_);
   if (id >= entries_.size()) return Status::NotFound("discard of tensor id " + std::to_string(id) + ": not registered");
   Entry& e = entries_[id];
   const int t = Index(tier);
   SettleLate(&e);
-  if (e.slot[t] < 0 || !e.valid[t]) return Status::Ok();
-  if (e.pins[t] > 0 || e.busy) {
-    return Status::FailedPrecondition("tensor '" + e.spec.name + "': pinned or being copied, kept in the " +
-                                      TierName(tier) + " tier");
-  }
-  return Evict(&lock, &e, tier);
+  if (e.slot[t] < 0 || !e.valid[t]) return Discarded::kGone;
+  if (e.pins[t] > 0 || e.busy) return Discarded::kKept;
+  TC_RETURN_IF_ERROR(Evict(&lock, &e, tier));
+  return e.slot[t] < 0 ? Discarded::kGone : Discarded::kKept;  // kept: pinned during its write-back
 }
 
 Status TensorCache::Invalidate(TensorId id) {
@@ -700,7 +698,7 @@ CacheMetrics TensorCache::EndStep() {
   next.tiers[kNvme].peak_used_bytes = m.tiers[kNvme].used_bytes;
   metrics_ = next;
   for (LinkClock& c : links_) c.Restart(Clock::now());
-  access_ = 0;
+  acquires_ = 0;
   return m;
 }
 

@@ -147,11 +147,17 @@ class TensorCache {
   Status Release(TensorHandle* handle);
   // Starts moving `id` into `tier` (kNvme: write its newest copy back to NVMe).
   PrefetchHandle Prefetch(TensorId id, Tier tier);
+  // What Discard did with the copy.
+  enum class Discarded {
+    kGone,  // the tier holds no copy of it (dropped now, or it was not there)
+    kKept,  // a handle pins it or a mover copies it: it stays, nothing failed
+  };
   // Evicts `id` from `tier` (kDevice or kHost) now, as a plan that chose its
   // victims does: the copy is written back one tier down first (on the calling
-  // thread) when it is the only valid one. Ok when it is not there;
-  // FailedPrecondition when a handle pins it or a mover is copying it.
-  Status Discard(TensorId id, Tier tier);
+  // thread) when it is the only valid one. Every error is a failure: the
+  // write-back's (an I/O error, an NVMe budget exceeded; the copy stays),
+  // InvalidArgument for the NVMe tier, NotFound for an unregistered id.
+  StatusOr<Discarded> Discard(TensorId id, Tier tier);
   // The tensor's bytes are dead (a gradient its optimizer step has consumed):
   // every copy is dropped without a write-back and it reads as zeros until it is
   // written again. FailedPrecondition when a handle pins it or a mover copies it.
@@ -159,7 +165,7 @@ class TensorCache {
 
   // Sets the plan's next-use oracle (nullptr: LRU). REQUIRES: it outlives the cache.
   void SetNextUseOracle(const NextUseOracle* oracle);
-  // Returns this step's metrics, resets the per-step counters and the access index.
+  // Returns this step's metrics, resets the per-step counters and the acquire index.
   CacheMetrics EndStep();
   // The metrics so far in this step, without resetting.
   CacheMetrics Snapshot() const;
@@ -219,7 +225,7 @@ class TensorCache {
   // qualify; `*sooner` is set when a candidate was passed over for that.
   // `*unfit` is set to the first candidate passed over because its write-back
   // to NVMe would exceed the budget.
-  Entry* PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after, bool* sooner, Entry** unfit) REQUIRES(mu_);
+  Entry* PickVictim(Tier tier, int cls, TensorId for_id, const AcquireIndex* after, bool* sooner, Entry** unfit) REQUIRES(mu_);
   bool HasBusyHolder(Tier tier, int cls, TensorId for_id) const REQUIRES(mu_);
   Status Evict(MutexLock* lock, Entry* victim, Tier tier) REQUIRES(mu_);
   void DropCopy(Entry* e, Tier tier) REQUIRES(mu_);
@@ -255,7 +261,7 @@ class TensorCache {
   bool stop_ GUARDED_BY(mu_) = false;
   int slot_waiters_ GUARDED_BY(mu_) = 0;  // movers waiting out TakeSlot's grace
   const NextUseOracle* oracle_ GUARDED_BY(mu_) = nullptr;
-  AccessIndex access_ GUARDED_BY(mu_) = 0;  // acquires so far this step
+  uint64_t acquires_ GUARDED_BY(mu_) = 0;  // acquires so far this step
   uint64_t clock_ GUARDED_BY(mu_) = 0;      // LRU clock
   CacheMetrics metrics_ GUARDED_BY(mu_);
   LinkClock links_[kNumLinks] GUARDED_BY(mu_);  // in Link order

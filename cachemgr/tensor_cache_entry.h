@@ -21,7 +21,7 @@ constexpr int kNvme = 2;
 inline int Index(Tier t) { return static_cast<int>(t); }
 // The index of the latest acquire, given the acquires so far this step (the
 // `now` every next-use question of the cache is asked at).
-inline AccessIndex LatestAccess(AccessIndex acquires) { return acquires == 0 ? 0 : acquires - 1; }
+inline AcquireIndex LatestAcquire(uint64_t acquires) { return AcquireIndex(acquires == 0 ? 0 : acquires - 1); }
 
 }  // namespace tensor_cache_internal
 

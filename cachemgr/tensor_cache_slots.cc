@@ -27,9 +27,9 @@ StatusOr<uint64_t> TensorCache::TakeSlot(MutexLock* lock, Tier tier, int cls, Te
   for (;;) {
     if (std::optional<uint64_t> off = pool.Allocate(cls)) return *off;
     // A prefetch may only evict what is needed after the tensor it brings.
-    AccessIndex mine = kNeverUsed;
+    AcquireIndex mine = kNeverAcquired;
     const bool safe = !urgent && oracle_ != nullptr && entries_[for_id].waiters == 0;
-    if (safe) mine = oracle_->NextUse(for_id, LatestAccess(access_));
+    if (safe) mine = oracle_->NextUse(for_id, LatestAcquire(acquires_));
     bool sooner = false;
     Entry* unfit = nullptr;
     Entry* victim = PickVictim(tier, cls, for_id, safe ? &mine : nullptr, &sooner, &unfit);
@@ -77,12 +77,12 @@ bool TensorCache::HasBusyHolder(Tier tier, int cls, TensorId for_id) const {
   return false;
 }
 
-TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id, const AccessIndex* after,
+TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id, const AcquireIndex* after,
                                             bool* sooner, Entry** unfit) {
   const int t = Index(tier);
   Entry* best = nullptr;
-  AccessIndex best_next = 0;
-  const AccessIndex now = LatestAccess(access_);
+  AcquireIndex best_next;
+  const AcquireIndex now = LatestAcquire(acquires_);
   for (TensorId id : members_[t][cls]) {
     Entry& c = entries_[id];
     SettleLate(&c);  // a late copy that ended frees its tensor for eviction
@@ -90,7 +90,7 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id,
     // that use as past, so evicting it would read it again at once.
     if (id == for_id || c.slot[t] < 0 || !c.valid[t] || c.pins[t] > 0 || c.busy || c.waiters > 0) continue;
     if (tier == Tier::kDevice && NeedsWriteBack(c, tier) && CopyBlocked(c, Tier::kDevice, Tier::kHost)) continue;
-    const AccessIndex next = oracle_ != nullptr ? oracle_->NextUse(id, now) : 0;
+    const AcquireIndex next = oracle_ != nullptr ? oracle_->NextUse(id, now) : AcquireIndex();
     if (after != nullptr && next <= *after) {
       *sooner = true;
       continue;
@@ -113,23 +113,23 @@ int64_t TensorCache::VictimToAwait(const Entry& e, Tier tier) {
   const int t = Index(tier);
   const int cls = e.cls[t];
   if (oracle_ == nullptr || pools_[t]->free_slots(cls) > 0) return -1;
-  const AccessIndex now = LatestAccess(access_);
-  const AccessIndex use = oracle_->NextUse(e.spec.id, now);
-  if (use == kNeverUsed) return -1;
+  const AcquireIndex now = LatestAcquire(acquires_);
+  const AcquireIndex use = oracle_->NextUse(e.spec.id, now);
+  if (use == kNeverAcquired) return -1;
   // The caller pins up to `held` tensors of a class at once, acquired in a row:
   // one used fewer than `held` accesses before `use` may still be pinned then.
-  const AccessIndex held = t == kHost ? options_.min_host_slots_per_class : options_.min_device_slots_per_class;
+  const uint64_t held = t == kHost ? options_.min_host_slots_per_class : options_.min_device_slots_per_class;
   Entry* best = nullptr;
-  AccessIndex best_after = 0;  // best's first use after `use`
+  AcquireIndex best_after;     // best's first use after `use`
   bool best_ready = false;     // best can be evicted now
   for (TensorId id : members_[t][cls]) {
     Entry& c = entries_[id];
     if (id == e.spec.id || c.slot[t] < 0) continue;
     SettleLate(&c);
-    const AccessIndex next = oracle_->NextUse(id, now);
-    AccessIndex after = next;
+    const AcquireIndex next = oracle_->NextUse(id, now);
+    AcquireIndex after = next;
     if (next < use) {
-      if (use >= held && oracle_->NextUse(id, use - held) < use) continue;  // held at `use`: no victim then
+      if (use.value() >= held && oracle_->NextUse(id, use - held) < use) continue;  // held at `use`: no victim then
       after = oracle_->NextUse(id, use);
       if (after <= use) continue;  // the oracle cannot place it after `use`: TakeSlot's rule decides
     }

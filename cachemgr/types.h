@@ -1,10 +1,12 @@
 // Types shared by the tensor cache and everything that drives it: tensor ids,
-// tiers, the link between two tiers, and the next-use oracle through which the scheduler's plan steers
-// eviction. Header-only; all types are plain values or pure interfaces.
+// tiers, the link between two tiers, step positions (StepIndex, AcquireIndex)
+// and the next-use oracle through which a plan steers eviction. Header-only;
+// all types are plain values or pure interfaces.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <ostream>
 
 #include "common/link.h"
 
@@ -36,22 +38,69 @@ inline const char* AccessModeName(AccessMode m) {
   return m == AccessMode::kRead ? "read" : m == AccessMode::kWrite ? "write" : "overwrite";
 }
 
-// Position in the step's access sequence: the k-th acquire of a step is access k.
-using AccessIndex = uint64_t;
-constexpr AccessIndex kNeverUsed = std::numeric_limits<AccessIndex>::max();
+// A position in a step's sequence of one kind of event, numbered 0, 1, ...
+// from the first step on: position k of step s is s * (events per step) + k.
+// `Tag` names the sequence, so positions of two sequences do not mix: a
+// StepIndex<A> neither converts to nor compares with a StepIndex<B> or an
+// integer. Never() is the "no such position" value, after every position.
+template <class Tag>
+class StepIndex {
+ public:
+  constexpr StepIndex() = default;
+  constexpr explicit StepIndex(uint64_t value) : v_(value) {}
+  static constexpr StepIndex Never() { return StepIndex(std::numeric_limits<uint64_t>::max()); }
+  // Position `k` of step `step` in a sequence of `per_step` events a step.
+  static constexpr StepIndex At(uint64_t step, uint64_t per_step, uint64_t k) { return StepIndex(step * per_step + k); }
 
-// Tells the cache when a tensor is next used, so that it can evict the resident
-// tensor whose next use is furthest away. Implemented by the scheduler's plan
-// from the profiled order; the cache falls back to LRU when it has none.
+  constexpr uint64_t value() const { return v_; }
+  // The step it lies in and its position within that step. REQUIRES: per_step > 0.
+  constexpr uint64_t step(uint64_t per_step) const { return v_ / per_step; }
+  constexpr uint64_t in_step(uint64_t per_step) const { return v_ % per_step; }
+
+  constexpr StepIndex operator+(uint64_t n) const { return StepIndex(v_ + n); }
+  constexpr StepIndex operator-(uint64_t n) const { return StepIndex(v_ - n); }  // REQUIRES: n <= value()
+  constexpr uint64_t operator-(StepIndex o) const { return v_ - o.v_; }       // REQUIRES: o <= *this
+  constexpr StepIndex& operator+=(uint64_t n) { v_ += n; return *this; }
+  constexpr StepIndex& operator++() { ++v_; return *this; }
+  constexpr StepIndex operator++(int) { StepIndex old = *this; ++v_; return old; }
+
+  friend constexpr bool operator==(StepIndex a, StepIndex b) { return a.v_ == b.v_; }
+  friend constexpr bool operator!=(StepIndex a, StepIndex b) { return a.v_ != b.v_; }
+  friend constexpr bool operator<(StepIndex a, StepIndex b) { return a.v_ < b.v_; }
+  friend constexpr bool operator<=(StepIndex a, StepIndex b) { return a.v_ <= b.v_; }
+  friend constexpr bool operator>(StepIndex a, StepIndex b) { return a.v_ > b.v_; }
+  friend constexpr bool operator>=(StepIndex a, StepIndex b) { return a.v_ >= b.v_; }
+  friend std::ostream& operator<<(std::ostream& os, StepIndex i) {
+    return i == Never() ? os << "never" : os << i.v_;
+  }
+
+ private:
+  uint64_t v_ = 0;
+};
+
+// Position among every acquire the cache serves in a step (device and host,
+// training thread and update alike): the k-th acquire of a step is acquire k.
+// The cache's next-use oracle and victim choice count in these.
+struct AcquireTag {};
+using AcquireIndex = StepIndex<AcquireTag>;
+constexpr AcquireIndex kNeverAcquired = AcquireIndex::Never();
+
+// Tells whoever evicts when a tensor is next used, in positions of type `Index`.
 // Thread safety: implementations are immutable once built; calls may come from
 // any thread.
-class NextUseOracle {
+template <class Index>
+class NextUseLookup {
  public:
-  virtual ~NextUseOracle() = default;
-  // The access index of the first use of `id` strictly after access `now` in this
-  // step, or in the next step (indices continue past the step's length), or
-  // kNeverUsed.
-  virtual AccessIndex NextUse(TensorId id, AccessIndex now) const = 0;
+  virtual ~NextUseLookup() = default;
+  // The position of the first use of `id` strictly after position `now`, in
+  // this step or a later one (positions continue past the step's length), or
+  // Index::Never().
+  virtual Index NextUse(TensorId id, Index now) const = 0;
 };
+
+// The cache's: when a tensor is next acquired, so that it can evict the resident
+// tensor whose next acquire is furthest away. Set by the worker's plan-driven
+// policy from the profiled acquire order; the cache falls back to LRU without one.
+using NextUseOracle = NextUseLookup<AcquireIndex>;
 
 }  // namespace tencache

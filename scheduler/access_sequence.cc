@@ -14,15 +14,15 @@ StatusOr<AccessSequence> AccessSequence::FromTrace(const Trace& trace) {
     s.compute_.push_back(e.duration_s());
     s.prefix_.push_back(s.prefix_.back() + e.bytes);
   }
-  s.order_ = StepOrder(std::move(order), s.bytes_.size());
+  s.order_ = StepOrder<DeviceAccessIndex>(std::move(order), s.bytes_.size());
   return s;
 }
 
-uint64_t AccessSequence::BytesBetween(AccessIndex a, AccessIndex b) const {
+uint64_t AccessSequence::BytesBetween(DeviceAccessIndex a, DeviceAccessIndex b) const {
   if (b <= a + 1) return 0;
-  const AccessIndex n = size();
-  auto upto = [&](AccessIndex g) {  // bytes of global accesses 0..g-1
-    return (g / n) * prefix_[n] + prefix_[g % n];
+  const uint64_t n = size();
+  auto upto = [&](DeviceAccessIndex g) {  // bytes of global accesses 0..g-1
+    return g.step(n) * prefix_[n] + prefix_[g.in_step(n)];
   };
   return upto(b) - upto(a + 1);
 }

@@ -2,9 +2,9 @@
 // questions a cache asks — when is this tensor next used, when was it last
 // used, how many bytes are touched in between.
 //
-// Steps repeat: access k of step s has the global index s·size() + k, and every
-// query answers in global indices (the next-use lookup is cachemgr's StepOrder
-// over the device accesses). Built once from a validated Trace; immutable
+// Steps repeat: device access k of step s has the global DeviceAccessIndex
+// s·size() + k, and every query answers in global indices (the next-use lookup
+// is cachemgr's StepOrder over the device accesses). Built once from a validated Trace; immutable
 // afterwards and safe to share across threads. Queries are O(log uses of that
 // tensor).
 #pragma once
@@ -26,7 +26,7 @@ namespace tencache {
 // k + kHostTierLead will copy and that is only on NVMe, so that NVMe read is
 // off the later fetch's critical path. The cache gives such a read the victim
 // a demand miss would take and parks it until that victim's last use.
-constexpr AccessIndex kHostTierLead = 1;
+constexpr uint64_t kHostTierLead = 1;
 
 class AccessSequence {
  public:
@@ -35,23 +35,23 @@ class AccessSequence {
 
   size_t size() const { return order_.size(); }  // device accesses per step
   size_t num_tensors() const { return bytes_.size(); }
-  TensorId tensor(AccessIndex k) const { return order_.tensor(k); }
+  TensorId tensor(DeviceAccessIndex k) const { return order_.tensor(k); }
   uint64_t bytes(TensorId id) const { return bytes_[id]; }
   // Compute seconds that follow access k (its duration in the trace).
-  double compute_s(AccessIndex k) const { return compute_[k % size()]; }
+  double compute_s(DeviceAccessIndex k) const { return compute_[k.in_step(size())]; }
   const std::vector<uint64_t>& all_bytes() const { return bytes_; }
   // Tensors that the step never accesses on the device (optimizer-only).
   bool used(TensorId id) const { return order_.used(id); }
 
-  // First access of `id` strictly after global index `g`, or kNeverUsed.
-  AccessIndex NextUse(TensorId id, AccessIndex g) const { return order_.NextUse(id, g); }
-  // Last access of `id` strictly before `g`, or kNeverUsed.
-  AccessIndex PrevUse(TensorId id, AccessIndex g) const { return order_.PrevUse(id, g); }
+  // First access of `id` strictly after global index `g`, or kNeverAccessed.
+  DeviceAccessIndex NextUse(TensorId id, DeviceAccessIndex g) const { return order_.NextUse(id, g); }
+  // Last access of `id` strictly before `g`, or kNeverAccessed.
+  DeviceAccessIndex PrevUse(TensorId id, DeviceAccessIndex g) const { return order_.PrevUse(id, g); }
   // Bytes touched by the accesses strictly between global indices a < b.
-  uint64_t BytesBetween(AccessIndex a, AccessIndex b) const;
+  uint64_t BytesBetween(DeviceAccessIndex a, DeviceAccessIndex b) const;
 
  private:
-  StepOrder order_;
+  StepOrder<DeviceAccessIndex> order_;
   std::vector<uint64_t> bytes_;
   std::vector<double> compute_;
   std::vector<uint64_t> prefix_;             // prefix_[k]: bytes of accesses 0..k-1

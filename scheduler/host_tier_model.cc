@@ -113,7 +113,7 @@ StatusOr<HostTierModel> HostTierModel::Create(const Trace& trace, uint64_t host_
     for (const HostAcquire& a : e.is_device_access() ? m.after_[i] : m.update_[e.id])
       if (e.is_device_access() || InPart(a, e)) order.push_back(a.tensor);
   }
-  m.order_ = StepOrder(std::move(order), m.bytes_.size());
+  m.order_ = StepOrder<AcquireIndex>(std::move(order), m.bytes_.size());
   return m;
 }
 

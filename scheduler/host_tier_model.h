@@ -86,8 +86,8 @@ class HostTierModel {
   // Acquires per step.
   uint64_t step_acquires() const { return order_.size(); }
   // The first acquire of `t` strictly after global position `pos` (acquire k of
-  // step s is s * step_acquires() + k); kNeverUsed when a step never acquires it.
-  uint64_t NextUse(uint32_t t, uint64_t pos) const { return order_.NextUse(t, pos); }
+  // step s is s * step_acquires() + k); kNeverAcquired when a step never acquires it.
+  AcquireIndex NextUse(uint32_t t, AcquireIndex pos) const { return order_.NextUse(t, pos); }
   size_t num_classes() const { return slots_.size(); }
   int size_class(uint32_t t) const { return class_[t]; }
   uint64_t slots(int size_class) const { return slots_[size_class]; }
@@ -109,7 +109,7 @@ class HostTierModel {
   std::vector<int> pieces_;
   std::vector<std::vector<HostAcquire>> update_;
   std::vector<std::vector<HostAcquire>> after_;
-  StepOrder order_;  // the step's acquires
+  StepOrder<AcquireIndex> order_;  // the step's acquires
   uint64_t slot_bytes_ = 0;
 };
 

@@ -146,21 +146,22 @@ StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
 }
 
 ResidencySchedule BuildBeladySchedule(const AccessSequence& seq, uint64_t capacity,
-                                      const std::vector<TensorId>& resident, AccessIndex begin,
-                                      AccessIndex end) {
+                                      const std::vector<TensorId>& resident, DeviceAccessIndex begin,
+                                      DeviceAccessIndex end) {
   ResidencySchedule out;
-  std::set<std::pair<AccessIndex, TensorId>> by_next;  // resident tensors, key: next use
-  std::vector<AccessIndex> key(seq.num_tensors(), kNeverUsed);
+  std::set<std::pair<DeviceAccessIndex, TensorId>> by_next;  // resident tensors, key: next use
+  std::vector<DeviceAccessIndex> key(seq.num_tensors(), kNeverAccessed);
   std::vector<bool> in(seq.num_tensors(), false);
   uint64_t used = 0;
   for (TensorId id : resident) {
-    key[id] = seq.NextUse(id, begin == 0 ? 0 : begin - 1);
-    if (begin == 0 && seq.tensor(0) == id) key[id] = 0;
+    const bool first = begin == DeviceAccessIndex(0);
+    key[id] = seq.NextUse(id, first ? begin : begin - 1);
+    if (first && seq.tensor(begin) == id) key[id] = begin;
     by_next.insert({key[id], id});
     in[id] = true;
     used += seq.bytes(id);
   }
-  for (AccessIndex g = begin; g < end; ++g) {
+  for (DeviceAccessIndex g = begin; g < end; ++g) {
     const TensorId x = seq.tensor(g);
     const uint64_t b = seq.bytes(x);
     ++out.accesses;
@@ -180,8 +181,8 @@ ResidencySchedule BuildBeladySchedule(const AccessSequence& seq, uint64_t capaci
         in[v] = false;
         used -= seq.bytes(v);
         f.evict.push_back(v);
-        const AccessIndex last = seq.PrevUse(v, g);
-        if (last != kNeverUsed && last + 1 > f.earliest_issue) f.earliest_issue = last + 1;
+        const DeviceAccessIndex last = seq.PrevUse(v, g);
+        if (last != kNeverAccessed && last + 1 > f.earliest_issue) f.earliest_issue = last + 1;
       }
       out.fetches.push_back(std::move(f));
       if (b > capacity) continue;
@@ -205,7 +206,7 @@ void TimeFetches(const AccessSequence& seq, const LinkSpeeds& links,
                  std::vector<PlannedFetch>* fetches, double* stall) {
   const size_t n = seq.size();
   std::vector<double> start(n + 1, 0);
-  for (size_t k = 0; k < n; ++k) start[k + 1] = start[k] + seq.compute_s(k);
+  for (size_t k = 0; k < n; ++k) start[k + 1] = start[k] + seq.compute_s(DeviceAccessIndex(k));
   const double step = start[n];
   double nvme_free = -step, h2d_free = -step, late = 0;
   for (PlannedFetch& f : *fetches) {
@@ -219,7 +220,7 @@ void TimeFetches(const AccessSequence& seq, const LinkSpeeds& links,
     }
     h2d_free = std::max(h2d_free, ready) + double(b) / links.h2d_bps;
     f.arrival_s = h2d_free;
-    f.need_s = start[f.use];
+    f.need_s = start[f.use.value()];
     late += std::max(0.0, f.arrival_s - f.need_s);
   }
   *stall = late;
@@ -233,9 +234,10 @@ StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds&
   PrefetchPlan p;
   TC_ASSIGN_OR_RETURN(p.seq_, AccessSequence::FromTrace(trace));
   TC_ASSIGN_OR_RETURN(p.layout_, LayoutTiers(trace, p.seq_, budgets));
-  const AccessIndex n = p.seq_.size();
+  const uint64_t n = p.seq_.size();
   // Two warm-up steps from an empty device reach the periodic steady state.
-  ResidencySchedule s = BuildBeladySchedule(p.seq_, p.layout_.device_capacity, {}, 0, 3 * n);
+  ResidencySchedule s = BuildBeladySchedule(p.seq_, p.layout_.device_capacity, {}, DeviceAccessIndex(0),
+                                            DeviceAccessIndex::At(3, n, 0));
   p.resident_tier_ = p.layout_.home;
   for (TensorId id = 0; id < p.seq_.num_tensors(); ++id) {
     if (p.seq_.used(id)) p.resident_tier_[id] = Tier::kDevice;
@@ -243,14 +245,15 @@ StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds&
   uint64_t misses = 0;
   int64_t last_issue = INT64_MIN;  // issued in order: keeps the in-flight set contiguous
   for (const ScheduledFetch& f : s.fetches) {
-    if (f.use < 2 * n) continue;
+    if (f.use < DeviceAccessIndex::At(2, n, 0)) continue;
     ++misses;
     PlannedFetch pf;
     pf.tensor = f.tensor;
     pf.use = f.use - 2 * n;
     // At most one step ahead: a fetch with nothing to evict has no earlier
     // bound from a victim, and the plan's issue table spans one step.
-    pf.issue_before = std::max({last_issue, int64_t(f.earliest_issue) - int64_t(2 * n), int64_t(pf.use) - int64_t(n) + 1});
+    pf.issue_before = std::max({last_issue, int64_t(f.earliest_issue.value()) - int64_t(2 * n),
+                                 int64_t(pf.use.value()) - int64_t(n) + 1});
     last_issue = pf.issue_before;
     pf.evict = f.evict;
     pf.source = p.layout_.home[f.tensor];
@@ -265,7 +268,7 @@ StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds&
   for (size_t i = 0; i < p.fetches_.size(); ++i) {
     const int64_t k = p.fetches_[i].issue_before;
     p.by_issue_[size_t(k >= 0 ? k : k + int64_t(n))].push_back(uint32_t(i));
-    p.fetched_[p.fetches_[i].use] = true;
+    p.fetched_[p.fetches_[i].use.value()] = true;
   }
   p.state_fetches_.assign(n, {});
   size_t c = 0;  // device accesses before the event
@@ -277,21 +280,21 @@ StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds&
   return p;
 }
 
-const std::vector<PlannedStateFetch>& PrefetchPlan::StateFetchesBefore(AccessIndex k) const {
+const std::vector<PlannedStateFetch>& PrefetchPlan::StateFetchesBefore(DeviceAccessIndex k) const {
   static const std::vector<PlannedStateFetch> kNone;
-  return k < state_fetches_.size() ? state_fetches_[k] : kNone;
+  return k.value() < state_fetches_.size() ? state_fetches_[k.value()] : kNone;
 }
 
-bool PrefetchPlan::KeptUntilNextUse(TensorId id, AccessIndex k) const {
+bool PrefetchPlan::KeptUntilNextUse(TensorId id, DeviceAccessIndex k) const {
   if (id >= seq_.num_tensors() || !seq_.used(id) || fetched_.empty()) return false;
-  const AccessIndex next = seq_.NextUse(id, k);
-  return next != kNeverUsed && !fetched_[next % fetched_.size()];
+  const DeviceAccessIndex next = seq_.NextUse(id, k);
+  return next != kNeverAccessed && !fetched_[next.in_step(fetched_.size())];
 }
 
-std::vector<const PlannedFetch*> PrefetchPlan::FetchesBefore(AccessIndex k) const {
+std::vector<const PlannedFetch*> PrefetchPlan::FetchesBefore(DeviceAccessIndex k) const {
   std::vector<const PlannedFetch*> out;
-  if (k >= by_issue_.size()) return out;
-  for (uint32_t i : by_issue_[k]) out.push_back(&fetches_[i]);
+  if (k.value() >= by_issue_.size()) return out;
+  for (uint32_t i : by_issue_[k.value()]) out.push_back(&fetches_[i]);
   return out;
 }
 

@@ -1,6 +1,6 @@
 // PrefetchPlan: what the profiled order says the cache should do in every
-// steady-state step — next uses for eviction, which tensors stay in which tier,
-// and which fetch to issue at which access.
+// steady-state step — which tensors stay in which tier, which device victims
+// leave and which fetch to issue at which device access (DeviceAccessIndex).
 //
 // Residency follows Belady: on a miss, evict the resident tensors whose next use
 // is furthest away; a tensor re-used soon therefore stays on the device. The plan
@@ -107,8 +107,8 @@ StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
 
 // One fetch of the Belady schedule. Indices are global (see AccessSequence).
 struct ScheduledFetch {
-  AccessIndex use = 0;             // the access it serves
-  AccessIndex earliest_issue = 0;  // may be issued once accesses < this are done
+  DeviceAccessIndex use;             // the access it serves
+  DeviceAccessIndex earliest_issue;  // may be issued once accesses < this are done
   TensorId tensor = 0;
   bool streamed = false;           // larger than the device capacity: never cached
   std::vector<TensorId> evict;     // evicted when the fetch is issued
@@ -124,13 +124,13 @@ struct ResidencySchedule {
 // Belady (furthest next use) over global accesses [begin, end), starting with
 // `resident` on a device of `capacity` bytes. O(accesses · log tensors).
 ResidencySchedule BuildBeladySchedule(const AccessSequence& seq, uint64_t capacity,
-                                      const std::vector<TensorId>& resident, AccessIndex begin,
-                                      AccessIndex end);
+                                      const std::vector<TensorId>& resident, DeviceAccessIndex begin,
+                                      DeviceAccessIndex end);
 
 // A steady-state fetch, relative to the start of its step.
 struct PlannedFetch {
   TensorId tensor = 0;
-  AccessIndex use = 0;         // access within the step, 0..N-1
+  DeviceAccessIndex use;       // access within the step, 0..N-1
   int64_t issue_before = 0;    // issue before this access; negative: in the previous step
   std::vector<TensorId> evict;
   Tier source = Tier::kHost;
@@ -138,7 +138,7 @@ struct PlannedFetch {
   double issue_s = 0;          // nominal timeline (no stalls), from the step start
   double arrival_s = 0;
   double need_s = 0;
-  int64_t lookahead() const { return int64_t(use) - issue_before; }
+  int64_t lookahead() const { return int64_t(use.value()) - issue_before; }
 };
 
 // An optimizer update whose host-tier shards (fp32 master, moments, a stored
@@ -149,14 +149,12 @@ struct PlannedStateFetch {
   int pieces_begin = 0, pieces_end = 0;
 };
 
-class PrefetchPlan : public NextUseOracle {
+class PrefetchPlan {
  public:
   static StatusOr<PrefetchPlan> Build(const Trace& trace, const LinkSpeeds& links,
                                       const TierBudgets& budgets);
 
-  AccessIndex NextUse(TensorId id, AccessIndex now) const override {
-    return seq_.NextUse(id, now);
-  }
+  // The device accesses it plans for: next and previous use over them.
   const AccessSequence& sequence() const { return seq_; }
   const TierLayout& layout() const { return layout_; }
   // Ordered by issue point.
@@ -164,19 +162,19 @@ class PrefetchPlan : public NextUseOracle {
   // Fetches to issue right before access k (0 <= k < N) of a step. A fetch whose
   // issue point lies in the previous step (issue_before < 0) is listed under
   // access issue_before + N: issue it then, for the next step's use.
-  std::vector<const PlannedFetch*> FetchesBefore(AccessIndex k) const;
+  std::vector<const PlannedFetch*> FetchesBefore(DeviceAccessIndex k) const;
   // The updates whose states to fetch to the host with the fetches before
   // access k (0 <= k < N; empty past the step's end): each update the profile
   // runs after access k, in the profile's order. Issued with the device
   // fetches, as access k-1 is released, the read overlaps the rest of access k.
-  const std::vector<PlannedStateFetch>& StateFetchesBefore(AccessIndex k) const;
+  const std::vector<PlannedStateFetch>& StateFetchesBefore(DeviceAccessIndex k) const;
   // kDevice when the tensor stays on the device the whole step; else its home.
   Tier ResidentTier(TensorId id) const { return resident_tier_[id]; }
   // Whether the plan keeps `id` on the device until its first access after
   // access k (k at or after its latest access): that access is a hit, no fetch.
   // A worker whose optimizer update invalidates the device copy in between
   // copies it back only then: otherwise the plan fetches it before its use.
-  bool KeptUntilNextUse(TensorId id, AccessIndex k) const;
+  bool KeptUntilNextUse(TensorId id, DeviceAccessIndex k) const;
   double device_hit_rate() const { return hit_rate_; }
   // Sum over fetches of max(0, arrival - need) on the nominal timeline.
   double predicted_stall_s() const { return predicted_stall_s_; }

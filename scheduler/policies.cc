@@ -42,14 +42,14 @@ namespace {
 class LruPolicy : public SimPolicy {
  public:
   const char* name() const override { return "lru"; }
-  void MakeRoom(TensorId id, AccessIndex g, SimContext& s) override {
+  void MakeRoom(TensorId id, DeviceAccessIndex g, SimContext& s) override {
     Init(s);
     EvictUntilFits(id, /*largest=*/false, *keyed_, s);
   }
-  void OnAccess(AccessIndex g, SimContext& s) override {
+  void OnAccess(DeviceAccessIndex g, SimContext& s) override {
     Init(s);
     const TensorId x = s.seq().tensor(g);
-    if (s.resident(x)) keyed_->Set(x, g);
+    if (s.resident(x)) keyed_->Set(x, g.value());
   }
 
  private:
@@ -64,14 +64,14 @@ class LruPolicy : public SimPolicy {
 class BeladyPolicy : public SimPolicy {
  public:
   const char* name() const override { return "belady"; }
-  void MakeRoom(TensorId id, AccessIndex g, SimContext& s) override {
+  void MakeRoom(TensorId id, DeviceAccessIndex g, SimContext& s) override {
     Init(s);
     EvictUntilFits(id, /*largest=*/true, *keyed_, s);
   }
-  void OnAccess(AccessIndex g, SimContext& s) override {
+  void OnAccess(DeviceAccessIndex g, SimContext& s) override {
     Init(s);
     const TensorId x = s.seq().tensor(g);
-    if (s.resident(x)) keyed_->Set(x, s.seq().NextUse(x, g));
+    if (s.resident(x)) keyed_->Set(x, s.seq().NextUse(x, g).value());
   }
 
  private:

@@ -27,34 +27,34 @@ class TencachePolicy : public SimPolicy {
     for (TensorId t = 0; t < s.seq().num_tensors(); ++t) {
       if (s.resident(t)) resident.push_back(t);
     }
-    const AccessIndex n = s.seq().size();
-    const AccessIndex end = AccessIndex(s.total_steps()) * n;
-    schedule_ = BuildBeladySchedule(s.seq(), s.capacity(), resident, n, end);
+    const uint64_t n = s.seq().size();
+    schedule_ = BuildBeladySchedule(s.seq(), s.capacity(), resident, DeviceAccessIndex::At(1, n, 0),
+                                    DeviceAccessIndex::At(uint64_t(s.total_steps()), n, 0));
     next_ = 0;
     planned_ = true;
   }
 
-  void BeforeAccess(AccessIndex g, SimContext& s) override {
+  void BeforeAccess(DeviceAccessIndex g, SimContext& s) override {
     if (planned_) Issue(g, /*demand_until=*/g, s);
   }
-  void MakeRoom(TensorId id, AccessIndex g, SimContext& s) override {
+  void MakeRoom(TensorId id, DeviceAccessIndex g, SimContext& s) override {
     // Planned steps never get here unless the trace outgrew the plan.
     if (planned_) ++deviations_;
     EvictUntilFits(id, /*largest=*/false, *lru_, s);
   }
-  void OnAccess(AccessIndex g, SimContext& s) override {
+  void OnAccess(DeviceAccessIndex g, SimContext& s) override {
     const TensorId x = s.seq().tensor(g);
-    if (!planned_ && s.resident(x)) lru_->Set(x, g);
+    if (!planned_ && s.resident(x)) lru_->Set(x, g.value());
   }
-  void AfterAccess(AccessIndex g, SimContext& s) override {
+  void AfterAccess(DeviceAccessIndex g, SimContext& s) override {
     if (planned_) Issue(g + 1, /*demand_until=*/g, s);
   }
 
  private:
   // Issues, in order, every fetch allowed before access `position`; fetches
   // whose use is <= demand_until are issued unconditionally.
-  void Issue(AccessIndex position, AccessIndex demand_until, SimContext& s) {
-    const AccessIndex step_end = AccessIndex(s.step() + 1) * s.seq().size();
+  void Issue(DeviceAccessIndex position, DeviceAccessIndex demand_until, SimContext& s) {
+    const DeviceAccessIndex step_end = DeviceAccessIndex::At(uint64_t(s.step() + 1), s.seq().size(), 0);
     while (next_ < schedule_.fetches.size()) {
       const ScheduledFetch& f = schedule_.fetches[next_];
       const bool demand = f.use <= demand_until;

@@ -20,9 +20,9 @@ class WindowPolicy : public SimPolicy {
   void BeginStep(SimContext& s) override {
     if (!window_) Init(s);
     if (s.step() == 1) Place(s);
-    cursor_ = AccessIndex(s.step()) * s.seq().size();
+    cursor_ = DeviceAccessIndex::At(uint64_t(s.step()), s.seq().size(), 0);
   }
-  void MakeRoom(TensorId id, AccessIndex g, SimContext& s) override {
+  void MakeRoom(TensorId id, DeviceAccessIndex g, SimContext& s) override {
     const uint64_t need = s.seq().bytes(id);
     while (s.free_bytes() < need && !window_->empty()) {  // the latest prefetch is used last
       const TensorId v = window_->Largest();
@@ -33,11 +33,11 @@ class WindowPolicy : public SimPolicy {
       if (*it != id && s.resident(*it)) s.Evict(*it);
     }
   }
-  void OnAccess(AccessIndex g, SimContext& s) override {
+  void OnAccess(DeviceAccessIndex g, SimContext& s) override {
     const TensorId x = s.seq().tensor(g);
     if (!pinned_[x] && s.resident(x) && !window_->contains(x)) Track(x, s);
   }
-  void AfterAccess(AccessIndex g, SimContext& s) override {
+  void AfterAccess(DeviceAccessIndex g, SimContext& s) override {
     const TensorId x = s.seq().tensor(g);
     if (!pinned_[x] && s.resident(x)) {
       Untrack(x, s);
@@ -56,7 +56,7 @@ class WindowPolicy : public SimPolicy {
     window_bytes_ = std::min(s.capacity(), std::max(s.capacity() / 4, largest));
     uint64_t room = s.capacity() - window_bytes_;
     std::vector<bool> seen(n, false);
-    for (AccessIndex k = 0; k < s.seq().size(); ++k) {  // forward order = first use
+    for (DeviceAccessIndex k; k.value() < s.seq().size(); ++k) {  // forward order = first use
       const TensorId t = s.seq().tensor(k);
       if (seen[t]) continue;
       seen[t] = true;
@@ -84,8 +84,8 @@ class WindowPolicy : public SimPolicy {
     window_->Erase(x);
     window_used_ -= s.seq().bytes(x);
   }
-  void Slide(AccessIndex g, SimContext& s) {
-    const AccessIndex end = AccessIndex(s.step() + 1) * s.seq().size();
+  void Slide(DeviceAccessIndex g, SimContext& s) {
+    const DeviceAccessIndex end = DeviceAccessIndex::At(uint64_t(s.step() + 1), s.seq().size(), 0);
     cursor_ = std::max(cursor_, g + 1);
     for (; cursor_ < end; ++cursor_) {
       const TensorId t = s.seq().tensor(cursor_);
@@ -101,7 +101,7 @@ class WindowPolicy : public SimPolicy {
   uint64_t window_bytes_ = 0;
   uint64_t window_used_ = 0;
   uint64_t order_ = 0;
-  AccessIndex cursor_ = 0;
+  DeviceAccessIndex cursor_;
 };
 
 }  // namespace

@@ -13,13 +13,13 @@ namespace {
 // The simulated device as the coordinator sees it. Valid during one call.
 class SimCacheView : public ZeroInfinityCacheView {
  public:
-  SimCacheView(SimContext& s, KeyedResidents& lru, AccessIndex g) : s_(s), lru_(lru), g_(g) {}
+  SimCacheView(SimContext& s, KeyedResidents& lru, DeviceAccessIndex g) : s_(s), lru_(lru), g_(g) {}
   bool OnDevice(uint32_t key) const override { return s_.resident(key); }
   bool InFlight(uint32_t key) const override { return s_.in_flight(key); }
   bool OnlyOnNvme(uint32_t key) const override { return !s_.host_resident(key); }
   bool StartFetch(uint32_t key) override {
     if (!s_.Fetch(key)) return false;
-    lru_.Set(key, g_);
+    lru_.Set(key, g_.value());
     started.push_back(key);
     return true;
   }
@@ -30,7 +30,7 @@ class SimCacheView : public ZeroInfinityCacheView {
  private:
   SimContext& s_;
   KeyedResidents& lru_;
-  const AccessIndex g_;
+  const DeviceAccessIndex g_;
 };
 
 class ZeroInfinityPolicy : public SimPolicy {
@@ -46,21 +46,21 @@ class ZeroInfinityPolicy : public SimPolicy {
       coordinator_ = std::make_unique<ZeroInfinityCoordinator>(std::move(elements), knobs_, observer_);
       lru_ = std::make_unique<KeyedResidents>(s.seq().num_tensors());
     }
-    step_start_ = AccessIndex(s.step()) * s.seq().size();
+    step_start_ = DeviceAccessIndex::At(uint64_t(s.step()), s.seq().size(), 0);
     coordinator_->BeginStep();
   }
-  void MakeRoom(TensorId id, AccessIndex g, SimContext& s) override {
+  void MakeRoom(TensorId id, DeviceAccessIndex g, SimContext& s) override {
     EvictUntilFits(id, /*largest=*/false, *lru_, s);
   }
-  void OnAccess(AccessIndex g, SimContext& s) override {
+  void OnAccess(DeviceAccessIndex g, SimContext& s) override {
     const TensorId x = s.seq().tensor(g);
-    if (s.resident(x)) lru_->Set(x, g);
+    if (s.resident(x)) lru_->Set(x, g.value());
     SimCacheView view(s, *lru_, g);
     coordinator_->OnAccess(g - step_start_, x, view);
     if (knobs_.pin_memory && s.ranks() == 1) return;
     for (TensorId t : view.started) s.WaitForArrival(t);
   }
-  void AfterAccess(AccessIndex g, SimContext& s) override {
+  void AfterAccess(DeviceAccessIndex g, SimContext& s) override {
     const TensorId x = s.seq().tensor(g);
     if (!coordinator_->ReleaseAfter(g - step_start_, x) || !s.resident(x)) return;
     lru_->Erase(x);
@@ -72,7 +72,7 @@ class ZeroInfinityPolicy : public SimPolicy {
   const ZeroInfinityCoordinator::Observer observer_;
   std::unique_ptr<ZeroInfinityCoordinator> coordinator_;
   std::unique_ptr<KeyedResidents> lru_;
-  AccessIndex step_start_ = 0;
+  DeviceAccessIndex step_start_;
 };
 
 }  // namespace

@@ -70,8 +70,9 @@ class Profiler {
   int profile_version() const { return version_; }
   // True while the step so far matches the profile access for access.
   bool following() const { return has_profile() && !diverged_; }
-  // Device accesses recorded in the current step (the next AccessIndex).
-  AccessIndex position() const { return position_; }
+  // The index of the current step's next device access (the device accesses
+  // recorded so far in it).
+  DeviceAccessIndex position() const { return DeviceAccessIndex(position_); }
   int reprofile_count() const { return reprofiles_; }
 
   // Steps whose compute times timed_profile() keeps, the latest ones.
@@ -100,7 +101,7 @@ class Profiler {
   std::vector<TensorId> profile_order_;  // device accesses of the profile
   std::vector<size_t> profile_accesses_;  // indices of the profile's access events
   Trace current_;
-  AccessIndex position_ = 0;
+  uint64_t position_ = 0;  // device accesses recorded in the current step
   bool diverged_ = false;
   bool followed_steps_timed_ = false;
   // Access events of the current step that matched the profile's access at the

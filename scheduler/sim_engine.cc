@@ -139,10 +139,10 @@ double SimContext::HostAcquire(uint32_t t, HostUse use, double request) {
   double slot = request;
   if (host_.used[c] >= m.slots(c)) {
     int64_t victim = -1;
-    uint64_t furthest = 0;
+    AcquireIndex furthest;
     for (uint32_t v : m.members(c)) {
       if (!host_.resident[v] || std::find(held_.begin(), held_.end(), v) != held_.end()) continue;
-      const uint64_t next = m.NextUse(v, host_.pos);
+      const AcquireIndex next = m.NextUse(v, AcquireIndex(host_.pos));
       if (victim < 0 || next > furthest) victim = v, furthest = next;
     }
     // With at least kWorkerHostSlotsPerClass slots a class always has one
@@ -253,7 +253,7 @@ double CacheSimulator::CopySeconds(Link link, uint64_t bytes, double bps) const 
   return config_.copy_latency_s + double(bytes) / bps;
 }
 
-void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy,
+void CacheSimulator::RunAccess(const TraceEvent& e, DeviceAccessIndex g, SimPolicy& policy,
                                SimContext& s) const {
   auto wait_until = [&](double t) {
     if (t <= s.now_) return;
@@ -406,7 +406,7 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
 PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
   SimContext s(*this);
   const int total = config_.warmup_steps + config_.steps;
-  AccessIndex g = 0;
+  DeviceAccessIndex g;
   double counted_time = 0;
   // Each lane's busy seconds so far, in StepLane order.
   auto lanes_now = [&s] {

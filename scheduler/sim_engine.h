@@ -198,13 +198,13 @@ class SimPolicy {
   virtual const char* name() const = 0;
   virtual void BeginStep(SimContext& s) {}
   // Before access g is resolved: issue prefetches.
-  virtual void BeforeAccess(AccessIndex g, SimContext& s) {}
+  virtual void BeforeAccess(DeviceAccessIndex g, SimContext& s) {}
   // Access g misses and its tensor is not resident: evict until it fits.
-  virtual void MakeRoom(TensorId id, AccessIndex g, SimContext& s) = 0;
+  virtual void MakeRoom(TensorId id, DeviceAccessIndex g, SimContext& s) = 0;
   // The tensor of access g is on (or arriving to) the device; compute follows.
-  virtual void OnAccess(AccessIndex g, SimContext& s) {}
+  virtual void OnAccess(DeviceAccessIndex g, SimContext& s) {}
   // Compute of access g finished.
-  virtual void AfterAccess(AccessIndex g, SimContext& s) {}
+  virtual void AfterAccess(DeviceAccessIndex g, SimContext& s) {}
   // Whether it reads each update's NVMe-resident optimizer states ahead (as
   // tencache's worker does): the read may then start when the access before
   // the one the update follows has ended, instead of at the update. Either way it starts
@@ -226,7 +226,7 @@ class CacheSimulator {
 
  private:
   friend class SimContext;
-  void RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy, SimContext& s) const;
+  void RunAccess(const TraceEvent& e, DeviceAccessIndex g, SimPolicy& policy, SimContext& s) const;
   void RunCollective(const TraceEvent& e, SimContext& s) const;
   void RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const;
   // Seconds a copy of `bytes` holds `link`'s lane (at `bps`): host<->device

@@ -57,6 +57,15 @@ struct TraceEvent {
   bool is_device_access() const { return kind == EventKind::kAccess && phase != Phase::kOptimizer; }
 };
 
+// Position among a step's device accesses (the forward and backward accesses,
+// in trace order; optimizer accesses and collectives do not count): the k-th
+// device access of a step is device access k. The scheduler's plan, the
+// simulator's policies, the profiler and the worker's prefetch drivers count
+// in these; the cache counts acquires (AcquireIndex), a different sequence.
+struct DeviceAccessTag {};
+using DeviceAccessIndex = StepIndex<DeviceAccessTag>;
+constexpr DeviceAccessIndex kNeverAccessed = DeviceAccessIndex::Never();
+
 constexpr int kTraceFormatVersion = 1;
 
 struct TraceHeader {

@@ -15,22 +15,19 @@ bool PlannedPrefetch::Issuing() const {
   return plan_ != nullptr && context_.job->cache.prefetch && context_.profiler->following();
 }
 
-Status PlannedPrefetch::BeforeAccess(AccessIndex k) {
+Status PlannedPrefetch::BeforeAccess(DeviceAccessIndex k) {
   if (!Issuing()) return Status::Ok();
-  if (int64_t(k) == issued_for_) return Status::Ok();  // once per access
-  issued_for_ = int64_t(k);
+  if (k == issued_for_) return Status::Ok();  // once per access
+  issued_for_ = k;
   ShardStore* store = context_.store;
   for (const PlannedFetch* f : plan_->FetchesBefore(k)) {
     // The plan's victims leave first, so the device holds what the plan (and
-    // tencache-sim) assumes. A victim still pinned or being copied stays
-    // (FailedPrecondition); the cache then picks one by next use when the fetch
-    // needs the room. Any other error is the write-back's and fails the step.
+    // tencache-sim) assumes. A victim still pinned or being copied stays; the
+    // cache then picks one by next use when the fetch needs the room.
     for (TensorId victim : f->evict) {
-      const Status discarded = store->cache()->Discard(ShardTensorId(int(victim), ShardKind::kParam), Tier::kDevice);
-      if (!discarded.ok() && discarded.code() != StatusCode::kFailedPrecondition) {
-        return discarded.WithContext("evicting block " + std::to_string(victim) + "'s parameters from the device for " +
-                                     "the planned fetch of block " + std::to_string(f->tensor));
-      }
+      TC_RETURN_IF_ERROR(EvictParamsFromDevice(store, int(victim),
+                                               "for the planned fetch of block " + std::to_string(f->tensor))
+                             .status());
     }
     store->Prefetch(int(f->tensor), ShardKind::kParam, 0, Tier::kDevice);
     ++prefetches_;
@@ -58,7 +55,7 @@ Status PlannedPrefetch::BeforeAccess(AccessIndex k) {
 // update's shards, whose next use is a step away — and parks the fetch until
 // that update has released them (docs/cachemgr.md), so the read overlaps the
 // rest of that access and moves no byte the demand fetches would not.
-void PlannedPrefetch::IssueStateFetches(AccessIndex k) {
+void PlannedPrefetch::IssueStateFetches(DeviceAccessIndex k) {
   ShardStore* store = context_.store;
   const ShardLayout& layout = *context_.layout;
   for (const PlannedStateFetch& f : plan_->StateFetchesBefore(k)) {
@@ -81,7 +78,7 @@ void PlannedPrefetch::IssueStateFetches(AccessIndex k) {
   }
 }
 
-bool PlannedPrefetch::KeepsOnDeviceAfterUpdate(int block, AccessIndex k) const {
+bool PlannedPrefetch::KeepsOnDeviceAfterUpdate(int block, DeviceAccessIndex k) const {
   return Issuing() && plan_->KeptUntilNextUse(TensorId(block), k);
 }
 
@@ -99,7 +96,7 @@ Status PlannedPrefetch::OnNewProfile(const ProfiledStep& step) {
   StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(step.profile, links, budgets);
   if (!plan.ok()) return plan.status().WithContext("building the prefetch plan from the profiled step");
   plan_ = std::make_unique<PrefetchPlan>(std::move(plan).value());
-  oracle_ = std::make_unique<StepOrder>(step.acquire_order, context_.store->cache()->size());
+  oracle_ = std::make_unique<StepOrder<AcquireIndex>>(step.acquire_order, context_.store->cache()->size());
   context_.store->cache()->SetNextUseOracle(oracle_.get());
   std::ostringstream line;
   line << "plan: " << plan_->fetches().size() << " fetches per step over " << plan_->sequence().size()

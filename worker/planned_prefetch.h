@@ -22,9 +22,9 @@ class PlannedPrefetch : public PrefetchDriver {
   explicit PlannedPrefetch(PrefetchDriverContext context);
 
   const char* name() const override { return "plan-driven"; }
-  void BeginStep() override { issued_for_ = -1; }
-  Status BeforeAccess(AccessIndex k) override;
-  bool KeepsOnDeviceAfterUpdate(int block, AccessIndex k) const override;
+  void BeginStep() override { issued_for_ = kNeverAccessed; }
+  Status BeforeAccess(DeviceAccessIndex k) override;
+  bool KeepsOnDeviceAfterUpdate(int block, DeviceAccessIndex k) const override;
   Status OnNewProfile(const ProfiledStep& step) override;
   int TakeFetchesIssued() override;
 
@@ -35,13 +35,13 @@ class PlannedPrefetch : public PrefetchDriver {
   // Whether the plan's fetches are issued now: there is a plan, cache.prefetch
   // is on, and the step so far follows the profile.
   bool Issuing() const;
-  void IssueStateFetches(AccessIndex k);
+  void IssueStateFetches(DeviceAccessIndex k);
 
   const PrefetchDriverContext context_;
   std::unique_ptr<PrefetchPlan> plan_;
   std::unique_ptr<NextUseOracle> oracle_;
   int prefetches_ = 0;       // planned fetches issued since TakeFetchesIssued
-  int64_t issued_for_ = -1;  // the access whose planned fetches were issued last
+  DeviceAccessIndex issued_for_ = kNeverAccessed;  // the access whose planned fetches were issued last
 };
 
 }  // namespace tencache

@@ -14,6 +14,16 @@ class DemandOnly : public PrefetchDriver {
 
 }  // namespace
 
+StatusOr<bool> EvictParamsFromDevice(ShardStore* store, int block, const std::string& why) {
+  StatusOr<TensorCache::Discarded> discarded =
+      store->cache()->Discard(ShardTensorId(block, ShardKind::kParam), Tier::kDevice);
+  if (!discarded.ok()) {
+    return discarded.status().WithContext("evicting block " + std::to_string(block) +
+                                          "'s parameters from the device " + why);
+  }
+  return *discarded == TensorCache::Discarded::kGone;
+}
+
 std::unique_ptr<PrefetchDriver> MakePrefetchDriver(PrefetchDriverContext context) {
   const CachePolicy policy = context.job->cache.policy;
   if (context.store->cache() == nullptr) return std::make_unique<DemandOnly>();

@@ -7,10 +7,12 @@
 //
 // The Trainer calls a driver for training accesses only (never while
 // evaluating or sampling), in this order each step: BeginStep; then for device
-// access k = 0, 1, ... BeforeAccess(k) (once or more), OnAccess(k, block) once
-// its parameters are acquired on the device, AfterAccess(k, block) once its
-// compute ended. Optimizer updates between accesses ask KeepsOnDeviceAfterUpdate;
-// the step that becomes the profile ends with OnNewProfile.
+// access k = 0, 1, ... (a DeviceAccessIndex, scheduler/trace.h) BeforeAccess(k)
+// (once or more), OnAccess(k, block) once its parameters are acquired on the
+// device, AfterAccess(k, block) once its compute ended. An error from any of
+// them (a cache I/O failure) fails the step. Optimizer updates between
+// accesses ask KeepsOnDeviceAfterUpdate; the step that becomes the profile ends
+// with OnNewProfile.
 // Training thread only.
 #pragma once
 
@@ -46,17 +48,16 @@ class PrefetchDriver {
   virtual void BeginStep() {}
   // Device access k is next: issue what the policy fetches ahead of it. Called
   // as access k-1 is released and again as access k gathers; acts once per k.
-  // An error (a cache I/O failure) fails the step.
-  virtual Status BeforeAccess(AccessIndex k) { return Status::Ok(); }
+  virtual Status BeforeAccess(DeviceAccessIndex k) { return Status::Ok(); }
   // Device access k's parameters (`block`) are acquired on the device; its
   // compute follows.
-  virtual void OnAccess(AccessIndex k, int block) {}
+  virtual Status OnAccess(DeviceAccessIndex k, int block) { return Status::Ok(); }
   // Device access k's compute ended.
-  virtual void AfterAccess(AccessIndex k, int block) {}
+  virtual Status AfterAccess(DeviceAccessIndex k, int block) { return Status::Ok(); }
   // Whether `block`'s parameters, on the device when its update (after device
   // access k) began, must be copied back there once the update rewrote them on
   // the host: the policy keeps them on the device until their next use.
-  virtual bool KeepsOnDeviceAfterUpdate(int block, AccessIndex k) const { return false; }
+  virtual bool KeepsOnDeviceAfterUpdate(int block, DeviceAccessIndex k) const { return false; }
   // The step that became the profile (the first, or one that diverged) ended.
   virtual Status OnNewProfile(const ProfiledStep& step) { return Status::Ok(); }
   // Fetches the driver issued since the previous call (StepMetrics::prefetches).
@@ -74,6 +75,15 @@ struct PrefetchDriverContext {
   uint64_t state_bytes = 0;                // this rank's shards of every kind: the "auto" host budget
   std::function<void(const std::string&)> log;
 };
+
+// A policy's eviction of `block`'s parameters from the device (its plan or its
+// release rule chose them): the one rule every driver applies. true: they are
+// gone; false: a handle pins them or a mover copies them, so they stay (the
+// policy may retry later; the cache evicts by its own rule when it needs the
+// room). An error is the eviction's write-back failing: it names the block and
+// `why` (what the eviction was for) and fails the step.
+// REQUIRES: store->cache() != nullptr.
+StatusOr<bool> EvictParamsFromDevice(ShardStore* store, int block, const std::string& why);
 
 // The driver of job.cache.policy: plan-driven for tencache and ZeRO-Infinity's
 // coordinator for zero-infinity on a cached store; demand-only otherwise.

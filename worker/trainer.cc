@@ -272,7 +272,7 @@ StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
   g.waited_s = WaitedSinceLastAccess();
   TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead));
   hit_counter_->OnDeviceAccess(block, !sampling_);
-  if (!sampling_) driver_->OnAccess(profiler_.position(), block);
+  if (!sampling_) TC_RETURN_IF_ERROR(driver_->OnAccess(profiler_.position(), block));
   const bool in_device_memory = store_->cache() != nullptr || !device_.cuda();
   if (ranks_ == 1 && in_device_memory) {  // the shard is the block: compute on it in place
     auto pin = std::make_shared<ShardRef>(std::move(p));  // released with the tensor's storage
@@ -329,9 +329,9 @@ StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, int piece, Tier t
   return ref;
 }
 
-void Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin,
-                        int pieces_end) {
-  if (sampling_) return;
+Status Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin,
+                          int pieces_end) {
+  if (sampling_) return Status::Ok();
   if (!profiler_.following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
   AccessRecord a;
   a.id = TensorId(block);
@@ -347,7 +347,8 @@ void Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, 
   a.pieces_end = pieces_end;
   profiler_.RecordAccess(a);
   acquire_mark_ = acquire_s_;
-  if (phase != Phase::kOptimizer) driver_->AfterAccess(profiler_.position() - 1, block);
+  if (phase != Phase::kOptimizer) return driver_->AfterAccess(profiler_.position() - 1, block);
+  return Status::Ok();
 }
 
 // One micro-batch: forward keeping only block inputs, then backward block by
@@ -372,7 +373,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       LaneTimer busy(this, StepLane::kCompute);
       x = model_.Embed(e.flat, tokens);
     }
-    EndAccess(0, Phase::kForward, e);
+    TC_RETURN_IF_ERROR(EndAccess(0, Phase::kForward, e));
     TC_RETURN_IF_ERROR(Release(&e));  // its slot may be the first layer's (one size class)
     for (int b = 1; b < last; ++b) {
       checkpoints_[b] = x;
@@ -381,7 +382,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
         LaneTimer busy(this, StepLane::kCompute);
         x = model_.Layer(b, g.flat, x);
       }
-      EndAccess(b, Phase::kForward, g);
+      TC_RETURN_IF_ERROR(EndAccess(b, Phase::kForward, g));
     }
   }
   // The head computes the loss once, with autograd on, and starts the backward:
@@ -393,7 +394,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
     Gathered embed;
     if (tied) {  // the head's compute is counted in the tied embedding's access, acquired after it
-      EndAccess(last, Phase::kBackward, head);
+      TC_RETURN_IF_ERROR(EndAccess(last, Phase::kBackward, head));
       TC_ASSIGN_OR_RETURN(embed, Gather(0, 1, Phase::kBackward));
     }
     LaneTimer busy(this, StepLane::kCompute);
@@ -405,7 +406,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
     BlockWeights w0 = tied ? model_.WithGradients(embed.flat, 0, d_embed) : BlockWeights(torch::Tensor());
     loss = model_.HeadLoss(w_last, w0, x_in, targets);
     dx = Backward(loss * scale, torch::Tensor(), {x_in}, {&w_last, &w0})[0];
-    EndAccess(tied ? 0 : last, Phase::kBackward, tied ? embed : head);
+    TC_RETURN_IF_ERROR(EndAccess(tied ? 0 : last, Phase::kBackward, tied ? embed : head));
     loss = loss.detach();
     head = Gathered();
     w_last = w0 = BlockWeights(torch::Tensor());
@@ -427,7 +428,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
         torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
         dx = Backward(model_.Layer(b, w, in), dx, {in}, {&w})[0];
       }
-      EndAccess(b, Phase::kBackward, g);
+      TC_RETURN_IF_ERROR(EndAccess(b, Phase::kBackward, g));
       TC_RETURN_IF_ERROR(Release(&g));
     }
     checkpoints_[b] = torch::Tensor();
@@ -443,7 +444,7 @@ StatusOr<double> Trainer::MicroStep(int micro) {
       BlockWeights w = model_.WithGradients(e.flat, 0, d_tokens);
       Backward(model_.Embed(w, tokens), dx, {}, {&w});
     }
-    EndAccess(0, Phase::kBackward, e);
+    TC_RETURN_IF_ERROR(EndAccess(0, Phase::kBackward, e));
     TC_RETURN_IF_ERROR(Release(&e));
   }
   TC_RETURN_IF_ERROR(ReduceGrad(0, d_tokens));

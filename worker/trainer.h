@@ -173,11 +173,12 @@ class Trainer {
   // training thread asked for it at asked_s, having spent waited_s of the time
   // since the previous access inside Acquire (waits, not its own work).
   // An update that streams a part of its pieces gives them ([begin, end); 0, 0: all).
-  void EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin = 0,
-                 int pieces_end = 0);
+  // An error is the prefetch driver's (AfterAccess) and fails the step.
+  Status EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin = 0,
+                   int pieces_end = 0);
   // The access of a gathered block: its times as Gather took them.
-  void EndAccess(int block, Phase phase, const Gathered& g) {
-    EndAccess(block, phase, g.start_s, g.asked_s, g.waited_s);
+  Status EndAccess(int block, Phase phase, const Gathered& g) {
+    return EndAccess(block, phase, g.start_s, g.asked_s, g.waited_s);
   }
   // Time inside Acquire since the step's previous access ended.
   double WaitedSinceLastAccess() const { return acquire_s_ - acquire_mark_; }

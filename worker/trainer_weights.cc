@@ -178,13 +178,12 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
       compute_s += Now() - t0;
     }
   }
-  const AccessIndex k = profiler_.position();  // device accesses so far this step
-  if (last == pieces && !sampling_ && on_device && k > 0 && driver_->KeepsOnDeviceAfterUpdate(b, k - 1) &&
+  const DeviceAccessIndex k = profiler_.position();  // device accesses so far this step
+  if (last == pieces && !sampling_ && on_device && k.value() > 0 && driver_->KeepsOnDeviceAfterUpdate(b, k - 1) &&
       !cache->IsResident(param, Tier::kDevice)) {
     hit_counter_->NoteRefresh(b, store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice));
   }
-  EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited, part ? first : 0, part ? last : 0);
-  return Status::Ok();
+  return EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited, part ? first : 0, part ? last : 0);
 }
 
 }  // namespace tencache

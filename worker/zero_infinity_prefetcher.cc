@@ -49,24 +49,28 @@ ZeroInfinityPrefetcher::ZeroInfinityPrefetcher(std::vector<size_t> shard_elems, 
 
 void ZeroInfinityPrefetcher::BeginStep() { coordinator_.BeginStep(); }
 
-void ZeroInfinityPrefetcher::OnAccess(size_t k, int block, ShardStore* store) {
-  TensorCache* cache = store->cache();
+Status ZeroInfinityPrefetcher::OnAccess(DeviceAccessIndex k, int block, ShardStore* store) {
   std::vector<int> still_pinned;
   for (int b : pending_release_) {
     if (b == block) continue;  // in use again: its next release decides
-    if (!cache->Discard(ShardTensorId(b, ShardKind::kParam), Tier::kDevice).ok()) still_pinned.push_back(b);
+    const std::string why = "released after its use (retried at device access " + std::to_string(k.value()) + ")";
+    TC_ASSIGN_OR_RETURN(const bool gone, EvictParamsFromDevice(store, b, why));
+    if (!gone) still_pinned.push_back(b);
   }
   pending_release_.swap(still_pinned);
   StoreView view(*this, store);
-  coordinator_.OnAccess(k, uint32_t(block), view);
+  coordinator_.OnAccess(k.value(), uint32_t(block), view);
+  return Status::Ok();
 }
 
-void ZeroInfinityPrefetcher::AfterAccess(size_t k, int block, ShardStore* store) {
-  if (!coordinator_.ReleaseAfter(k, uint32_t(block))) return;
-  if (!store->cache()->Discard(ShardTensorId(block, ShardKind::kParam), Tier::kDevice).ok() &&
-      std::find(pending_release_.begin(), pending_release_.end(), block) == pending_release_.end()) {
+Status ZeroInfinityPrefetcher::AfterAccess(DeviceAccessIndex k, int block, ShardStore* store) {
+  if (!coordinator_.ReleaseAfter(k.value(), uint32_t(block))) return Status::Ok();
+  const std::string why = "released after device access " + std::to_string(k.value());
+  TC_ASSIGN_OR_RETURN(const bool gone, EvictParamsFromDevice(store, block, why));
+  if (!gone && std::find(pending_release_.begin(), pending_release_.end(), block) == pending_release_.end()) {
     pending_release_.push_back(block);
   }
+  return Status::Ok();
 }
 
 int ZeroInfinityDriver::TakeFetchesIssued() {

@@ -6,9 +6,10 @@
 //
 // Keys are blocks; the tensor of block b is its parameter shard. The coordinator
 // records step 0's accesses and prefetches from step 1. A shard the coordinator
-// releases while it is still pinned is discarded from the device at the next
-// access instead. Eviction, when a fetch needs room, is the cache's own. Used by
-// the training thread only.
+// releases while it is still pinned is evicted from the device at the next
+// access instead (EvictParamsFromDevice, worker/prefetch_driver.h: a failed
+// write-back fails the access). Eviction, when a fetch needs room, is the
+// cache's own. Used by the training thread only.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +33,9 @@ class ZeroInfinityPrefetcher {
   // Device access k of the step (0, 1, ...) uses `block`'s parameter shard, which
   // the caller has just acquired on the device: the walk that prefetches.
   // REQUIRES: store->cache() != nullptr.
-  void OnAccess(size_t k, int block, ShardStore* store);
+  Status OnAccess(DeviceAccessIndex k, int block, ShardStore* store);
   // After device access k computed: the release-after-use rule.
-  void AfterAccess(size_t k, int block, ShardStore* store);
+  Status AfterAccess(DeviceAccessIndex k, int block, ShardStore* store);
   int fetches_issued() const { return int(coordinator_.fetches_issued()); }
   const ZeroInfinityCoordinator& coordinator() const { return coordinator_; }
 
@@ -56,8 +57,8 @@ class ZeroInfinityDriver : public PrefetchDriver {
   const char* name() const override { return "zero-infinity"; }
   void BeginStep() override { prefetcher_.BeginStep(); }
   // DeepSpeed prefetches once the current parameters are there.
-  void OnAccess(AccessIndex k, int block) override { prefetcher_.OnAccess(k, block, store_); }
-  void AfterAccess(AccessIndex k, int block) override { prefetcher_.AfterAccess(k, block, store_); }
+  Status OnAccess(DeviceAccessIndex k, int block) override { return prefetcher_.OnAccess(k, block, store_); }
+  Status AfterAccess(DeviceAccessIndex k, int block) override { return prefetcher_.AfterAccess(k, block, store_); }
   int TakeFetchesIssued() override;
 
  private:

@@ -83,7 +83,7 @@ TEST_F(NvmeBudgetTest, WriteBackBeyondTheBudgetFailsTheAcquireAndKeepsTheDirtyCo
   Status s = c->Acquire(3, Tier::kHost, AccessMode::kWrite, kWait).status();
   ExpectBudgetError(s, "t1", "64.0 KiB", "64.0 KiB");
   ExpectBudgetError(c->Prefetch(3, Tier::kHost).Wait(kWait), "t1", "64.0 KiB", "64.0 KiB");
-  ExpectBudgetError(c->Discard(1, Tier::kHost), "t1", "64.0 KiB", "64.0 KiB");
+  ExpectBudgetError(c->Discard(1, Tier::kHost).status(), "t1", "64.0 KiB", "64.0 KiB");
   ExpectBudgetError(c->Prefetch(2, Tier::kNvme).Wait(kWait), "t2", "64.0 KiB", "64.0 KiB");
   // Nothing was lost: the dirty copies are where they were, and read back right.
   EXPECT_TRUE(c->IsResident(1, Tier::kHost));
@@ -170,7 +170,7 @@ TEST_F(NvmeBudgetTest, ZeroBudgetWithRoomOnTheHostHasNoFile) {
   ASSERT_NE(c, nullptr);
   for (TensorId i = 0; i < 4; ++i) WriteTensor(c.get(), i, 60 + i, Tier::kDevice);  // device evictions land on the host
   for (TensorId i = 0; i < 4; ++i) EXPECT_TRUE(ReadMatches(c.get(), i, 60 + i, Tier::kDevice)) << i;
-  ExpectBudgetError(c->Discard(0, Tier::kHost), "t0", "0 B", "0 B");  // the only copy: nowhere to go
+  ExpectBudgetError(c->Discard(0, Tier::kHost).status(), "t0", "0 B", "0 B");  // the only copy: nowhere to go
   EXPECT_TRUE(ReadMatches(c.get(), 0, 60, Tier::kHost));
   CacheMetrics m = c->EndStep();
   EXPECT_EQ(m.tier(Tier::kNvme).reserved_bytes, 0u);
@@ -256,7 +256,7 @@ TEST_F(NvmeBudgetTest, ATensorPastTheFirstFourGibOfTheFileIsWrittenThereAndReadB
     auto h = c->Acquire(0, Tier::kHost, AccessMode::kOverwrite, kWait);
     ASSERT_TRUE(h.ok()) << h.status().ToString();
   }
-  Status st = c->Discard(0, Tier::kHost);
+  Status st = c->Discard(0, Tier::kHost).status();
   EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
   EXPECT_EQ(c->Snapshot().tier(Tier::kNvme).used_bytes, kFourGib);
 

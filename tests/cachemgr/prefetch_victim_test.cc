@@ -63,7 +63,7 @@ class PrefetchVictimTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  StepOrder oracle_{{kB, kA, kX, kB}, 3};  // the steps repeat this order
+  StepOrder<AcquireIndex> oracle_{{kB, kA, kX, kB}, 3};  // the steps repeat this order
   std::unique_ptr<TensorCache> cache_;
 };
 
@@ -136,7 +136,7 @@ TEST(PrefetchVictimHeldTest, ATensorUsedRightBeforeTheUseCountsAsPinnedThen) {
   Write(c.get(), kA, 11);
   Write(c.get(), kB, 12);
   c->EndStep();
-  StepOrder oracle({kB, kA, kX, kB}, 3);
+  StepOrder<AcquireIndex> oracle({kB, kA, kX, kB}, 3);
   c->SetNextUseOracle(&oracle);
   ASSERT_TRUE(Read(c.get(), kB, 12));  // access 0
   ASSERT_TRUE(c->Prefetch(kX, Tier::kHost).Wait(kWait).ok());
@@ -158,7 +158,7 @@ TEST(PrefetchVictim, ATensorAnAcquireWaitsForIsNotEvictedWhenItArrives) {
   o.host_budget = 2 * kBytes;
   o.mover_threads = 1;
   constexpr TensorId kY = 1;  // on NVMe, prefetched while X's acquire waits
-  StepOrder oracle({kX, kY, kB}, 3);  // outlives the cache
+  StepOrder<AcquireIndex> oracle({kX, kY, kB}, 3);  // outlives the cache
   std::unique_ptr<TensorCache> c = MakeCache(dir, o, UniformSpecs(3, kBytes), &faulty);
   ASSERT_NE(c, nullptr);
   Write(c.get(), kX, 10);

@@ -203,9 +203,9 @@ TEST(TensorCacheInterleavingTest, ReadAcquireOfCopyBeingFilledWaits) {
 TEST(TensorCacheInterleavingTest, AcquiredPrefetchIsADemandMissNotDeclined) {
   class Oracle : public NextUseOracle {
    public:
-    AccessIndex NextUse(TensorId id, AccessIndex) const override {
-      static const AccessIndex next[] = {30, 40, 20, 5};
-      return next[id];
+    AcquireIndex NextUse(TensorId id, AcquireIndex) const override {
+      static const uint64_t next[] = {30, 40, 20, 5};
+      return AcquireIndex(next[id]);
     }
   } oracle;
   testing::TempDir dir;

@@ -37,14 +37,14 @@ bool ReadMatches(TensorCache* c, TensorId id, uint32_t seed, Tier tier = Tier::k
 
 class MapOracle : public NextUseOracle {
  public:
-  explicit MapOracle(std::map<TensorId, AccessIndex> next) : next_(std::move(next)) {}
-  AccessIndex NextUse(TensorId id, AccessIndex) const override {
+  explicit MapOracle(std::map<TensorId, uint64_t> next) : next_(std::move(next)) {}
+  AcquireIndex NextUse(TensorId id, AcquireIndex) const override {
     auto it = next_.find(id);
-    return it == next_.end() ? kNeverUsed : it->second;
+    return it == next_.end() ? kNeverAcquired : AcquireIndex(it->second);
   }
 
  private:
-  std::map<TensorId, AccessIndex> next_;
+  std::map<TensorId, uint64_t> next_;  // next acquire index, per tensor
 };
 
 class TensorCacheTest : public ::testing::Test {
@@ -330,19 +330,27 @@ TEST_F(TensorCacheTest, ArrivalsCountCopiesIntoEachTier) {
 TEST_F(TensorCacheTest, DiscardEvictsNowAndWritesBackTheOnlyCopy) {
   auto c = MakeCache(dir_, Budgets(2, 2), UniformSpecs(2, kBytes));
   WriteTensor(c.get(), 0, 11);  // dirty on the device: the only valid copy
-  EXPECT_TRUE(c->Discard(1, Tier::kDevice).ok());  // not there: nothing to do
+  using Discarded = TensorCache::Discarded;
+  StatusOr<Discarded> absent = c->Discard(1, Tier::kDevice);  // not there: nothing to do
+  ASSERT_TRUE(absent.ok()) << absent.status().ToString();
+  EXPECT_EQ(*absent, Discarded::kGone);
   {
     auto h = c->Acquire(0, Tier::kDevice, AccessMode::kRead, kWait);
     ASSERT_TRUE(h.ok());
-    EXPECT_EQ(c->Discard(0, Tier::kDevice).code(), StatusCode::kFailedPrecondition);  // pinned
+    StatusOr<Discarded> pinned = c->Discard(0, Tier::kDevice);  // kept, not a failure
+    ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
+    EXPECT_EQ(*pinned, Discarded::kKept);
+    EXPECT_TRUE(c->IsResident(0, Tier::kDevice));
   }
-  ASSERT_TRUE(c->Discard(0, Tier::kDevice).ok());
+  StatusOr<Discarded> gone = c->Discard(0, Tier::kDevice);
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_EQ(*gone, Discarded::kGone);
   EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
   EXPECT_TRUE(c->IsResident(0, Tier::kHost));  // written back
   CacheMetrics m = c->EndStep();
   EXPECT_EQ(m.link(Link::kD2H).bytes, kBytes);
   EXPECT_EQ(m.tier(Tier::kDevice).evictions, 1u);
-  EXPECT_EQ(c->Discard(0, Tier::kNvme).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Discard(0, Tier::kNvme).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ReadMatches(c.get(), 0, 11, Tier::kHost));
 }
 

@@ -5,6 +5,8 @@
 namespace tencache {
 namespace {
 
+constexpr DeviceAccessIndex D(uint64_t k) { return DeviceAccessIndex(k); }
+
 Trace Make(std::vector<TensorId> order, std::vector<uint64_t> bytes) {
   Trace t;
   double clock = 0;
@@ -26,19 +28,19 @@ TEST(AccessSequenceTest, NextAndPrevUseFollowTheDeviceAccesses) {
   // step: 0 1 2 1 0   (tensor 2 used once)
   AccessSequence s = *AccessSequence::FromTrace(Make({0, 1, 2, 1, 0}, {10, 20, 30}));
   ASSERT_EQ(s.size(), 5u);
-  EXPECT_EQ(s.NextUse(1, 1), 3u);
-  EXPECT_EQ(s.NextUse(1, 3), 6u);   // next step, position 1
-  EXPECT_EQ(s.NextUse(2, 2), 7u);
-  EXPECT_EQ(s.PrevUse(2, 2), kNeverUsed);
-  EXPECT_EQ(s.PrevUse(0, 5), 4u);
-  EXPECT_EQ(s.tensor(7), 2u);
+  EXPECT_EQ(s.NextUse(1, D(1)), D(3));
+  EXPECT_EQ(s.NextUse(1, D(3)), D(6));   // next step, position 1
+  EXPECT_EQ(s.NextUse(2, D(2)), D(7));
+  EXPECT_EQ(s.PrevUse(2, D(2)), kNeverAccessed);
+  EXPECT_EQ(s.PrevUse(0, D(5)), D(4));
+  EXPECT_EQ(s.tensor(D(7)), 2u);
 }
 
 TEST(AccessSequenceTest, BytesBetweenIsExclusive) {
   AccessSequence s = *AccessSequence::FromTrace(Make({0, 1, 2, 1, 0}, {10, 20, 30}));
-  EXPECT_EQ(s.BytesBetween(0, 1), 0u);
-  EXPECT_EQ(s.BytesBetween(0, 4), 20u + 30 + 20);
-  EXPECT_EQ(s.BytesBetween(3, 6), 10u + 10);  // access 4 (t0) and 5 (t0 of next step)
+  EXPECT_EQ(s.BytesBetween(D(0), D(1)), 0u);
+  EXPECT_EQ(s.BytesBetween(D(0), D(4)), 20u + 30 + 20);
+  EXPECT_EQ(s.BytesBetween(D(3), D(6)), 10u + 10);  // access 4 (t0) and 5 (t0 of next step)
 }
 
 TEST(AccessSequenceTest, OptimizerOnlyTensorsAreNeverUsed) {
@@ -52,7 +54,7 @@ TEST(AccessSequenceTest, OptimizerOnlyTensorsAreNeverUsed) {
   AccessSequence s = *AccessSequence::FromTrace(t);
   EXPECT_EQ(s.size(), 1u);
   EXPECT_FALSE(s.used(1));
-  EXPECT_EQ(s.NextUse(1, 0), kNeverUsed);
+  EXPECT_EQ(s.NextUse(1, D(0)), kNeverAccessed);
 }
 
 }  // namespace

@@ -166,8 +166,8 @@ TEST(HostTierModel, AStreamedUpdatesPartsAcquireTheirPiecesWhereTheyRun) {
   const uint32_t master6 = u[3 * 6 + 1].tensor;  // piece 6's first state: after piece 0's parameter
   EXPECT_EQ(u[3 * 6 + 1].piece, 6);
   // fwd 0-3, bwd 3, update 3 (4), bwd 0, part 1 (18 states + parameter), bwd 2, update 2 (4): position 34.
-  EXPECT_EQ(split->NextUse(master6, 0), 34u);
-  EXPECT_EQ(split->NextUse(u[0].tensor, 0), 10u);
+  EXPECT_EQ(split->NextUse(master6, AcquireIndex(0)), AcquireIndex(34));
+  EXPECT_EQ(split->NextUse(u[0].tensor, AcquireIndex(0)), AcquireIndex(10));
   StatusOr<HostTierModel> whole = HostTierModel::Create(TiedTrace(2, 12, true), kGiB);
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole->step_acquires(), 9u + 3 * 4 + 37 + 12 + 12);  // and the gradient stored, then read
@@ -180,12 +180,12 @@ TEST(HostTierModel, NextUseFollowsTheAcquireOrderAcrossSteps) {
   // fwd 0, fwd 1, bwd 1, update 1 (m, v, master: 3 + the parameter), bwd 0, update 0.
   const uint64_t n = m->step_acquires();
   ASSERT_EQ(n, 2u + 2 * (1 + 4));
-  EXPECT_EQ(m->NextUse(m->param(1), 0), 1u);
-  EXPECT_EQ(m->NextUse(m->param(1), 1), 2u);
-  EXPECT_EQ(m->NextUse(m->param(0), 7), 11u);  // its overwrite in update 0
-  EXPECT_EQ(m->NextUse(m->param(0), 11), n);  // fwd 0 of the next step
+  EXPECT_EQ(m->NextUse(m->param(1), AcquireIndex(0)), AcquireIndex(1));
+  EXPECT_EQ(m->NextUse(m->param(1), AcquireIndex(1)), AcquireIndex(2));
+  EXPECT_EQ(m->NextUse(m->param(0), AcquireIndex(7)), AcquireIndex(11));  // its overwrite in update 0
+  EXPECT_EQ(m->NextUse(m->param(0), AcquireIndex(11)), AcquireIndex(n));  // fwd 0 of the next step
   const uint32_t master1 = m->update(1)[0].tensor;
-  EXPECT_EQ(m->NextUse(master1, 3), n + 3);
+  EXPECT_EQ(m->NextUse(master1, AcquireIndex(3)), AcquireIndex(n + 3));
 }
 
 TEST(HostTierModel, RefusesLessThanTheLeastBudgetAndNamesIt) {
@@ -203,7 +203,7 @@ class DemandPolicy : public SimPolicy {
  public:
   explicit DemandPolicy(bool ahead) : ahead_(ahead) {}
   const char* name() const override { return ahead_ ? "ahead" : "on-demand"; }
-  void MakeRoom(TensorId, AccessIndex, SimContext&) override {}
+  void MakeRoom(TensorId, DeviceAccessIndex, SimContext&) override {}
   bool PrefetchesStates() const override { return ahead_; }
 
  private:
@@ -309,8 +309,8 @@ TEST(HostTierModel, StatesReadAheadOverlapTheBackward) {
 class LeadProbe : public SimPolicy {
  public:
   const char* name() const override { return "lead-probe"; }
-  void MakeRoom(TensorId, AccessIndex, SimContext&) override {}
-  void AfterAccess(AccessIndex, SimContext& s) override {
+  void MakeRoom(TensorId, DeviceAccessIndex, SimContext&) override {}
+  void AfterAccess(DeviceAccessIndex, SimContext& s) override {
     ends.push_back(s.now());
     issued.push_back(s.HostIssueTime(kHostTierLead));
   }

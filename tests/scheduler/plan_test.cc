@@ -37,15 +37,16 @@ TEST(PlanTest, EarlyIssueKeepsBeladyHitsWithinCapacity) {
     const Trace trace = Synth("gpt2");
     const AccessSequence seq = *AccessSequence::FromTrace(trace);
     const uint64_t cap = Total(seq.all_bytes()) * pct / 100;
-    const AccessIndex n = seq.size();
-    ResidencySchedule s = BuildBeladySchedule(seq, cap, {}, 0, 3 * n);
+    const uint64_t n = seq.size();
+    const DeviceAccessIndex end = DeviceAccessIndex::At(3, n, 0);
+    ResidencySchedule s = BuildBeladySchedule(seq, cap, {}, DeviceAccessIndex(0), end);
     EXPECT_EQ(s.accesses, 3 * n);
     EXPECT_EQ(s.hits + s.fetches.size(), s.accesses);
     std::vector<bool> in(seq.num_tensors(), false);
     uint64_t used = 0;
     size_t next = 0;
-    AccessIndex issue_floor = 0;
-    for (AccessIndex g = 0; g < 3 * n; ++g) {
+    DeviceAccessIndex issue_floor;
+    for (DeviceAccessIndex g; g < end; ++g) {
       while (next < s.fetches.size() &&
              (s.fetches[next].use <= g ||
               std::max(issue_floor, s.fetches[next].earliest_issue) <= g)) {
@@ -53,7 +54,8 @@ TEST(PlanTest, EarlyIssueKeepsBeladyHitsWithinCapacity) {
         issue_floor = std::max(issue_floor, f.earliest_issue);
         for (TensorId v : f.evict) {
           // A victim is never needed between the issue and the fetched tensor's use.
-          EXPECT_TRUE(seq.NextUse(v, g == 0 ? 0 : g - 1) >= f.use || g == 0) << v;
+          const bool first = g == DeviceAccessIndex(0);
+          EXPECT_TRUE(first || seq.NextUse(v, g - 1) >= f.use) << v;
           ASSERT_TRUE(in[v]);
           in[v] = false;
           used -= seq.bytes(v);
@@ -86,13 +88,12 @@ TEST(PlanTest, EverythingFitsMeansNoFetchesAndDeviceResidency) {
   }
 }
 
-TEST(PlanTest, PlanIsANextUseOracleAndListsFetchesByIssuePoint) {
+TEST(PlanTest, PlanListsFetchesByIssuePoint) {
   StatusOr<PrefetchPlan> plan = HalfDevicePlan(Synth("gpt2"));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  const NextUseOracle& oracle = *plan;
-  const AccessIndex n = plan->sequence().size();
-  EXPECT_EQ(oracle.NextUse(0, 0), plan->sequence().NextUse(0, 0));
-  EXPECT_GE(oracle.NextUse(0, n - 1), n);  // continues into the next step
+  const uint64_t n = plan->sequence().size();
+  // Next use over device accesses continues into the next step.
+  EXPECT_GE(plan->sequence().NextUse(0, DeviceAccessIndex(n - 1)), DeviceAccessIndex(n));
   ASSERT_FALSE(plan->fetches().empty());
   EXPECT_GT(plan->device_hit_rate(), 0.0);
   EXPECT_LT(plan->device_hit_rate(), 1.0);
@@ -105,9 +106,9 @@ TEST(PlanTest, PlanIsANextUseOracleAndListsFetchesByIssuePoint) {
     EXPECT_EQ(plan->ResidentTier(f.tensor), Tier::kHost);
     EXPECT_GE(f.arrival_s, f.issue_s);
   }
-  for (AccessIndex k = 0; k < n; ++k) {
+  for (DeviceAccessIndex k; k.value() < n; ++k) {
     for (const PlannedFetch* f : plan->FetchesBefore(k)) {
-      EXPECT_EQ((f->issue_before + int64_t(n)) % int64_t(n), int64_t(k));
+      EXPECT_EQ((f->issue_before + int64_t(n)) % int64_t(n), int64_t(k.value()));
       ++listed;
     }
   }
@@ -119,19 +120,19 @@ TEST(PlanTest, KeptUntilNextUseIsTheNextAccessBeingAHit) {
   StatusOr<PrefetchPlan> plan = HalfDevicePlan(Synth("gpt2"));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const AccessSequence& seq = plan->sequence();
-  const AccessIndex n = seq.size();
+  const uint64_t n = seq.size();
   std::vector<bool> fetched(n, false);
-  for (const PlannedFetch& f : plan->fetches()) fetched[f.use] = true;
+  for (const PlannedFetch& f : plan->fetches()) fetched[f.use.value()] = true;
   int kept = 0, refetched = 0;
-  for (AccessIndex k = 0; k < n; ++k) {
+  for (DeviceAccessIndex k; k.value() < n; ++k) {
     const TensorId id = seq.tensor(k);
-    const AccessIndex next = seq.NextUse(id, k) % n;
+    const uint64_t next = seq.NextUse(id, k).in_step(n);
     EXPECT_EQ(plan->KeptUntilNextUse(id, k), !fetched[next]) << "access " << k;
     (fetched[next] ? refetched : kept)++;
   }
   EXPECT_GT(kept, 0);
   EXPECT_GT(refetched, 0);
-  EXPECT_FALSE(plan->KeptUntilNextUse(TensorId(seq.num_tensors()), 0));  // unknown tensor
+  EXPECT_FALSE(plan->KeptUntilNextUse(TensorId(seq.num_tensors()), DeviceAccessIndex(0)));  // unknown tensor
 }
 
 // Each update's states are listed once, under the device access the update
@@ -140,7 +141,7 @@ TEST(PlanTest, StateFetchesAreListedUnderTheAccessEachUpdateFollows) {
   const Trace trace = Synth("gpt2");
   StatusOr<PrefetchPlan> plan = HalfDevicePlan(trace);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  const AccessIndex n = plan->sequence().size();
+  const uint64_t n = plan->sequence().size();
   std::vector<std::vector<std::pair<int, int>>> expected(n);  // per access: (block, pieces_begin)
   size_t device = 0, updates = 0;
   for (const TraceEvent& e : trace.events) {
@@ -151,14 +152,14 @@ TEST(PlanTest, StateFetchesAreListedUnderTheAccessEachUpdateFollows) {
   }
   ASSERT_GT(updates, 0u);
   size_t listed = 0;
-  for (AccessIndex k = 0; k < n; ++k) {
+  for (DeviceAccessIndex k; k.value() < n; ++k) {
     std::vector<std::pair<int, int>> got;
     for (const PlannedStateFetch& f : plan->StateFetchesBefore(k)) got.push_back({f.block, f.pieces_begin});
-    EXPECT_EQ(got, expected[k]) << "access " << k;
+    EXPECT_EQ(got, expected[k.value()]) << "access " << k;
     listed += got.size();
   }
   EXPECT_EQ(listed, updates);
-  EXPECT_TRUE(plan->StateFetchesBefore(n).empty());
+  EXPECT_TRUE(plan->StateFetchesBefore(DeviceAccessIndex(n)).empty());
 }
 
 TEST(PlanTest, LayoutSpillsToNvmeAndChecksBudgets) {
@@ -226,11 +227,11 @@ TEST(PlanTest, EveryIssuePointLiesWithinOneStepOfItsUse) {
       if (!plan.ok()) continue;  // a budget below the layout's minimum
       const int64_t n = int64_t(plan->sequence().size());
       for (const PlannedFetch& f : plan->fetches()) {
-        EXPECT_GE(f.issue_before, int64_t(f.use) - n + 1) << bytes << " B tensors, device " << device;
-        EXPECT_LE(f.issue_before, int64_t(f.use));
+        EXPECT_GE(f.issue_before, int64_t(f.use.value()) - n + 1) << bytes << " B tensors, device " << device;
+        EXPECT_LE(f.issue_before, int64_t(f.use.value()));
       }
       size_t listed = 0;
-      for (AccessIndex k = 0; k < AccessIndex(n); ++k) listed += plan->FetchesBefore(k).size();
+      for (DeviceAccessIndex k; k < DeviceAccessIndex(uint64_t(n)); ++k) listed += plan->FetchesBefore(k).size();
       EXPECT_EQ(listed, plan->fetches().size()) << bytes << " B tensors, device " << device;
     }
   }

@@ -18,8 +18,8 @@ namespace {
 class PrefetchNextPolicy : public SimPolicy {
  public:
   const char* name() const override { return "prefetch-next"; }
-  void MakeRoom(TensorId id, AccessIndex g, SimContext& s) override {}
-  void AfterAccess(AccessIndex g, SimContext& s) override {
+  void MakeRoom(TensorId id, DeviceAccessIndex g, SimContext& s) override {}
+  void AfterAccess(DeviceAccessIndex g, SimContext& s) override {
     s.Evict(s.seq().tensor(g));
     s.Fetch(s.seq().tensor(g + 1));
   }

@@ -1,8 +1,9 @@
-// Faults under training (issue #14): an NVMe tier that fails (EIO, ENOSPC, a
-// short read, a checksum mismatch) stops the step with an error naming the swap
-// file and the offset, and no checkpoint is written from the damaged state; a
-// disk that fills while checkpointing leaves the previous checkpoint intact, and
-// resuming from it gives the uninterrupted run's losses bit for bit.
+// Faults under training: an NVMe tier that fails (EIO, ENOSPC, a short read, a
+// checksum mismatch) stops the step with an error naming the swap file and the
+// offset, and no checkpoint is written from the damaged state; a disk that
+// fills while checkpointing leaves the previous checkpoint intact, and resuming
+// from it gives the uninterrupted run's losses bit for bit; a policy's eviction
+// of a device victim whose write-back fails stops the step naming the block.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -10,8 +11,12 @@
 #include <filesystem>
 
 #include "cachemgr/fault_injection_file_env.h"
+#include "scheduler/plan.h"
+#include "scheduler/profiler.h"
 #include "trainer_fixture.h"
 #include "worker/checkpoint.h"
+#include "worker/link_calibrator.h"
+#include "worker/prefetch_driver.h"
 
 namespace tencache {
 namespace {
@@ -183,6 +188,172 @@ TEST(CheckpointFaults, ADiskThatFillsWhileCheckpointingKeepsThePreviousOneAndRes
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     EXPECT_EQ(m->loss, whole[size_t(s)]) << "step " << s;  // bitwise
   }
+}
+
+// A policy's device victims (the tencache plan's, zero-infinity's released
+// blocks) leave through the prefetch driver's eviction. On this build the
+// device tier is host memory: the victim's copy down to the host cannot fail
+// itself, and a parameter's device copy is usually clean (nothing to write).
+// The eviction writes back when the device holds the only copy (the host's was
+// evicted while it was on the device, or it was written there) and then needs
+// a host slot; with the host tier full of dirty shards that slot's write-back
+// to NVMe is where the eviction fails. It must fail the driver's hook, and so
+// the step, naming the victim block and the swap file.
+class PlannedEvictionFaultTest : public ::testing::Test {
+ protected:
+  static constexpr int kBlocks = 6;
+  static constexpr size_t kElems = 4096;  // 16 KiB fp32 shards: every kind one size class
+  static constexpr uint64_t kShard = kElems * 4;
+
+  PlannedEvictionFaultTest() : dir_(Scratch("eviction")), faulty_(PosixFileEnv()) {
+    fs::create_directories(dir_);
+    layout_.counts.assign(kBlocks, kElems);
+    CachedStoreOptions o;
+    o.device_budget = 3 * kShard;  // the plan evicts: the parameters do not all fit
+    o.host_budget = 6 * kShard;    // a fraction of the 24 shards
+    o.nvme_dir = dir_;
+    o.file_env = &faulty_;
+    auto store = MakeCachedShardStore(layout_, o);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    if (store.ok()) store_ = std::move(*store);
+  }
+  ~PlannedEvictionFaultTest() override {
+    driver_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+
+  static TraceHeader Fp32Header() {
+    TraceHeader h;
+    h.dtype = "fp32";
+    return h;
+  }
+  // The step every run repeats: forward over the blocks, backward back.
+  Trace Step() const {
+    Trace t;
+    t.header = Fp32Header();
+    double now = 0;
+    auto access = [&](int b, Phase phase) {
+      TraceEvent e;
+      e.id = TensorId(b);
+      e.name = "block" + std::to_string(b);
+      e.phase = phase;
+      e.block = b;
+      e.bytes = kShard;
+      e.start_s = now;
+      e.end_s = now += 1e-3;
+      t.events.push_back(e);
+    };
+    for (int b = 0; b < kBlocks; ++b) access(b, Phase::kForward);
+    for (int b = kBlocks - 1; b >= 0; --b) access(b, Phase::kBackward);
+    return t;
+  }
+
+  std::unique_ptr<PrefetchDriver> MakeDriver(CachePolicy policy) {
+    job_.cache.policy = policy;
+    PrefetchDriverContext c;
+    c.job = &job_;
+    c.store = store_.get();
+    c.layout = &layout_;
+    c.profiler = &profiler_;
+    c.calibrator = &calibrator_;
+    c.reads_stored_gradient.assign(kBlocks, false);
+    c.state_bytes = 4 * kBlocks * kShard;
+    c.log = [](const std::string&) {};
+    return MakePrefetchDriver(std::move(c));
+  }
+
+  // `victim`'s parameters only on the device (written there), then every other
+  // shard written on the host: the host tier ends full of shards whose only
+  // copy it holds.
+  void OnlyOnTheDeviceWithTheHostFullOfDirtyShards(int victim) {
+    ASSERT_TRUE(store_->Acquire(victim, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kOverwrite).ok());
+    for (int b = 0; b < kBlocks; ++b) {
+      for (ShardKind kind : {ShardKind::kParam, ShardKind::kGrad, ShardKind::kAdamM, ShardKind::kAdamV}) {
+        if (b == victim && kind == ShardKind::kParam) continue;
+        StatusOr<ShardRef> r = store_->Acquire(b, kind, 0, Tier::kHost, AccessMode::kOverwrite);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+      }
+    }
+    ASSERT_TRUE(store_->cache()->IsResident(ShardTensorId(victim, ShardKind::kParam), Tier::kDevice));
+    ASSERT_FALSE(store_->cache()->IsResident(ShardTensorId(victim, ShardKind::kParam), Tier::kHost));
+  }
+
+  void ExpectFailureNamingBlockAndFile(const Status& s, int victim) {
+    EXPECT_FALSE(s.ok()) << "the failed eviction of block " << victim << " was swallowed";
+    EXPECT_GT(faulty_.faults_injected(), 0u);
+    EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+    EXPECT_NE(s.message().find("evicting block " + std::to_string(victim) + "'s parameters"), std::string::npos)
+        << s.ToString();
+    ExpectNamesSwapFileAndOffset(s);
+    // Nothing lost: the victim's only copy stays on the device.
+    EXPECT_TRUE(store_->cache()->IsResident(ShardTensorId(victim, ShardKind::kParam), Tier::kDevice));
+  }
+
+  const std::string dir_;
+  FaultInjectionFileEnv faulty_;
+  ShardLayout layout_;
+  std::unique_ptr<ShardStore> store_;
+  JobSpec job_;
+  Profiler profiler_{Fp32Header(), [](const std::string&) {}};
+  LinkCalibrator calibrator_;
+  std::unique_ptr<PrefetchDriver> driver_;
+};
+
+TEST_F(PlannedEvictionFaultTest, TencacheFailsTheAccessNamingThePlansVictim) {
+  ASSERT_NE(store_, nullptr);
+  driver_ = MakeDriver(CachePolicy::kTencache);
+  // The profiled step, and the plan built from it.
+  const Trace step = Step();
+  std::vector<TensorId> acquires;
+  for (const TraceEvent& e : step.events) {
+    AccessRecord a;
+    a.id = e.id;
+    a.name = e.name;
+    a.phase = e.phase;
+    a.block = e.block;
+    a.bytes = e.bytes;
+    a.start_s = e.start_s;
+    a.end_s = e.end_s;
+    profiler_.RecordAccess(a);
+    acquires.push_back(ShardTensorId(e.block, ShardKind::kParam));
+  }
+  ASSERT_TRUE(profiler_.EndStep().ok());
+  const CacheMetrics metrics = store_->EndStep();
+  ASSERT_TRUE(driver_->OnNewProfile({profiler_.profile(), metrics, acquires}).ok());
+  ASSERT_TRUE(profiler_.following());
+  StatusOr<PrefetchPlan> plan = PrefetchPlan::Build(profiler_.profile(), calibrator_.links(), calibrator_.budgets());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  // The first access before which the plan evicts, and its first victim.
+  int64_t access = -1;
+  int victim = -1;
+  for (uint64_t k = 0; k < plan->sequence().size() && victim < 0; ++k) {
+    for (const PlannedFetch* f : plan->FetchesBefore(DeviceAccessIndex(k))) {
+      if (f->evict.empty()) continue;
+      access = int64_t(k);
+      victim = int(f->evict.front());
+      break;
+    }
+  }
+  ASSERT_GE(victim, 0) << "the plan evicts nothing";
+  OnlyOnTheDeviceWithTheHostFullOfDirtyShards(victim);
+
+  faulty_.AddFault({FaultKind::kEio, IoOp::kWrite});
+  driver_->BeginStep();
+  ExpectFailureNamingBlockAndFile(driver_->BeforeAccess(DeviceAccessIndex(uint64_t(access))), victim);
+}
+
+TEST_F(PlannedEvictionFaultTest, ZeroInfinityFailsTheAccessNamingTheReleasedBlock) {
+  ASSERT_NE(store_, nullptr);
+  driver_ = MakeDriver(CachePolicy::kZeroInfinity);
+  const int victim = 0;
+  OnlyOnTheDeviceWithTheHostFullOfDirtyShards(victim);
+
+  faulty_.AddFault({FaultKind::kEio, IoOp::kWrite});
+  driver_->BeginStep();  // the first step: every block is released after its use
+  ASSERT_TRUE(driver_->BeforeAccess(DeviceAccessIndex(0)).ok());
+  ASSERT_TRUE(driver_->OnAccess(DeviceAccessIndex(0), victim).ok());
+  ExpectFailureNamingBlockAndFile(driver_->AfterAccess(DeviceAccessIndex(0), victim), victim);
 }
 
 }  // namespace

@@ -97,18 +97,20 @@ TEST_F(ZeroInfinityPrefetcherTest, SameTraceSameDecisionsAsTheSimulator) {
                                     [&](const ZeroInfinityDecision& d) { log.push_back(d); });
   for (int step = 0; step < kSteps; ++step) {
     prefetcher.BeginStep();
-    for (size_t k = 0; k < seq->size(); ++k) {
+    for (DeviceAccessIndex k; k.value() < seq->size(); ++k) {
       const int block = int(seq->tensor(k));
       {
         StatusOr<ShardRef> p = store->Acquire(block, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead);
         ASSERT_TRUE(p.ok()) << p.status().ToString();
         const size_t before = log.size();
-        prefetcher.OnAccess(k, block, store.get());
+        const Status on = prefetcher.OnAccess(k, block, store.get());
+        ASSERT_TRUE(on.ok()) << on.ToString();
         for (size_t i = before; i < log.size(); ++i) {  // the compute outlasts this access's prefetches
           ASSERT_TRUE(store->Prefetch(int(log[i].key), ShardKind::kParam, 0, Tier::kDevice).Wait(kWait).ok());
         }
       }
-      prefetcher.AfterAccess(k, block, store.get());
+      const Status after = prefetcher.AfterAccess(k, block, store.get());
+      ASSERT_TRUE(after.ok()) << after.ToString();
     }
   }
   ASSERT_EQ(log.size(), simulated.size());
