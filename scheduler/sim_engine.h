@@ -154,7 +154,7 @@ class SimContext {
   // when dirty, and `t` is read into its slot (not for kOverwrite). Returns
   // when `t`'s bytes are there. The caller sets free_at (and dirty) once its
   // use is known to end.
-  double HostAcquire(uint32_t t, HostUse use, double request);
+  double HostAcquire(uint32_t t, AccessMode mode, double request);
   // Frees host tensor `t`'s slot without a write-back (a consumed gradient), at time `at`.
   void DropHost(uint32_t t, double at);
   // Copies `id`'s parameter from host memory (HostAcquire'd first, requested at

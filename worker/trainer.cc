@@ -34,6 +34,7 @@ TraceHeader HeaderFor(const JobSpec& job, int ranks) {
   h.ranks = ranks;
   h.micro_batch = job.train.micro_batch;
   h.seq_len = job.model.seq_len;
+  h.deferred_updates = DeferredUpdates(job);
   return h;
 }
 
