@@ -291,27 +291,35 @@ void CacheSimulator::RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& po
     s.grad_ready_[x] = s.Copy(Link::kD2H, s.now_, e.bytes);
   }
   ++s.host_.pos;  // the access acquired its parameter (the step protocol's first event of it)
-  // What follows its end in the step's stream. A gradient stored for a later
-  // contribution (micro-batch, deferred update, or the tied head's): the
-  // training thread waits for its host pieces' slots (and reads, when it adds
-  // into pieces that were evicted); the add lands once the gradient has
-  // arrived. A split update's write of its held rows: a position in the
-  // order (a few rows: their bytes are not modelled).
-  const HostStepEvent* h = host_.events_begin(s.pos_);
-  const HostStepEvent* const end = host_.events_end(s.pos_);
+  RunAfterEnd(s.pos_, s);
+  ++s.pos_;
+  policy.AfterAccess(g, s);
+}
+
+// The stream's events after trace event `event`'s end. A gradient stored for
+// a later contribution (micro-batch, deferred update, or the tied head's):
+// the training thread waits for its host pieces' slots (and reads, when it
+// adds into pieces that were evicted); the add lands once the gradient has
+// arrived. A split update's write of its held rows: a position in the order
+// (a few rows: their bytes are not modelled).
+void CacheSimulator::RunAfterEnd(size_t event, SimContext& s) const {
+  const HostStepEvent* h = host_.events_begin(event);
+  const HostStepEvent* const end = host_.events_end(event);
   while (h != end && h->event.kind != StepEventKind::kAccessEnd) ++h;
   for (; h != end; ++h) {
     if (h->event.kind != StepEventKind::kAcquire) continue;
     if (h->event.state == kStateGrad) {
       const uint32_t t = h->tensor;
-      wait_until(s.HostAcquire(t, h->event.mode, s.now_));
+      const double ready = s.HostAcquire(t, h->event.mode, s.now_);
+      if (ready > s.now_) {
+        if (s.counting_) s.totals_.stall_s += ready - s.now_;
+        s.now_ = ready;
+      }
       s.host_.dirty[t] = true;
       s.host_.free_at[t] = std::max({s.host_.free_at[t], s.now_, s.grad_ready_[TensorId(h->event.block)]});
     }
     ++s.host_.pos;
   }
-  ++s.pos_;
-  policy.AfterAccess(g, s);
 }
 
 void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
@@ -424,6 +432,7 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   if (s.resident_[x] && last == host_.pieces(x)) {  // the device copy is updated in place
     s.arrival_[x] = std::max(s.arrival_[x], s.Copy(Link::kH2D, s.now_, b));
   }
+  RunAfterEnd(s.pos_, s);  // a tied embedding's contribution reduced after the head's update
 }
 
 PolicyResult CacheSimulator::Run(SimPolicy& policy) const {

@@ -148,7 +148,7 @@ class SimContext {
  private:
   friend class CacheSimulator;
   explicit SimContext(const CacheSimulator& sim);
-  // Brings host tensor `t` into host memory for `use`, requested at `request`:
+  // Brings host tensor `t` into host memory for `mode`, requested at `request`:
   // when it is not resident, the victim HostTierModel names (never `t` or one
   // of held_) leaves once its last use has ended, written back to NVMe first
   // when dirty, and `t` is read into its slot (not for kOverwrite). Returns
@@ -229,6 +229,9 @@ class CacheSimulator {
   void RunAccess(const TraceEvent& e, AccessIndex g, SimPolicy& policy, SimContext& s) const;
   void RunCollective(const TraceEvent& e, SimContext& s) const;
   void RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const;
+  // The step protocol's events after trace event `event`'s AccessEnd: gradient
+  // stores (the training thread waits for their slots) and held-row writes.
+  void RunAfterEnd(size_t event, SimContext& s) const;
   // Seconds a copy of `bytes` holds `link`'s lane (at `bps`): host<->device
   // copies pay config_.copy_latency_s on top.
   double CopySeconds(Link link, uint64_t bytes, double bps) const;

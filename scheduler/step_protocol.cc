@@ -66,10 +66,12 @@ class Deriver {
     for (size_t i = 0; i < events.size(); ++i) {
       const TraceEvent& e = events[i];
       if (e.kind != EventKind::kAccess) continue;
+      if (pending_ != kNone && !(e.phase == Phase::kOptimizer && e.id == head_update_)) FlushPending();
       if (late_ != kNone && !(e.phase == Phase::kOptimizer && e.id == late_)) FlushLate();
       at_ = i;
       if (e.phase == Phase::kOptimizer) {
         Update(e);
+        if (pending_ != kNone && e.id == head_update_) FlushPending();
         continue;
       }
       Emit(StepEvent::Acquire(int(e.id), kStateParam, 0, Tier::kDevice, AccessMode::kRead));
@@ -82,10 +84,16 @@ class Deriver {
           continue;
         }
       }
-      if (head != kNone) Reduce(head);
-      head = kNone;
+      if (head != kNone) {  // the head's reduction (and its update), then the embedding's
+        Reduce(head);
+        pending_ = e.id;
+        head_update_ = head;
+        head = kNone;
+        continue;
+      }
       Reduce(e.id);
     }
+    if (pending_ != kNone) FlushPending();
     if (late_ != kNone) FlushLate();
     if (shape_.deferred && !any_update_) {  // skipped (fp16 overflow): every stored gradient is dropped
       for (size_t id = 0; id < shape_.pieces.size(); ++id) {
@@ -119,6 +127,12 @@ class Deriver {
     }
     const bool split = first_update_[id] != kNone && backwards_[id] > before_update_[id];
     if (split && k + 1 == backwards_[id]) late_ = id;
+  }
+
+  void FlushPending() {
+    const size_t id = pending_;
+    pending_ = kNone;
+    Reduce(id);
   }
 
   void FlushLate() {
@@ -162,6 +176,8 @@ class Deriver {
   std::vector<int> contributions_;    // per tensor: reduced so far
   std::vector<bool> consumed_;        // per tensor: its stored gradient was read by its update
   size_t late_ = kNone;               // a split update's tensor whose held rows are written next
+  size_t pending_ = kNone;            // a tied embedding whose head contribution is reduced next
+  size_t head_update_ = kNone;        // the head whose update, when next, comes before that reduction
   size_t at_ = 0;                     // the trace event being derived
   StepStream out_;
 };

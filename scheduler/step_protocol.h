@@ -10,7 +10,8 @@
 // * Gradient contribution: a backward access's gradient is reduced right after
 //   its AccessEnd; the head of a tied embedding (a backward access of the last
 //   block directly followed by one of block 0) is reduced after block 0's
-//   access ends, whose compute is the head's, before block 0's own.
+//   access ends, whose compute is the head's; block 0's own contribution
+//   follows, after the head's update when that comes next.
 //   Contribution k of a tensor (k from 0, over the step) stores every gradient
 //   piece on the host (k = 0 overwrites, later ones read and add: write) when
 //   updates are deferred (every contribution), or when k is before the last
