@@ -33,7 +33,8 @@ std::string FirstDifference(const std::vector<StepEvent>& worker, const std::vec
 
 // Two steps of `job` on this rank; what differs between the profiled step's
 // events and the protocol's for its profile ("" when nothing), or the failure.
-std::string CheckRank(const JobSpec& job, Communicator* comm) {
+// `embed_pieces` > 0: block 0's states must be cut into that many pieces.
+std::string CheckRank(const JobSpec& job, Communicator* comm, int embed_pieces = 0) {
   StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, comm, Corpus(), [](const std::string&) {});
   if (!t.ok()) return "Create: " + t.status().ToString();
   for (int s = 0; s < 2; ++s) {
@@ -44,6 +45,10 @@ std::string CheckRank(const JobSpec& job, Communicator* comm) {
   if (profile.header.deferred_updates != DeferredUpdates(job)) return "the trace header's deferred_updates is wrong";
   StepShape shape = StepShapeOf(profile);
   shape.late_rows_tier = Tier::kDevice;  // on the CPU the device tier is host memory, holding the embedding
+  if (embed_pieces > 0 && shape.pieces[0] != embed_pieces) {
+    return "block 0's states in " + std::to_string(shape.pieces[0]) + " pieces, expected " +
+           std::to_string(embed_pieces);
+  }
   const std::vector<StepEvent> protocol = DeriveStepEvents(profile, shape).events;
   if (protocol.empty()) return "the protocol derived no events";
   return FirstDifference((*t)->profiled_events(), protocol);
@@ -83,6 +88,23 @@ TEST(StepProtocol, TheWorkersEventsAreTheProtocolsForItsProfile) {
     }
   }
   EXPECT_EQ(checked, 40);
+}
+
+// An embedding five times a layer has its states cut into 6 pieces: the split
+// update streams in parts (each acquiring the parameter after its first
+// piece), accumulating over micro-batches, and deferred with gradient clipping.
+TEST(StepProtocol, TheWorkersEventsAreTheProtocolsWithAnEmbeddingInPieces) {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    for (bool clip : {false, true}) {
+      SCOPED_TRACE(std::string(dtype) + (clip ? ", grad_clip" : ""));
+      const JobSpec job = SmallJob("tencache", "protocol-pieces",
+                                   {"model.vocab=4096", std::string("model.dtype=") + dtype, "train.global_batch=4",
+                                    std::string("train.grad_clip=") + (clip ? "0.5" : "0")});
+      auto solo = MakeSoloCommunicator();
+      EXPECT_EQ(CheckRank(job, solo.get(), 6), "");
+      std::filesystem::remove_all(NvmeDir("protocol-pieces"));
+    }
+  }
 }
 
 }  // namespace
