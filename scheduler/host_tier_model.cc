@@ -11,77 +11,61 @@ namespace tencache {
 
 HostTierModel HostTierModel::Tensors(const Trace& trace) {
   HostTierModel m;
+  m.shape_ = StepShapeOf(trace);
   const DType dtype = TraceDType(trace);
-  const bool fp32 = StateElementBytes(dtype, kStateMaster) == 0;  // the parameter is its own master
-  const uint64_t elem = StateElementBytes(dtype, kStateParam);
-  const std::vector<uint64_t> params = trace.TensorBytes();
-  const size_t n = params.size();
-  // Elements per shard, and the limit StatePieces takes from the layer blocks.
-  std::vector<int> block(n, 0);
-  int last_block = 0;
-  for (const TraceEvent& e : trace.events) {
-    if (e.kind != EventKind::kAccess) continue;
-    block[e.id] = e.block;
-    last_block = std::max(last_block, e.block);
-  }
-  std::vector<uint64_t> counts(n);
-  uint64_t limit = 0;
-  for (size_t id = 0; id < n; ++id) {
-    counts[id] = (params[id] + elem - 1) / elem;
-    if (block[id] >= 1 && block[id] < last_block) limit = std::max(limit, counts[id]);
-  }
-  m.pieces_ = StatePiecesWithin(counts, limit, dtype);
-  // Backward accesses per tensor before its update: more than one, and the
-  // gradient is stored between them (accumulation over micro-batches). One
-  // after its update (the tied embedding's lookup, whose rows the worker holds
-  // apart from the split update) stores nothing.
-  std::vector<size_t> update_at(n, trace.events.size());
-  for (size_t i = 0; i < trace.events.size(); ++i) {
-    const TraceEvent& e = trace.events[i];
-    if (e.kind == EventKind::kAccess && e.phase == Phase::kOptimizer) update_at[e.id] = std::min(update_at[e.id], i);
-  }
-  std::vector<int> backwards(n, 0);
-  for (size_t i = 0; i < trace.events.size(); ++i) {
-    const TraceEvent& e = trace.events[i];
-    backwards[e.id] += e.kind == EventKind::kAccess && e.phase == Phase::kBackward && i < update_at[e.id];
-  }
-  m.bytes_ = params;
+  const size_t n = m.shape_.pieces.size();
+  m.bytes_ = trace.TensorBytes();
   m.params_ = n;
-  m.update_.assign(n, {});
-  std::vector<std::vector<uint32_t>> grads(n);
+  // Per tensor: its gradient pieces, then per piece [master,] adam_m, adam_v.
+  std::vector<uint32_t> grads(n), states(n);
+  const int per_piece = m.shape_.mixed ? 3 : 2;
   for (size_t id = 0; id < n; ++id) {
-    std::vector<HostAcquire>& u = m.update_[id];
-    const int k = m.pieces_[id];
+    const int k = m.shape_.pieces[id];
     auto piece_bytes = [&](int i, int state_class) {
-      return StatePieceElements(counts[id], k, i) * StateElementBytes(dtype, state_class);
+      return StatePieceElements(m.shape_.counts[id], k, i) * StateElementBytes(dtype, state_class);
     };
-    for (int i = 0; i < k; ++i) {  // the gradient pieces: read and consumed first when stored
-      grads[id].push_back(uint32_t(m.bytes_.size()));
-      m.bytes_.push_back(piece_bytes(i, kStateGrad));
-      if (backwards[id] > 1) u.push_back({grads[id].back(), HostUse::kRead, -1, /*consume=*/true});
-    }
-    if (fp32) u.push_back({uint32_t(id), HostUse::kWrite, 0});
+    grads[id] = uint32_t(m.bytes_.size());
+    for (int i = 0; i < k; ++i) m.bytes_.push_back(piece_bytes(i, kStateGrad));
+    states[id] = uint32_t(m.bytes_.size());
     for (int i = 0; i < k; ++i) {
       for (int c : {kStateMaster, kStateAdamM, kStateAdamV}) {
-        if (StateElementBytes(dtype, c) == 0) continue;  // fp32: no master
-        u.push_back({uint32_t(m.bytes_.size()), HostUse::kWrite, i});
-        m.bytes_.push_back(piece_bytes(i, c));
+        if (c != kStateMaster || m.shape_.mixed) m.bytes_.push_back(piece_bytes(i, c));
       }
-      if (!fp32 && i == 0) u.push_back({uint32_t(id), HostUse::kOverwrite, 0});
     }
   }
-  // A backward access that is not its tensor's last of the step stores its
-  // gradient: the first overwrites the pieces, the next ones add into them.
-  m.after_.assign(trace.events.size(), {});
-  std::vector<int> seen(n, 0);
-  for (size_t i = 0; i < trace.events.size(); ++i) {
-    const TraceEvent& e = trace.events[i];
-    if (e.kind != EventKind::kAccess || e.phase != Phase::kBackward || i > update_at[e.id]) continue;
-    const int k = seen[e.id]++;
-    if (k + 1 == backwards[e.id]) continue;  // the last: its gradient goes to the update
-    for (uint32_t g : grads[e.id]) m.after_[i].push_back({g, k == 0 ? HostUse::kOverwrite : HostUse::kWrite, 0});
+  auto tensor = [&](const StepEvent& e) -> uint32_t {
+    switch (e.state) {
+      case kStateParam: return m.param(TensorId(e.block));
+      case kStateGrad: return grads[e.block] + uint32_t(e.piece);
+      default: {
+        const int slot = e.state == kStateMaster ? 0 : e.state - kStateAdamM + (m.shape_.mixed ? 1 : 0);
+        return states[e.block] + uint32_t(e.piece * per_piece + slot);
+      }
+    }
+  };
+  const StepStream stream = DeriveStepEvents(trace, m.shape_);
+  m.stream_.reserve(stream.events.size());
+  for (const StepEvent& e : stream.events) {
+    m.stream_.push_back({e, e.kind == StepEventKind::kAccessEnd ? 0u : tensor(e)});
   }
+  m.begin_ = stream.begin;
   return m;
+}
+
+std::vector<HostStepEvent> HostTierModel::update(TensorId id) const {
+  std::vector<HostStepEvent> out;
+  for (size_t i = 0; i + 1 < begin_.size(); ++i) {  // each trace event's group: the acquires before its AccessEnd
+    std::vector<HostStepEvent> before;
+    for (size_t k = begin_[i]; k < begin_[i + 1]; ++k) {
+      const StepEvent& e = stream_[k].event;
+      if (e.kind == StepEventKind::kAccessEnd) {
+        if (e.block == int(id) && e.phase == Phase::kOptimizer) out.insert(out.end(), before.begin(), before.end());
+        break;
+      }
+      if (e.kind == StepEventKind::kAcquire) before.push_back(stream_[k]);
+    }
+  }
+  return out;
 }
 
 uint64_t HostTierModel::LeastBudget(const Trace& trace) {
@@ -106,12 +90,8 @@ StatusOr<HostTierModel> HostTierModel::Create(const Trace& trace, uint64_t host_
   }
   // The step's acquire order.
   std::vector<TensorId> order;
-  for (size_t i = 0; i < trace.events.size(); ++i) {
-    const TraceEvent& e = trace.events[i];
-    if (e.kind != EventKind::kAccess) continue;
-    if (e.is_device_access()) order.push_back(m.param(e.id));
-    for (const HostAcquire& a : e.is_device_access() ? m.after_[i] : m.update_[e.id])
-      if (e.is_device_access() || InPart(a, e)) order.push_back(a.tensor);
+  for (const HostStepEvent& h : m.stream_) {
+    if (h.event.kind == StepEventKind::kAcquire) order.push_back(h.tensor);
   }
   m.order_ = StepOrder<AcquireIndex>(std::move(order), m.bytes_.size());
   return m;

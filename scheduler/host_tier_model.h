@@ -1,7 +1,7 @@
 // HostTierModel: the worker's host tier as the simulator replays it — the same
 // cache tensors, the same slot plan and the same victim rule as the TensorCache
 // under the worker — so that the simulator reads and writes the NVMe bytes the
-// worker does, when it does (issue #15 item 1).
+// worker does, when it does.
 //
 // * Tensors. Per trace tensor (one rank's parameter shard of a block, `bytes`
 //   in the trace's dtype): the parameter, and its fp32 gradient and state
@@ -10,18 +10,10 @@
 //   largest tensor of a layer block, 1 .. last-1, as the limit).
 // * Slots. The cache's plan for its host tier (TensorCache::Setup): PlanSlots,
 //   kMaxResident, at least kWorkerHostSlotsPerClass slots of every size.
-// * Order. A step's acquires, as the worker makes them: each device access
-//   acquires its parameter; a backward access that is not its tensor's last
-//   before its update (accumulation over micro-batches) stores the gradient's
-//   pieces (the first overwrites them, later ones add in), and one after its
-//   update (the tied embedding's lookup: the worker's split update holds its
-//   rows apart) stores nothing; each update reads a stored
-//   gradient's pieces and drops them (consumed: never written back), then
-//   acquires, per piece, [master,] m and v, and the parameter (fp32: first,
-//   read and written, held throughout; mixed precision: after the first piece,
-//   overwritten without a read). Traces do not say whether a run defers its
-//   updates (grad_clip, fp16), which stores every gradient: the model takes it
-//   that it does not.
+// * Order. A step's acquires and consumptions are the step protocol's stream
+//   (scheduler/step_protocol.h) for the trace, each (block, state, piece)
+//   named by its host tensor: the parameter for every acquire of the
+//   parameter, on any tier.
 // * Victims (used by SimContext::HostAcquire): the resident tensor of the
 //   class whose next acquire is furthest, never one the acquire's caller still
 //   holds; its slot is free once its last use has ended, and a dirty one is
@@ -37,21 +29,17 @@
 #include "cachemgr/step_order.h"
 #include "cachemgr/types.h"
 #include "common/status.h"
+#include "scheduler/step_events.h"
+#include "scheduler/step_protocol.h"
 #include "scheduler/trace.h"
 
 namespace tencache {
 
-enum class HostUse : uint8_t {
-  kRead,       // read (from NVMe when not resident), left clean
-  kWrite,      // read and modified: dirty afterwards
-  kOverwrite,  // written whole without a read: dirty afterwards
-};
-
-struct HostAcquire {
+// One event of the step's stream with the host tensor it names (kAcquire,
+// kInvalidate; 0 for kAccessEnd).
+struct HostStepEvent {
+  StepEvent event;
   uint32_t tensor = 0;
-  HostUse use = HostUse::kRead;
-  int piece = 0;         // the state piece it belongs to (the parameter: 0; a stored gradient's: -1)
-  bool consume = false;  // dropped after this use: its slot is freed without a write-back
 };
 
 class HostTierModel {
@@ -68,21 +56,16 @@ class HostTierModel {
   // num_params() host tensors are the parameters, in trace id order.
   uint32_t param(TensorId id) const { return uint32_t(id); }
   size_t num_params() const { return params_; }
-  // The acquires of `id`'s update, in the worker's order.
-  const std::vector<HostAcquire>& update(TensorId id) const { return update_[id]; }
-  // Whether update acquire `a` is made by optimizer access `e`, which may
-  // update only some pieces (TraceEvent::pieces_begin/end): a stored
-  // gradient's pieces go with the part that starts at piece 0.
-  static bool InPart(const HostAcquire& a, const TraceEvent& e) {
-    if (e.pieces_end == 0) return true;
-    if (a.piece < 0) return e.pieces_begin == 0;
-    return a.piece >= e.pieces_begin && a.piece < e.pieces_end;
-  }
-  // The acquires after trace event `event`'s compute (a backward access storing
-  // its gradient; empty for every other event).
-  const std::vector<HostAcquire>& after_access(size_t event) const { return after_[event]; }
+  // The stream's events of trace event `event`: an access's acquires before
+  // its AccessEnd, the AccessEnd, and the gradient stores and writes that
+  // follow it (none for a collective).
+  const HostStepEvent* events_begin(size_t event) const { return stream_.data() + begin_[event]; }
+  const HostStepEvent* events_end(size_t event) const { return stream_.data() + begin_[event + 1]; }
+  // The acquires of every part of `id`'s update, in the worker's order.
+  std::vector<HostStepEvent> update(TensorId id) const;
+  const StepShape& shape() const { return shape_; }
   // State pieces of `id` (the update's pieces).
-  int pieces(TensorId id) const { return pieces_[id]; }
+  int pieces(TensorId id) const { return shape_.pieces[id]; }
   // Acquires per step.
   uint64_t step_acquires() const { return order_.size(); }
   // The first acquire of `t` strictly after global position `pos` (acquire k of
@@ -106,9 +89,9 @@ class HostTierModel {
   std::vector<int> class_;
   std::vector<uint64_t> slots_;
   std::vector<std::vector<uint32_t>> members_;
-  std::vector<int> pieces_;
-  std::vector<std::vector<HostAcquire>> update_;
-  std::vector<std::vector<HostAcquire>> after_;
+  StepShape shape_;
+  std::vector<HostStepEvent> stream_;  // the step protocol's stream
+  std::vector<size_t> begin_;          // per trace event: its first event in stream_ (StepStream::begin)
   StepOrder<AcquireIndex> order_;  // the step's acquires
   uint64_t slot_bytes_ = 0;
 };

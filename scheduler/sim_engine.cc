@@ -112,7 +112,7 @@ void SimContext::Evict(TensorId id) {
   device_only_[id] = false;
   const uint32_t t = sim_.host_.param(id);
   const double copied = Copy(Link::kD2H, now_, sim_.seq_.bytes(id));
-  host_.free_at[t] = std::max(HostAcquire(t, HostUse::kOverwrite, now_), copied);
+  host_.free_at[t] = std::max(HostAcquire(t, AccessMode::kOverwrite, now_), copied);
   host_.dirty[t] = true;
 }
 
@@ -132,7 +132,7 @@ double SimContext::Copy(Link link, double ready, uint64_t bytes) {
   return end;
 }
 
-double SimContext::HostAcquire(uint32_t t, HostUse use, double request) {
+double SimContext::HostAcquire(uint32_t t, AccessMode mode, double request) {
   const HostTierModel& m = sim_.host_;
   if (host_.resident[t]) return std::max(request, host_.ready_at[t]);
   const int c = m.size_class(t);
@@ -165,9 +165,9 @@ double SimContext::HostAcquire(uint32_t t, HostUse use, double request) {
   double ready = slot;
   const bool from_device = t < m.num_params() && device_only_[t];
   if (from_device) device_only_[t] = false;
-  if (use != HostUse::kOverwrite && from_device) {  // the device holds the current copy
+  if (mode != AccessMode::kOverwrite && from_device) {  // the device holds the current copy
     ready = Copy(Link::kD2H, slot, m.bytes(t));
-  } else if (use != HostUse::kOverwrite) {
+  } else if (mode != AccessMode::kOverwrite) {
     ready = Copy(Link::kNvmeRead, slot, m.bytes(t));
   }
   host_.ready_at[t] = host_.free_at[t] = ready;
@@ -186,7 +186,7 @@ void SimContext::DropHost(uint32_t t, double at) {
 double SimContext::CopyToDevice(TensorId id, double host_request) {
   const uint64_t b = sim_.seq_.bytes(id);
   const uint32_t t = sim_.host_.param(id);
-  const double ready = std::max(now_, HostAcquire(t, HostUse::kRead, host_request));
+  const double ready = std::max(now_, HostAcquire(t, AccessMode::kRead, host_request));
   const double end = Copy(Link::kH2D, ready, b);
   host_.free_at[t] = std::max(host_.free_at[t], end);  // the host copy is in use until then
   return end;
@@ -290,19 +290,36 @@ void CacheSimulator::RunAccess(const TraceEvent& e, DeviceAccessIndex g, SimPoli
   if (e.phase == Phase::kBackward) {  // the gradient shard goes to the host
     s.grad_ready_[x] = s.Copy(Link::kD2H, s.now_, e.bytes);
   }
-  ++s.host_.pos;  // the access acquired its parameter (HostTierModel's order)
-  // A gradient stored for a later contribution (micro-batch, or the tied
-  // head's): the training thread waits for its host pieces' slots (and reads,
-  // when it adds into pieces that were evicted); the add lands once the
-  // gradient has arrived.
-  for (const HostAcquire& a : host_.after_access(s.pos_)) {
-    wait_until(s.HostAcquire(a.tensor, a.use, s.now_));
-    s.host_.dirty[a.tensor] = true;
-    s.host_.free_at[a.tensor] = std::max({s.host_.free_at[a.tensor], s.now_, s.grad_ready_[x]});
-    ++s.host_.pos;
-  }
+  ++s.host_.pos;  // the access acquired its parameter (the step protocol's first event of it)
+  RunAfterEnd(s.pos_, s);
   ++s.pos_;
   policy.AfterAccess(g, s);
+}
+
+// The stream's events after trace event `event`'s end. A gradient stored for
+// a later contribution (micro-batch, deferred update, or the tied head's):
+// the training thread waits for its host pieces' slots (and reads, when it
+// adds into pieces that were evicted); the add lands once the gradient has
+// arrived. A split update's write of its held rows: a position in the order
+// (a few rows: their bytes are not modelled).
+void CacheSimulator::RunAfterEnd(size_t event, SimContext& s) const {
+  const HostStepEvent* h = host_.events_begin(event);
+  const HostStepEvent* const end = host_.events_end(event);
+  while (h != end && h->event.kind != StepEventKind::kAccessEnd) ++h;
+  for (; h != end; ++h) {
+    if (h->event.kind != StepEventKind::kAcquire) continue;
+    if (h->event.state == kStateGrad) {
+      const uint32_t t = h->tensor;
+      const double ready = s.HostAcquire(t, h->event.mode, s.now_);
+      if (ready > s.now_) {
+        if (s.counting_) s.totals_.stall_s += ready - s.now_;
+        s.now_ = ready;
+      }
+      s.host_.dirty[t] = true;
+      s.host_.free_at[t] = std::max({s.host_.free_at[t], s.now_, s.grad_ready_[TensorId(h->event.block)]});
+    }
+    ++s.host_.pos;
+  }
 }
 
 void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
@@ -322,7 +339,7 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
 }
 
 // The update of one tensor's shard, piece by piece, as the worker runs it
-// (HostTierModel::update): each piece's states are acquired in host memory —
+// (the step protocol's update, scheduler/step_protocol.h): each piece's states are acquired in host memory —
 // read ahead, when the policy prefetches them, from the end of the access
 // before the one the update follows (where the worker issues them) — then the
 // CPU updates that piece and releases them, dirty.
@@ -349,51 +366,65 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   const int first = e.pieces_end > 0 ? std::min(e.pieces_begin, host_.pieces(x)) : 0;
   const int last = e.pieces_end > 0 ? std::min(e.pieces_end, host_.pieces(x)) : host_.pieces(x);
   const double piece_s = e.duration_s() / std::max(1, last - first);
-  const std::vector<HostAcquire>& update = host_.update(x);
+  // The update's events in the step's stream, up to its AccessEnd.
+  const HostStepEvent* h = host_.events_begin(s.pos_);
+  const HostStepEvent* const end = host_.events_end(s.pos_);
   s.held_.clear();
-  size_t a = 0;
   // A stored gradient: read, added into the reduced one, dropped (by the part that has it).
-  for (; a < update.size() && update[a].consume; ++a) {
-    if (!HostTierModel::InPart(update[a], e)) continue;
-    wait_until(s.HostAcquire(update[a].tensor, update[a].use, issue));
+  std::vector<uint32_t> consumed;
+  for (; h != end && h->event.kind != StepEventKind::kAccessEnd && h->event.state == kStateGrad; ++h) {
+    if (h->event.kind == StepEventKind::kInvalidate) {
+      consumed.push_back(h->tensor);
+      continue;
+    }
+    wait_until(s.HostAcquire(h->tensor, h->event.mode, issue));
     ++s.host_.pos;
   }
-  for (size_t i = 0; i < a; ++i) {
-    if (HostTierModel::InPart(update[i], e)) s.DropHost(update[i].tensor, cpu);
-  }
-  while (a < update.size() && update[a].piece < first) ++a;
-  // A later part writes the parameter the first part overwrote (mixed precision).
-  if (first > 0 && s.host_.resident[param]) s.held_.push_back(param);
-  for (int piece = first; piece < last; ++piece) {
-    double ready = cpu;
-    bool overwrite = false;
-    for (; a < update.size() && update[a].piece == piece; ++a) {
-      const HostAcquire& h = update[a];
-      if (h.use == HostUse::kOverwrite) {  // comes after the piece's states: acquired once they are updated
-        overwrite = true;
-        break;
-      }
-      ready = std::max(ready, s.HostAcquire(h.tensor, h.use, issue));
-      s.held_.push_back(h.tensor);
-      ++s.host_.pos;
-    }
+  for (uint32_t t : consumed) s.DropHost(t, cpu);
+  // Piece by piece: its states acquired (read ahead from `issue`), held while
+  // the CPU updates it, then released dirty. The parameter: fp32, acquired
+  // first and held throughout; mixed precision, acquired once the part's
+  // first piece is updated (the CPU waits for its slot) and held from then on.
+  bool computing = false;  // the current piece's states are acquired, its update not yet run
+  double ready = cpu;
+  int piece = -1;
+  auto compute = [&] {
+    if (!computing) return;
     wait_until(ready);
     cpu += piece_s;
-    if (overwrite) {
-      wait_until(s.HostAcquire(param, HostUse::kOverwrite, cpu));
-      s.host_.dirty[param] = true;
-      s.held_.push_back(param);
-      ++s.host_.pos;
-      ++a;
-    }
-    // The piece's states are released, dirty; the parameter stays held.
+    computing = false;
+  };
+  auto release = [&] {  // the piece's states, dirty; the parameter stays held
     for (uint32_t t : s.held_) {
       s.host_.dirty[t] = true;
       s.host_.free_at[t] = std::max(s.host_.free_at[t], cpu);
     }
     s.held_.erase(std::remove_if(s.held_.begin(), s.held_.end(), [param](uint32_t t) { return t != param; }),
                   s.held_.end());
+  };
+  for (; h != end && h->event.kind == StepEventKind::kAcquire; ++h) {
+    const StepEvent& ev = h->event;
+    if (ev.state == kStateParam && host_.shape().mixed) {
+      compute();
+      wait_until(s.HostAcquire(param, ev.mode, cpu));
+      s.host_.dirty[param] = true;
+      s.held_.push_back(param);
+      ++s.host_.pos;
+      release();
+      continue;
+    }
+    if (ev.state != kStateParam && ev.piece != piece) {
+      compute();
+      release();
+      piece = ev.piece;
+    }
+    ready = std::max(ready, s.HostAcquire(h->tensor, ev.mode, issue));
+    s.held_.push_back(h->tensor);
+    ++s.host_.pos;
+    computing = computing || ev.state != kStateParam;
   }
+  compute();
+  release();
   for (uint32_t t : s.held_) s.host_.free_at[t] = std::max(s.host_.free_at[t], cpu);  // the parameter
   s.held_.clear();
   s.cpu_busy_ += e.duration_s();
@@ -401,6 +432,7 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   if (s.resident_[x] && last == host_.pieces(x)) {  // the device copy is updated in place
     s.arrival_[x] = std::max(s.arrival_[x], s.Copy(Link::kH2D, s.now_, b));
   }
+  RunAfterEnd(s.pos_, s);  // a tied embedding's contribution reduced after the head's update
 }
 
 PolicyResult CacheSimulator::Run(SimPolicy& policy) const {

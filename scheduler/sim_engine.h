@@ -148,13 +148,13 @@ class SimContext {
  private:
   friend class CacheSimulator;
   explicit SimContext(const CacheSimulator& sim);
-  // Brings host tensor `t` into host memory for `use`, requested at `request`:
+  // Brings host tensor `t` into host memory for `mode`, requested at `request`:
   // when it is not resident, the victim HostTierModel names (never `t` or one
   // of held_) leaves once its last use has ended, written back to NVMe first
   // when dirty, and `t` is read into its slot (not for kOverwrite). Returns
   // when `t`'s bytes are there. The caller sets free_at (and dirty) once its
   // use is known to end.
-  double HostAcquire(uint32_t t, HostUse use, double request);
+  double HostAcquire(uint32_t t, AccessMode mode, double request);
   // Frees host tensor `t`'s slot without a write-back (a consumed gradient), at time `at`.
   void DropHost(uint32_t t, double at);
   // Copies `id`'s parameter from host memory (HostAcquire'd first, requested at
@@ -229,6 +229,9 @@ class CacheSimulator {
   void RunAccess(const TraceEvent& e, DeviceAccessIndex g, SimPolicy& policy, SimContext& s) const;
   void RunCollective(const TraceEvent& e, SimContext& s) const;
   void RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const;
+  // The step protocol's events after trace event `event`'s AccessEnd: gradient
+  // stores (the training thread waits for their slots) and held-row writes.
+  void RunAfterEnd(size_t event, SimContext& s) const;
   // Seconds a copy of `bytes` holds `link`'s lane (at `bps`): host<->device
   // copies pay config_.copy_latency_s on top.
   double CopySeconds(Link link, uint64_t bytes, double bps) const;

@@ -124,6 +124,12 @@ struct Fields {
     if (it == j.end() || !it->is_number_unsigned()) return Missing(key, "a non-negative integer");
     return it->get<uint64_t>();
   }
+  StatusOr<bool> Bool(const char* key, bool dflt) const {
+    auto it = j.find(key);
+    if (it == j.end()) return dflt;
+    if (!it->is_boolean()) return Missing(key, "true or false");
+    return it->get<bool>();
+  }
 };
 
 StatusOr<TraceHeader> ParseHeader(const Fields& f) {
@@ -146,6 +152,7 @@ StatusOr<TraceHeader> ParseHeader(const Fields& f) {
   TC_ASSIGN_OR_RETURN(uint64_t mb, f.UInt("micro_batch", 1));
   TC_ASSIGN_OR_RETURN(uint64_t seq, f.UInt("seq_len", 0));
   TC_ASSIGN_OR_RETURN(h.device_flops, f.Num("device_flops", 0.0));
+  TC_ASSIGN_OR_RETURN(h.deferred_updates, f.Bool("deferred_updates", false));
   if (ranks == 0) return Status::InvalidArgument(f.where + ": key 'ranks': expected >= 1");
   h.ranks = int(ranks);
   h.micro_batch = int(mb);
@@ -247,7 +254,8 @@ void WriteTrace(const Trace& trace, std::ostream& out) {
   const TraceHeader& h = trace.header;
   out << json{{"format", "tencache-trace"}, {"version", h.version}, {"model", h.model},
               {"dtype", h.dtype}, {"ranks", h.ranks}, {"micro_batch", h.micro_batch},
-              {"seq_len", h.seq_len}, {"device_flops", h.device_flops}}
+              {"seq_len", h.seq_len}, {"device_flops", h.device_flops},
+              {"deferred_updates", h.deferred_updates}}
              .dump()
       << "\n";
   for (const TraceEvent& e : trace.events) {

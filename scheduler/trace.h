@@ -76,6 +76,9 @@ struct TraceHeader {
   int micro_batch = 1;
   int seq_len = 0;
   double device_flops = 0;  // FLOP/s the compute times assume; 0 when measured
+  // The step updates after the whole backward (train.grad_clip, fp16 loss
+  // scaling), storing every gradient contribution; false when not recorded.
+  bool deferred_updates = false;
 };
 
 struct Trace {

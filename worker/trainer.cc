@@ -34,6 +34,7 @@ TraceHeader HeaderFor(const JobSpec& job, int ranks) {
   h.ranks = ranks;
   h.micro_batch = job.train.micro_batch;
   h.seq_len = job.model.seq_len;
+  h.deferred_updates = DeferredUpdates(job);
   return h;
 }
 
@@ -322,7 +323,10 @@ Status Trainer::GatherInto(int block, int slot, ShardRef p, Gathered* g) {
 }
 
 StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode) {
-  if (!sampling_) step_acquires_.push_back(layout_.Id(block, kind, piece));
+  if (!sampling_) {
+    step_acquires_.push_back(layout_.Id(block, kind, piece));
+    step_events_.push_back(StepEvent::Acquire(block, ShardKindClass(kind), piece, tier, mode));
+  }
   const double t0 = Now();
   StatusOr<ShardRef> ref = store_->Acquire(block, kind, piece, tier, mode);
   acquire_s_ += Now() - t0;
@@ -332,6 +336,7 @@ StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, int piece, Tier t
 Status Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin,
                           int pieces_end) {
   if (sampling_) return Status::Ok();
+  step_events_.push_back(StepEvent::AccessEnd(block, phase, pieces_begin, pieces_end));
   if (!profiler_.following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
   AccessRecord a;
   a.id = TensorId(block);
@@ -485,6 +490,7 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   driver_->BeginStep();
   std::fill(contributions_.begin(), contributions_.end(), 0);
   step_acquires_.clear();  // capacity kept: no allocation once a step has run
+  step_events_.clear();
   step_loss_scale_ = loss_scale_;
   step_grad_norm_ = -1;
   step_skipped_ = false;
@@ -511,6 +517,7 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   // the eviction oracle its order.
   if (profiler_.profile_version() != version) {
     acquire_order_ = step_acquires_;
+    profiled_events_ = step_events_;
     TC_RETURN_IF_ERROR(driver_->OnNewProfile({profiler_.profile(), cache, acquire_order_}));
   } else if (followed) {  // a steady step: its link speeds, for SimFlags
     calibrator_.AddSteadyStep(cache);

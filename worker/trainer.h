@@ -36,6 +36,7 @@
 #include "common/shard_bytes.h"
 #include "scheduler/plan.h"
 #include "scheduler/profiler.h"
+#include "scheduler/step_events.h"
 #include "worker/adamw.h"
 #include "worker/communicator.h"
 #include "worker/compute_device.h"
@@ -102,6 +103,9 @@ class Trainer {
   std::string Describe() const;
   int accum_steps() const { return accum_; }
   const Profiler& profiler() const { return profiler_; }
+  // The events (scheduler/step_events.h) of the step that became the current
+  // profile, in order: its acquires, consumed gradient pieces and access ends.
+  const std::vector<StepEvent>& profiled_events() const { return profiled_events_; }
   // The shards' store (tests and tools inspect the cache through it).
   ShardStore* store() const { return store_.get(); }
 
@@ -319,6 +323,8 @@ class Trainer {
   std::unique_ptr<PrefetchDriver> driver_;   // cache.policy's fetches ahead of use (MakePrefetchDriver)
   std::vector<TensorId> acquire_order_;      // cache ids acquired in the profiled step: the oracle's order
   std::vector<TensorId> step_acquires_;      // cache ids acquired in this step so far
+  std::vector<StepEvent> step_events_;       // this step's events so far (training, not sampling)
+  std::vector<StepEvent> profiled_events_;   // those of the step that became the profile
   int64_t steps_run_ = 0;                    // steps this process ran (a resumed run starts at step_ > 0)
   int64_t step_ = 0;
   bool sampling_ = false;  // Sample() and Evaluate() run unprofiled

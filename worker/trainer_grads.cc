@@ -67,6 +67,7 @@ Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
       for (size_t j = 0; j < g.count(); ++j) mine[j] = stored[j] + mine[j];
     }
     store_->Invalidate(block, ShardKind::kGrad, i);  // consumed: never written back
+    if (!sampling_) step_events_.push_back(StepEvent::Invalidate(block, kStateGrad, i));
   }
   if (early) return EarlyEmbeddingUpdate(src);
   return complete ? UpdateBlock(block, src) : Status::Ok();
@@ -117,7 +118,10 @@ Status Trainer::ApplyDeferredUpdates() {
                                         std::to_string(norm) + "): training diverged; lower train.lr");
     }
     for (int b = 0; b < model_.num_blocks(); ++b) {
-      for (int i = 0; i < layout_.Pieces(b, ShardKind::kGrad); ++i) store_->Invalidate(b, ShardKind::kGrad, i);
+      for (int i = 0; i < layout_.Pieces(b, ShardKind::kGrad); ++i) {
+        store_->Invalidate(b, ShardKind::kGrad, i);
+        if (!sampling_) step_events_.push_back(StepEvent::Invalidate(b, kStateGrad, i));
+      }
     }
     loss_scale_ *= 0.5;
     good_steps_ = 0;
@@ -142,6 +146,7 @@ Status Trainer::ApplyDeferredUpdates() {
         }
       }
       store_->Invalidate(b, ShardKind::kGrad, i);  // consumed: never written back
+      if (!sampling_) step_events_.push_back(StepEvent::Invalidate(b, kStateGrad, i));
     }
     TC_RETURN_IF_ERROR(UpdateBlock(b, update_grad_.data()));
   }

@@ -84,24 +84,24 @@ TEST(HostTierModel, AnUpdateAcquiresAsTheWorkerDoes) {
   StatusOr<HostTierModel> mixed = HostTierModel::Create(BlockTrace(params, "bf16"), kGiB);
   ASSERT_TRUE(mixed.ok());
   ASSERT_EQ(mixed->pieces(0), 12);  // 12 x 16384 elements against a 16384-element layer
-  const std::vector<HostAcquire>& u = mixed->update(0);
+  const std::vector<HostStepEvent> u = mixed->update(0);
   ASSERT_EQ(u.size(), 12u * 3 + 1);
   EXPECT_EQ(u[3].tensor, mixed->param(0));
-  EXPECT_EQ(u[3].use, HostUse::kOverwrite);
-  EXPECT_EQ(u[3].piece, 0);
+  EXPECT_EQ(u[3].event.mode, AccessMode::kOverwrite);
+  EXPECT_EQ(u[3].event.piece, 0);
   for (size_t i : {0, 1, 2, 4, 5, 6}) {
-    EXPECT_EQ(u[i].use, HostUse::kWrite);
+    EXPECT_EQ(u[i].event.mode, AccessMode::kWrite);
     EXPECT_NE(u[i].tensor, mixed->param(0));
     EXPECT_EQ(mixed->bytes(u[i].tensor), 16384u * 4);
   }
-  EXPECT_EQ(u[4].piece, 1);
+  EXPECT_EQ(u[4].event.piece, 1);
 
   StatusOr<HostTierModel> fp32 = HostTierModel::Create(BlockTrace({16384 * 4, 16384 * 4}, "fp32"), kGiB);
   ASSERT_TRUE(fp32.ok());
-  const std::vector<HostAcquire>& f = fp32->update(1);
+  const std::vector<HostStepEvent> f = fp32->update(1);
   ASSERT_EQ(f.size(), 3u);
   EXPECT_EQ(f[0].tensor, fp32->param(1));
-  EXPECT_EQ(f[0].use, HostUse::kWrite);
+  EXPECT_EQ(f[0].event.mode, AccessMode::kWrite);
   EXPECT_EQ(fp32->bytes(f[1].tensor), 16384u * 4);
 }
 
@@ -151,20 +151,22 @@ Trace TiedTrace(int layers, int pieces, bool whole, double compute_s = 1e-3) {
   return t;
 }
 
-// Each part of a streamed update acquires its own pieces where it runs (the
-// parameter with the part that has piece 0), and a split update stores no
-// gradient: the head's access feeds it, the lookup's comes after it. The whole
-// update stores the head's gradient (12 pieces) and reads it back.
+// Each part of a streamed update acquires its own pieces where it runs (and
+// the parameter after its first piece), and a split update stores no
+// gradient: the head's access feeds it, the lookup's comes after it and is
+// followed by the write of the held rows into the parameter. The whole update
+// stores the head's gradient (12 pieces) and reads it back.
 TEST(HostTierModel, AStreamedUpdatesPartsAcquireTheirPiecesWhereTheyRun) {
   StatusOr<HostTierModel> split = HostTierModel::Create(TiedTrace(2, 12, false), kGiB);
   ASSERT_TRUE(split.ok()) << split.status().ToString();
   ASSERT_EQ(split->pieces(0), 12);
   // 9 device accesses, 3 layer-sized updates (3 states and the parameter),
-  // the embedding's 12 x 3 states and its parameter.
-  EXPECT_EQ(split->step_acquires(), 9u + 3 * 4 + 37);
-  const std::vector<HostAcquire>& u = split->update(0);
+  // the embedding's 12 x 3 states, its parameter once per part (2) and the
+  // held rows' write after the lookup.
+  EXPECT_EQ(split->step_acquires(), 9u + 3 * 4 + 36 + 2 + 1);
+  const std::vector<HostStepEvent> u = split->update(0);
   const uint32_t master6 = u[3 * 6 + 1].tensor;  // piece 6's first state: after piece 0's parameter
-  EXPECT_EQ(u[3 * 6 + 1].piece, 6);
+  EXPECT_EQ(u[3 * 6 + 1].event.piece, 6);
   // fwd 0-3, bwd 3, update 3 (4), bwd 0, part 1 (18 states + parameter), bwd 2, update 2 (4): position 34.
   EXPECT_EQ(split->NextUse(master6, AcquireIndex(0)), AcquireIndex(34));
   EXPECT_EQ(split->NextUse(u[0].tensor, AcquireIndex(0)), AcquireIndex(10));

@@ -101,6 +101,26 @@ TEST(TraceTest, AnUpdatesPiecesRoundTripAndAreChecked) {
   EXPECT_NE(r.status().message().find("on an optimizer access"), std::string::npos) << r.status().message();
 }
 
+// Whether the run defers its updates: false when absent (older traces),
+// written and read back, refused when not a boolean.
+TEST(TraceTest, TheHeaderSaysWhetherUpdatesAreDeferred) {
+  const std::string fwd = R"({"type":"access","id":0,"name":"w","phase":"fwd","bytes":4,"start_s":0,"end_s":1})";
+  auto r = Parse(std::string(kHeader) + "\n" + fwd + "\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->header.deferred_updates);
+  r->header.deferred_updates = true;
+  std::ostringstream out;
+  WriteTrace(*r, out);
+  auto back = Parse(out.str());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->header.deferred_updates);
+  const std::string yes = R"({"format":"tencache-trace","version":1,"model":"m","deferred_updates":"yes"})";
+  r = Parse(yes + "\n" + fwd);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("t.jsonl:1: key 'deferred_updates': expected true or false"), std::string::npos)
+      << r.status().message();
+}
+
 TEST(TraceTest, RejectsInconsistentTensorsAndGaps) {
   const std::string a0 = R"({"type":"access","id":0,"name":"w","phase":"fwd","bytes":4,"start_s":0,"end_s":1})";
   const std::string a0big = R"({"type":"access","id":0,"name":"w","phase":"bwd","bytes":8,"start_s":1,"end_s":2})";
