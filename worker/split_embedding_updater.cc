@@ -1,30 +1,21 @@
-// The tied embedding's update, split around the backward (docs/worker.md,
-// "The tied embedding's update"). Its gradient is the head's part, known at the
-// start of the backward, plus the lookup's, known at its end, which is zero
-// outside the rows the last micro-batch looked up (on any rank) and block 0's
-// other parameters. So the rows outside those are updated right after the
-// head, their states streaming through the host while the layers' backward
-// computes; the held rows' states are copied aside and updated after the
-// lookup, and merged back into their pieces at the next update (or before a
-// checkpoint). The early part streams: its pieces are spread over the layers'
-// backward, one part after each layer's, so that the reads of the next part
-// overlap the layers' compute. AdamW is elementwise, so the result is bit for
-// bit the unsplit update's.
+#include "worker/split_embedding_updater.h"
+
 #include <algorithm>
 #include <cstring>
 
-#include "worker/trainer.h"
+#include "worker/lane_timer.h"
 
 namespace tencache {
-
 namespace {
 
-// Calls f(begin, end, at) for each part of `held`'s ranges within [begin, end)
+using HeldRange = SplitEmbeddingUpdater::HeldRange;
+
+// Calls f(begin, end, at) for each part of `ranges` within [begin, end)
 // (elements of the shard), `at` being where that part starts in the held arrays.
 template <typename F>
-void ForEachHeld(const std::vector<Trainer::HeldRange>& ranges, size_t begin, size_t end, F f) {
+void ForEachHeld(const std::vector<HeldRange>& ranges, size_t begin, size_t end, F f) {
   auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
-                             [](size_t v, const Trainer::HeldRange& r) { return v < r.end; });
+                             [](size_t v, const HeldRange& r) { return v < r.end; });
   for (; it != ranges.end() && it->begin < end; ++it) {
     const size_t lo = std::max(begin, it->begin), hi = std::min(end, it->end);
     if (lo < hi) f(lo, hi, it->at + (lo - it->begin));
@@ -33,9 +24,35 @@ void ForEachHeld(const std::vector<Trainer::HeldRange>& ranges, size_t begin, si
 
 }  // namespace
 
+SplitEmbeddingUpdater::SplitEmbeddingUpdater(const JobSpec* job, const DecoderModel* model, const ShardLayout* layout,
+                                             int rank, int ranks, int accum, BatchSampler* sampler, ShardStore* store,
+                                             AccessRecorder* recorder, ComputeDevice device, LaneBusy* lanes,
+                                             std::vector<DecayRun> decay0, size_t embed_floats, size_t held_floats,
+                                             Hooks hooks)
+    : job_(job),
+      model_(model),
+      layout_(layout),
+      rank_(rank),
+      ranks_(ranks),
+      accum_(accum),
+      sampler_(sampler),
+      store_(store),
+      recorder_(recorder),
+      device_(device),
+      decay0_(std::move(decay0)),
+      hooks_(std::move(hooks)),
+      lanes_(lanes),
+      embed_grad_(embed_floats, 0.0f) {
+  static_assert(kHeldRowArrays == 2 * 4, "held_ and merging_, four arrays each");
+  for (HeldRows* h : {&held_, &merging_}) {
+    for (std::vector<float>* a : {&h->grad, &h->master, &h->m, &h->v}) a->reserve(held_floats / kHeldRowArrays);
+  }
+}
+
 // The held values of `held` within the piece [begin, end) of the shard into
 // the piece's master and moments.
-void Trainer::MergeHeld(const HeldRows& held, size_t begin, size_t end, float* master, float* m, float* v) {
+void SplitEmbeddingUpdater::MergeHeld(const HeldRows& held, size_t begin, size_t end, float* master, float* m,
+                                      float* v) {
   ForEachHeld(held.ranges, begin, end, [&](size_t lo, size_t hi, size_t at) {
     const size_t n = (hi - lo) * sizeof(float);
     std::memcpy(master + (lo - begin), &held.master[at], n);
@@ -46,17 +63,17 @@ void Trainer::MergeHeld(const HeldRows& held, size_t begin, size_t end, float* m
 
 // The shard's elements the last micro-batch's lookup may give a gradient:
 // block 0 outside the token matrix, and the token rows any rank looks up.
-void Trainer::PlanHeldRows() {
+void SplitEmbeddingUpdater::PlanHeldRows(int64_t step) {
   HeldRows* held = &held_;
   held->ranges.clear();
-  const int64_t count = int64_t(layout_.counts[0]), lo = comm_->rank() * count, hi = lo + count;
-  const int64_t mb = job_.train.micro_batch, T = job_.model.seq_len, C = job_.model.hidden;
-  looked_up_.assign(size_t(job_.model.vocab), 0);  // capacity kept: no allocation after the first step
+  const int64_t count = int64_t(layout_->counts[0]), lo = rank_ * count, hi = lo + count;
+  const int64_t mb = job_->train.micro_batch, T = job_->model.seq_len, C = job_->model.hidden;
+  looked_up_.assign(size_t(job_->model.vocab), 0);  // capacity kept: no allocation after the first step
   row_tokens_.resize(size_t(T + 1));
   for (int r = 0; r < ranks_; ++r) {
-    const int first = r * (job_.train.global_batch / ranks_) + (accum_ - 1) * int(mb);
+    const int first = r * (job_->train.global_batch / ranks_) + (accum_ - 1) * int(mb);
     for (int i = 0; i < mb; ++i) {
-      sampler_.Sequence(step_, first + i, row_tokens_.data());
+      sampler_->Sequence(step, first + i, row_tokens_.data());
       for (int64_t t = 0; t < T; ++t) looked_up_[size_t(row_tokens_[size_t(t)])] = 1;
     }
   }
@@ -72,12 +89,12 @@ void Trainer::PlanHeldRows() {
     }
     at += se - sb;
   };
-  for (const ParamSlot& p : model_.layout(0).params) {  // in offset order
+  for (const ParamSlot& p : model_->layout(0).params) {  // in offset order
     if (p.name != "embed.tokens") {
       add(p.offset, p.offset + p.numel);
       continue;
     }
-    for (int64_t row = 0; row < job_.model.vocab; ++row) {
+    for (int64_t row = 0; row < job_->model.vocab; ++row) {
       if (looked_up_[size_t(row)]) add(p.offset + row * C, p.offset + (row + 1) * C);
     }
   }
@@ -88,52 +105,46 @@ void Trainer::PlanHeldRows() {
   held->updated = false;
 }
 
-// REQUIRES: split_embedding_; `grad` is block 0's gradient shard but for the
-// last lookup's part (the stored part added in). Copies it (the layers'
-// reductions reuse its buffer) and updates the first part.
-Status Trainer::EarlyEmbeddingUpdate(const float* grad) {
+Status SplitEmbeddingUpdater::Early(const float* grad, int64_t step) {
   std::swap(merging_, held_);  // the previous step's held rows: merged into the pieces as they pass
-  PlanHeldRows();
+  PlanHeldRows(step);
   {
-    LaneTimer busy(this, StepLane::kOptimizer);
+    LaneTimer busy(lanes_, StepLane::kOptimizer);
     for (const HeldRange& r : held_.ranges) std::memcpy(&held_.grad[r.at], grad + r.begin, (r.end - r.begin) * sizeof(float));
     // Elsewhere the lookup adds +0: as the unsplit update's sum does, a -0 becomes +0.
-    const size_t n = layout_.counts[0];
+    const size_t n = layout_->counts[0];
     for (size_t j = 0; j < n; ++j) embed_grad_[j] = grad[j] + 0.0f;
   }
-  embed_stage_ = 0;
-  embed_done_ = 0;
-  embed_streaming_ = true;
-  return StreamEmbeddingUpdate();
+  stage_ = 0;
+  done_ = 0;
+  streaming_ = true;
+  return Stream();
 }
 
 // Stage s of L (the head's, then after each layer's backward but the first
-// layer's) updates the pieces up to ceil(P s / L): the reads of the next part
-// overlap the layers computing in between.
-Status Trainer::StreamEmbeddingUpdate() {
-  const int pieces = layout_.Pieces(0, ShardKind::kAdamM);
-  if (!embed_streaming_) return Status::Ok();
-  const int stages = std::max(1, job_.model.layers);
-  ++embed_stage_;
-  return ContinueEmbeddingUpdate(std::min(pieces, (pieces * embed_stage_ + stages - 1) / stages));
+// layer's) updates the pieces up to ceil(P s / L).
+Status SplitEmbeddingUpdater::Stream() {
+  const int pieces = layout_->Pieces(0, ShardKind::kAdamM);
+  if (!streaming_) return Status::Ok();
+  const int stages = std::max(1, job_->model.layers);
+  ++stage_;
+  return ContinueUpdate(std::min(pieces, (pieces * stage_ + stages - 1) / stages));
 }
 
-Status Trainer::ContinueEmbeddingUpdate(int upto) {
-  const int pieces = layout_.Pieces(0, ShardKind::kAdamM);
-  if (upto <= embed_done_) return Status::Ok();
-  TC_RETURN_IF_ERROR(UpdateBlock(0, embed_grad_.data(), /*split=*/true, embed_done_, upto));
-  embed_done_ = upto;
-  if (embed_done_ == pieces) {
-    embed_streaming_ = false;
+Status SplitEmbeddingUpdater::ContinueUpdate(int upto) {
+  const int pieces = layout_->Pieces(0, ShardKind::kAdamM);
+  if (upto <= done_) return Status::Ok();
+  TC_RETURN_IF_ERROR(hooks_.update_pieces(embed_grad_.data(), done_, upto));
+  done_ = upto;
+  if (done_ == pieces) {
+    streaming_ = false;
     merging_.ranges.clear();
     merging_.updated = false;
   }
   return Status::Ok();
 }
 
-// Inside UpdateBlock(0, ..., split) for the piece [begin, end) of the shard:
-// the previous step's held values go into the piece, this step's are copied out.
-void Trainer::SwapHeldRows(size_t begin, size_t end, float* master, float* m, float* v) {
+void SplitEmbeddingUpdater::SwapHeldRows(size_t begin, size_t end, float* master, float* m, float* v) {
   if (merging_.updated) MergeHeld(merging_, begin, end, master, m, v);
   ForEachHeld(held_.ranges, begin, end, [&](size_t lo, size_t hi, size_t at) {
     const size_t n = (hi - lo) * sizeof(float);
@@ -143,8 +154,8 @@ void Trainer::SwapHeldRows(size_t begin, size_t end, float* master, float* m, fl
   });
 }
 
-// Calls f(lo, hi) for the parts of [begin, end) outside the held ranges.
-void Trainer::ForEachUnheld(size_t begin, size_t end, const std::function<void(size_t, size_t)>& f) const {
+void SplitEmbeddingUpdater::ForEachUnheld(size_t begin, size_t end,
+                                          const std::function<void(size_t, size_t)>& f) const {
   size_t at = begin;
   ForEachHeld(held_.ranges, begin, end, [&](size_t lo, size_t hi, size_t) {
     if (at < lo) f(at, lo);
@@ -153,14 +164,10 @@ void Trainer::ForEachUnheld(size_t begin, size_t end, const std::function<void(s
   if (at < end) f(at, end);
 }
 
-// REQUIRES: split_embedding_ and EarlyEmbeddingUpdate ran this step; `lookup`
-// is the last lookup's gradient shard.
-Status Trainer::LateEmbeddingUpdate(const float* lookup) {
-  TC_RETURN_IF_ERROR(ContinueEmbeddingUpdate(layout_.Pieces(0, ShardKind::kAdamM)));  // every part first
-  AdamWConfig config = adamw_;
-  config.lr = LearningRateAt(job_.train, step_);
+Status SplitEmbeddingUpdater::Late(const float* lookup) {
+  TC_RETURN_IF_ERROR(ContinueUpdate(layout_->Pieces(0, ShardKind::kAdamM)));  // every part first
   {
-    LaneTimer busy(this, StepLane::kOptimizer);
+    LaneTimer busy(lanes_, StepLane::kOptimizer);
     for (const HeldRange& r : held_.ranges) {
       for (size_t j = 0; j < r.end - r.begin; ++j) held_.grad[r.at + j] = held_.grad[r.at + j] + lookup[r.begin + j];
     }
@@ -169,12 +176,10 @@ Status Trainer::LateEmbeddingUpdate(const float* lookup) {
     bool run_decay = false;
     auto flush = [&] {
       if (run_n == 0) return;
-      config.weight_decay = run_decay ? adamw_.weight_decay : 0.0;
-      AdamWStep(config, optimizer_steps_ + 1, run_n, &held_.master[run_at], &held_.grad[run_at], &held_.m[run_at],
-                &held_.v[run_at], threads_);
+      hooks_.adamw(run_decay, run_n, &held_.master[run_at], &held_.grad[run_at], &held_.m[run_at], &held_.v[run_at]);
       run_n = 0;
     };
-    for (const DecayRun& d : decay_runs_[0]) {
+    for (const DecayRun& d : decay0_) {
       ForEachHeld(held_.ranges, d.begin, d.end, [&](size_t lo, size_t hi, size_t at) {
         if (run_n > 0 && (run_decay != d.decay || run_at + run_n != at)) flush();
         if (run_n == 0) run_at = at, run_decay = d.decay;
@@ -192,20 +197,20 @@ Status Trainer::LateEmbeddingUpdate(const float* lookup) {
                         ? Tier::kDevice
                         : Tier::kHost;
   {
-    TC_ASSIGN_OR_RETURN(ShardRef param, Acquire(0, ShardKind::kParam, 0, tier, AccessMode::kWrite));
-    for (const HeldRange& r : held_.ranges) WriteComputeCopy(param, r.begin, r.end - r.begin, &held_.master[r.at]);
+    TC_ASSIGN_OR_RETURN(ShardRef param, recorder_->Acquire(0, ShardKind::kParam, 0, tier, AccessMode::kWrite));
+    for (const HeldRange& r : held_.ranges) {
+      hooks_.write_compute_copy(param, r.begin, r.end - r.begin, &held_.master[r.at]);
+    }
   }
   held_.updated = true;
   return Status::Ok();
 }
 
-// The held rows' current states into their pieces, before anything reads them
-// from the store (a checkpoint, the exported weights).
-Status Trainer::FlushHeldRows() {
+Status SplitEmbeddingUpdater::Flush() {
   if (!held_.updated) return Status::Ok();
-  for (int i = 0; i < layout_.Pieces(0, ShardKind::kAdamM); ++i) {
-    const size_t begin = layout_.PieceBegin(0, ShardKind::kAdamM, i);
-    const size_t end = begin + layout_.PieceCount(0, ShardKind::kAdamM, i);
+  for (int i = 0; i < layout_->Pieces(0, ShardKind::kAdamM); ++i) {
+    const size_t begin = layout_->PieceBegin(0, ShardKind::kAdamM, i);
+    const size_t end = begin + layout_->PieceCount(0, ShardKind::kAdamM, i);
     TC_ASSIGN_OR_RETURN(ShardRef master, store_->Acquire(0, ShardKind::kMaster, i, Tier::kHost, AccessMode::kWrite));
     TC_ASSIGN_OR_RETURN(ShardRef m, store_->Acquire(0, ShardKind::kAdamM, i, Tier::kHost, AccessMode::kWrite));
     TC_ASSIGN_OR_RETURN(ShardRef v, store_->Acquire(0, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kWrite));
@@ -214,6 +219,15 @@ Status Trainer::FlushHeldRows() {
   held_.ranges.clear();
   held_.updated = false;
   return Status::Ok();
+}
+
+uint64_t SplitEmbeddingUpdater::embed_grad_bytes() const { return uint64_t(embed_grad_.capacity()) * sizeof(float); }
+
+uint64_t SplitEmbeddingUpdater::held_rows_bytes() const {
+  auto bytes = [](const std::vector<float>& a) { return uint64_t(a.capacity()) * sizeof(float); };
+  uint64_t n = 0;
+  for (const HeldRows* h : {&held_, &merging_}) n += bytes(h->grad) + bytes(h->master) + bytes(h->m) + bytes(h->v);
+  return n;
 }
 
 }  // namespace tencache
