@@ -73,7 +73,8 @@ void AccessRecorder::KeepAsProfile() {
   profiled_events_ = events_;
   acquire_order_.clear();
   for (const StepEvent& e : profiled_events_) {
-    if (e.kind == StepEventKind::kAcquire) acquire_order_.push_back(layout_->Id(e.block, KindOfClass(e.state), e.piece));
+    if (e.kind != StepEventKind::kAcquire) continue;
+    acquire_order_.push_back(layout_->Id(e.block, KindOfClass(e.state), e.piece));
   }
 }
 

@@ -110,7 +110,9 @@ Status SplitEmbeddingUpdater::Early(const float* grad, int64_t step) {
   PlanHeldRows(step);
   {
     LaneTimer busy(lanes_, StepLane::kOptimizer);
-    for (const HeldRange& r : held_.ranges) std::memcpy(&held_.grad[r.at], grad + r.begin, (r.end - r.begin) * sizeof(float));
+    for (const HeldRange& r : held_.ranges) {
+      std::memcpy(&held_.grad[r.at], grad + r.begin, (r.end - r.begin) * sizeof(float));
+    }
     // Elsewhere the lookup adds +0: as the unsplit update's sum does, a -0 becomes +0.
     const size_t n = layout_->counts[0];
     for (size_t j = 0; j < n; ++j) embed_grad_[j] = grad[j] + 0.0f;

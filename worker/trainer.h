@@ -169,9 +169,9 @@ class Trainer {
   StatusOr<double> MicroStep(int micro);
   // The parts of a micro-batch. ForwardLayers: x [B, T, C] from tokens [B, T]
   // through the embedding and every layer, checkpoints_[b] being layer b's
-  // input. HeadBackward: the loss of x against targets [B, T] and its
-  // gradient dx [B, T, C], the final block's (and, tied, the embedding's)
-  // gradients reduced. LayerBackward: dx through layer b, recomputed from its
+  // input. HeadBackward: the loss (a scalar, detached) of x against targets
+  // [B, T] and dx [B, T, C] of the loss times loss scale / (accum x ranks),
+  // the final block's (and, tied, the embedding's) gradients reduced. LayerBackward: dx through layer b, recomputed from its
   // input, its gradient reduced. LookupBackward: the embedding's lookup.
   StatusOr<torch::Tensor> ForwardLayers(const torch::Tensor& tokens);
   Status HeadBackward(const torch::Tensor& x, const torch::Tensor& targets, torch::Tensor* loss, torch::Tensor* dx);

@@ -25,7 +25,7 @@ Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
     float* mine = src + layout_.PieceBegin(block, ShardKind::kGrad, i);
     if (!complete && !early) {
       TC_ASSIGN_OR_RETURN(ShardRef g, recorder_->Acquire(block, ShardKind::kGrad, i, Tier::kHost,
-                                              k == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
+                                                         k == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
       float* dst = g.f32();
       if (k == 0) {
         std::memcpy(dst, mine, g.count() * sizeof(float));

@@ -171,7 +171,7 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
         if (i == first) {  // the first part overwrites it; a later one writes into it
           compute_s += Now() - t0;  // the wait for the parameter's slot is not the update's
           TC_ASSIGN_OR_RETURN(whole, recorder_->Acquire(b, ShardKind::kParam, 0, Tier::kHost,
-                                             i == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
+                                                        i == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
           t0 = Now();
         }
         WriteComputeCopy(whole, begin, end - begin, p);

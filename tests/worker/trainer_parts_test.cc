@@ -206,7 +206,8 @@ void ExpectEventsMatchTheProfile(const Trainer& t) {
   }
   std::vector<StepEvent> accesses;
   for (const TraceEvent& e : t.profiler().profile().events) {
-    if (e.kind == EventKind::kAccess) accesses.push_back(StepEvent::AccessEnd(e.block, e.phase, e.pieces_begin, e.pieces_end));
+    if (e.kind != EventKind::kAccess) continue;
+    accesses.push_back(StepEvent::AccessEnd(e.block, e.phase, e.pieces_begin, e.pieces_end));
   }
   EXPECT_EQ(ends, accesses);
   EXPECT_GT(acquires, int(accesses.size()));  // each access acquires its parameters; updates their states too
