@@ -12,6 +12,13 @@
 
 namespace tencache {
 
+// Elements [begin, end) of a shard that weight decay applies to (`decay`) or
+// not (norms, biases, padding).
+struct DecayRun {
+  size_t begin = 0, end = 0;
+  bool decay = false;
+};
+
 struct AdamWConfig {
   double lr = 3.0e-4;
   double beta1 = 0.9;

@@ -13,6 +13,7 @@
 #include "common/shard_bytes.h"
 #include "worker/checkpoint.h"
 #include "worker/host_malloc.h"
+#include "worker/lane_timer.h"
 #include "worker/process_memory.h"
 
 namespace tencache {
@@ -133,46 +134,19 @@ Status Trainer::Init() {
                                    std::to_string(job_.train.global_batch));
   }
   accum_ = job_.train.global_batch / per_pass;
-  size_t largest = 0;
   std::vector<uint64_t> block_numel;
   for (int b = 0; b < model_.num_blocks(); ++b) block_numel.push_back(uint64_t(model_.layout(b).numel));
   layout_ = MakeShardLayout(block_numel, job_.model.layers, job_.dtype, ranks_);
   param_dtype_ = ParamDtypeFor(job_.dtype);
   compute_dtype_ = ComputeDtypeFor(job_.dtype, device_);
   fp16_ = job_.dtype == DType::kFp16;
-  deferred_ = DeferredUpdates(job_);
+  defer_updates_ = DeferredUpdates(job_);
   // In fp32 the parameter is its own master: its held rows would have to be
   // written where the device holds it, costing a copy of the whole shard a step.
   split_embedding_ = SplitEmbeddingUpdate(job_);
-  loss_scale_ = fp16_ ? job_.train.initial_loss_scale : 1.0;
   for (int b = 0; b < model_.num_blocks(); ++b) {
-    largest = std::max(largest, padded(b));
     for (ShardKind k : layout_.Kinds()) state_bytes_ += layout_.Bytes(b, k);
   }
-  if (ranks_ > 1 && !comm_->device_buffers()) {  // working buffers in the compute dtype (bf16: half the floats)
-    const size_t floats = (largest * layout_.ElementBytes(ShardKind::kParam) + sizeof(float) - 1) / sizeof(float);
-    gathered_.assign(2, std::vector<float>(floats, 0.0f));
-  }
-  // The host buffers beside the cache, at the sizes the planner subtracts from
-  // the host's capacity (common/shard_bytes.h): allocated once, here.
-  const WorkerHostBuffers host = WorkerHostBufferBytes(job_, ranks_, device_.cuda());
-  auto floats = [](uint64_t bytes) { return size_t(bytes / sizeof(float)); };
-  scatter_.assign(floats(host.scatter), 0.0f);
-  grad_host_.assign(floats(host.grad_staging), 0.0f);
-  update_grad_.assign(floats(host.deferred_grad), 0.0f);
-  embed_grad_.assign(floats(host.embed_grad), 0.0f);
-  static_assert(kHeldRowArrays == 2 * 4, "held_ and merging_, four arrays each");
-  for (HeldRows* h : {&held_, &merging_}) {
-    for (std::vector<float>* a : {&h->grad, &h->master, &h->m, &h->v}) {
-      a->reserve(floats(host.held_rows) / kHeldRowArrays);
-    }
-  }
-  if (device_.cuda()) {
-    const auto on_gpu = torch::TensorOptions().device(device_.device);
-    for (torch::Tensor& w : work_) w = torch::zeros({int64_t(largest)}, on_gpu.dtype(param_dtype_));
-    if (comm_->device_buffers()) scatter_dev_ = torch::zeros({int64_t(largest / ranks_ + 1)}, on_gpu.dtype(torch::kFloat32));
-  }
-  grad_work_ = torch::zeros({int64_t(largest)}, torch::TensorOptions().dtype(compute_dtype_).device(device_.device));
   adamw_.lr = job_.train.lr;
   adamw_.beta1 = job_.train.beta1;
   adamw_.beta2 = job_.train.beta2;
@@ -210,6 +184,7 @@ Status Trainer::Init() {
     }
     TC_ASSIGN_OR_RETURN(store_, std::move(store));
   }
+  MakeCollaborators();
   TC_RETURN_IF_ERROR(InitShards());
   hit_counter_ = std::make_unique<DeviceHitCounter>(store_->cache(), model_.num_blocks());
   PrefetchDriverContext context;
@@ -222,6 +197,7 @@ Status Trainer::Init() {
   context.state_bytes = state_bytes_;
   context.log = log_;
   driver_ = MakePrefetchDriver(std::move(context));
+  recorder_->set_driver(driver_.get());
   if (job_.train.eval_every > 0) {
     if (job_.train.eval_data.empty()) {
       eval_corpus_ = corpus_;
@@ -236,7 +212,7 @@ Status Trainer::Init() {
     }
     eval_count_ = std::min<uint64_t>(eval_count_, uint64_t(job_.train.eval_sequences));
   }
-  step_acquires_.clear();  // initialisation is not a step's order
+  recorder_->Discard();  // initialisation is not a step's
   if (store_->cache() != nullptr) allocations_at_warmup_ = store_->cache()->Snapshot().allocations_after_setup;
   store_->EndStep();  // initialisation traffic is not a training step
   // Loading's peak (model.init streamed to the tiers) apart from training's.
@@ -259,201 +235,55 @@ std::string Trainer::Describe() const {
                                ", fp32 master weights and AdamW")
       << (fp16_ ? ", dynamic loss scaling" : "")
       << (job_.train.grad_clip > 0 ? ", gradients clipped to norm " + std::to_string(job_.train.grad_clip) : "")
-      << (deferred_ ? " (updates after the backward)" : "")
+      << (defer_updates_ ? " (updates after the backward)" : "")
       << ", on " << device_.Describe() << "), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
       << job_.train.micro_batch << " x " << accum_ << " accumulation steps, policy "
       << CachePolicyName(job_.cache.policy) << "; store: " << store_->Describe();
   return out.str();
 }
 
-StatusOr<Trainer::Gathered> Trainer::Gather(int block, int slot, Phase phase) {
-  if (!sampling_) TC_RETURN_IF_ERROR(driver_->BeforeAccess(profiler_.position()));
+// The host buffers beside the cache are allocated here, once, at the sizes
+// the planner subtracts from the host's capacity (common/shard_bytes.h).
+void Trainer::MakeCollaborators() {
+  const WorkerHostBuffers host = WorkerHostBufferBytes(job_, ranks_, device_.cuda());
+  auto floats = [](uint64_t bytes) { return size_t(bytes / sizeof(float)); };
+  recorder_ = std::make_unique<AccessRecorder>(store_.get(), &layout_, &profiler_, device_);
+  gatherer_ = std::make_unique<ShardGatherer>(comm_, device_, &layout_, store_->cache() != nullptr, param_dtype_,
+                                              compute_dtype_, host, recorder_.get(), &lanes_);
+  deferred_ = std::make_unique<DeferredUpdater>(job_.train, fp16_, &layout_, recorder_.get(), comm_, &lanes_,
+                                                floats(host.deferred_grad),
+                                                [this](int b, const float* grad) { return UpdateBlock(b, grad); });
+  SplitEmbeddingUpdater::Hooks hooks;
+  hooks.update_pieces = [this](const float* grad, int first, int last) {
+    return UpdateBlock(0, grad, /*split=*/true, first, last);
+  };
+  hooks.adamw = [this](bool decay, size_t n, float* master, const float* grad, float* m, float* v) {
+    AdamWConfig config = adamw_;
+    config.lr = LearningRateAt(job_.train, step_);
+    config.weight_decay = decay ? adamw_.weight_decay : 0.0;
+    AdamWStep(config, optimizer_steps_ + 1, n, master, grad, m, v, threads_);
+  };
+  hooks.write_compute_copy = [this](const ShardRef& param, size_t begin, size_t count, const float* master) {
+    WriteComputeCopy(param, begin, count, master);
+  };
+  split_ = std::make_unique<SplitEmbeddingUpdater>(&job_, &model_, &layout_, comm_->rank(), ranks_, accum_, &sampler_,
+                                                   store_.get(), recorder_.get(), device_, &lanes_, decay_runs_[0],
+                                                   floats(host.embed_grad), floats(host.held_rows), std::move(hooks));
+}
+
+const std::vector<StepEvent>& Trainer::profiled_events() const { return recorder_->profiled_events(); }
+
+StatusOr<Gathered> Trainer::Gather(int block, int slot, Phase phase) {
+  const bool training = recorder_->recording();
+  if (training) TC_RETURN_IF_ERROR(driver_->BeforeAccess(profiler_.position()));
   Gathered g;
   g.asked_s = Now();
-  g.waited_s = WaitedSinceLastAccess();
-  TC_ASSIGN_OR_RETURN(ShardRef p, Acquire(block, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead));
-  hit_counter_->OnDeviceAccess(block, !sampling_);
-  if (!sampling_) TC_RETURN_IF_ERROR(driver_->OnAccess(profiler_.position(), block));
-  const bool in_device_memory = store_->cache() != nullptr || !device_.cuda();
-  if (ranks_ == 1 && in_device_memory) {  // the shard is the block: compute on it in place
-    auto pin = std::make_shared<ShardRef>(std::move(p));  // released with the tensor's storage
-    g.flat = torch::from_blob(pin->data(), {int64_t(padded(block))}, [pin](void*) {},
-                              torch::TensorOptions().dtype(param_dtype_).device(device_.device));
-  } else {
-    TC_RETURN_IF_ERROR(GatherInto(block, slot, std::move(p), &g));
-  }
-  g.start_s = Now();
-  if (param_dtype_ != compute_dtype_) g.flat = g.flat.to(compute_dtype_);  // fp16 on a CPU
+  g.waited_s = recorder_->WaitedSinceLastAccess();
+  TC_ASSIGN_OR_RETURN(ShardRef p, recorder_->Acquire(block, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead));
+  hit_counter_->OnDeviceAccess(block, training);
+  if (training) TC_RETURN_IF_ERROR(driver_->OnAccess(profiler_.position(), block));
+  TC_RETURN_IF_ERROR(gatherer_->Gather(block, slot, std::move(p), &g));
   return g;
-}
-
-// Where the shard `p` is: the device tier's memory (a cached store on a GPU,
-// or any store on the CPU) or host memory (the reference store on a GPU).
-Status Trainer::GatherInto(int block, int slot, ShardRef p, Gathered* g) {
-  const int64_t n = int64_t(padded(block)), count = int64_t(layout_.counts[block]);
-  const size_t elem = layout_.ElementBytes(ShardKind::kParam);
-  const bool on_gpu = device_.cuda() && store_->cache() != nullptr;
-  const auto host = torch::TensorOptions().dtype(param_dtype_);
-  torch::Tensor shard = torch::from_blob(p.data(), {count}, on_gpu ? host.device(device_.device) : host);
-  const double t0 = Now();
-  if (comm_->device_buffers()) {  // NCCL: all-gather on the GPU, in place from this rank's part
-    torch::Tensor mine = work_[slot].narrow(0, comm_->rank() * count, count);
-    if (shard.data_ptr() != mine.data_ptr()) mine.copy_(shard);
-    LaneTimer busy(this, StepLane::kCollectives);
-    TC_RETURN_IF_ERROR(comm_->AllGather(mine.data_ptr(), work_[slot].data_ptr(), size_t(count) * elem));
-    g->flat = work_[slot].narrow(0, 0, n);
-  } else {
-    torch::Tensor whole;
-    if (ranks_ > 1) {  // over host memory
-      whole = torch::from_blob(gathered_[slot].data(), {n}, host);
-      torch::Tensor mine = whole.narrow(0, comm_->rank() * count, count);
-      mine.copy_(shard);  // a copy from the GPU waits for it
-      LaneTimer busy(this, StepLane::kCollectives);
-      TC_RETURN_IF_ERROR(comm_->AllGather(mine.data_ptr(), whole.data_ptr(), size_t(count) * elem));
-    } else {
-      whole = shard;  // one rank, host shard, GPU compute
-    }
-    g->flat = device_.cuda() ? work_[slot].narrow(0, 0, n).copy_(whole) : whole;
-  }
-  if (ranks_ > 1 && !sampling_) {
-    profiler_.RecordCollective({CollectiveKind::kAllGather, block, uint64_t(n) * elem * (ranks_ - 1) / ranks_,
-                                t0 - step_start_, Now() - step_start_});
-  }
-  return Status::Ok();  // `p` is released here: the tier fences the compute enqueued so far
-}
-
-StatusOr<ShardRef> Trainer::Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode) {
-  if (!sampling_) {
-    step_acquires_.push_back(layout_.Id(block, kind, piece));
-    step_events_.push_back(StepEvent::Acquire(block, ShardKindClass(kind), piece, tier, mode));
-  }
-  const double t0 = Now();
-  StatusOr<ShardRef> ref = store_->Acquire(block, kind, piece, tier, mode);
-  acquire_s_ += Now() - t0;
-  return ref;
-}
-
-Status Trainer::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin,
-                          int pieces_end) {
-  if (sampling_) return Status::Ok();
-  step_events_.push_back(StepEvent::AccessEnd(block, phase, pieces_begin, pieces_end));
-  if (!profiler_.following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
-  AccessRecord a;
-  a.id = TensorId(block);
-  a.name = "block" + std::to_string(block) + ".param";
-  a.phase = phase;
-  a.block = block;
-  a.bytes = layout_.Bytes(block, ShardKind::kParam);
-  a.start_s = start_s - step_start_;
-  a.end_s = Now() - step_start_;
-  a.asked_s = asked_s - step_start_;
-  a.waited_s = waited_s;
-  a.pieces_begin = pieces_begin;
-  a.pieces_end = pieces_end;
-  profiler_.RecordAccess(a);
-  acquire_mark_ = acquire_s_;
-  if (phase != Phase::kOptimizer) return driver_->AfterAccess(profiler_.position() - 1, block);
-  return Status::Ok();
-}
-
-// One micro-batch: forward keeping only block inputs, then backward block by
-// block with recompute. Returns the micro-batch's mean loss. Shapes: tokens and
-// targets [B, T] (B = micro_batch), activations x [B, T, hidden], a block's
-// parameters one flat [padded] tensor. Each block's tensors are dropped before
-// its Release, so its slot is free for the fetch the plan issues there.
-StatusOr<double> Trainer::MicroStep(int micro) {
-  const int mb = job_.train.micro_batch, T = job_.model.seq_len, last = job_.model.layers + 1;
-  torch::Tensor seqs = torch::empty({mb, T + 1}, torch::kLong);
-  const int first = comm_->rank() * (job_.train.global_batch / ranks_) + micro * mb;
-  for (int i = 0; i < mb; ++i) sampler_.Sequence(step_, first + i, seqs[i].data_ptr<int64_t>());
-  seqs = seqs.to(device_.device);
-  torch::Tensor tokens = seqs.narrow(1, 0, T), targets = seqs.narrow(1, 1, T);
-
-  // Forward, no autograd: x [B, T, hidden] through every layer; checkpoints_[b] is layer b's input.
-  torch::Tensor x;
-  {
-    torch::NoGradGuard no_grad;
-    TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kForward));
-    {
-      LaneTimer busy(this, StepLane::kCompute);
-      x = model_.Embed(e.flat, tokens);
-    }
-    TC_RETURN_IF_ERROR(EndAccess(0, Phase::kForward, e));
-    TC_RETURN_IF_ERROR(Release(&e));  // its slot may be the first layer's (one size class)
-    for (int b = 1; b < last; ++b) {
-      checkpoints_[b] = x;
-      TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
-      {
-        LaneTimer busy(this, StepLane::kCompute);
-        x = model_.Layer(b, g.flat, x);
-      }
-      TC_RETURN_IF_ERROR(EndAccess(b, Phase::kForward, g));
-    }
-  }
-  // The head computes the loss once, with autograd on, and starts the backward:
-  // gradients of x, of the final block and, with a tied head, of the embedding.
-  const double scale = loss_scale_ / (double(accum_) * ranks_);  // loss_scale_: 1 unless fp16
-  const bool tied = job_.model.tied_embeddings;
-  torch::Tensor loss, dx, d_last, d_embed;
-  {
-    TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
-    Gathered embed;
-    if (tied) {  // the head's compute is counted in the tied embedding's access, acquired after it
-      TC_RETURN_IF_ERROR(EndAccess(last, Phase::kBackward, head));
-      TC_ASSIGN_OR_RETURN(embed, Gather(0, 1, Phase::kBackward));
-    }
-    LaneTimer busy(this, StepLane::kCompute);
-    torch::Tensor x_in = x.detach().requires_grad_(true);
-    // Tied, the final block is the final norm alone: its gradient is small.
-    d_last = tied ? torch::zeros({int64_t(padded(last))}, head.flat.options()) : BlockGradient(last);
-    if (tied) d_embed = BlockGradient(0);
-    BlockWeights w_last = model_.WithGradients(head.flat, last, d_last);
-    BlockWeights w0 = tied ? model_.WithGradients(embed.flat, 0, d_embed) : BlockWeights(torch::Tensor());
-    loss = model_.HeadLoss(w_last, w0, x_in, targets);
-    dx = Backward(loss * scale, torch::Tensor(), {x_in}, {&w_last, &w0})[0];
-    TC_RETURN_IF_ERROR(EndAccess(tied ? 0 : last, Phase::kBackward, tied ? embed : head));
-    loss = loss.detach();
-    head = Gathered();
-    w_last = w0 = BlockWeights(torch::Tensor());
-    if (tied) TC_RETURN_IF_ERROR(Release(&embed));
-  }
-  TC_RETURN_IF_ERROR(ReduceGrad(last, d_last));
-  if (tied) TC_RETURN_IF_ERROR(ReduceGrad(0, d_embed));
-
-  // Each layer, last first: recompute from its input with autograd on, then
-  // d(input) [B, T, hidden] and d(block) [padded].
-  for (int b = last - 1; b >= 1; --b) {
-    torch::Tensor d_block;
-    {
-      TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kBackward));
-      {
-        LaneTimer busy(this, StepLane::kCompute);
-        d_block = BlockGradient(b);
-        BlockWeights w = model_.WithGradients(g.flat, b, d_block);
-        torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
-        dx = Backward(model_.Layer(b, w, in), dx, {in}, {&w})[0];
-      }
-      TC_RETURN_IF_ERROR(EndAccess(b, Phase::kBackward, g));
-      TC_RETURN_IF_ERROR(Release(&g));
-    }
-    checkpoints_[b] = torch::Tensor();
-    TC_RETURN_IF_ERROR(ReduceGrad(b, d_block));
-    TC_RETURN_IF_ERROR(StreamEmbeddingUpdate());  // its next part, once the split update has begun
-  }
-  torch::Tensor d_tokens;
-  {
-    TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kBackward));
-    {
-      LaneTimer busy(this, StepLane::kCompute);
-      d_tokens = BlockGradient(0);
-      BlockWeights w = model_.WithGradients(e.flat, 0, d_tokens);
-      Backward(model_.Embed(w, tokens), dx, {}, {&w});
-    }
-    TC_RETURN_IF_ERROR(EndAccess(0, Phase::kBackward, e));
-    TC_RETURN_IF_ERROR(Release(&e));
-  }
-  TC_RETURN_IF_ERROR(ReduceGrad(0, d_tokens));
-  return loss.item<double>();
 }
 
 // Unpins a gathered block and issues the fetches planned for the next access
@@ -461,7 +291,131 @@ StatusOr<double> Trainer::MicroStep(int micro) {
 // overlaps the update that follows it.
 Status Trainer::Release(Gathered* g) {
   *g = Gathered();
-  return sampling_ ? Status::Ok() : driver_->BeforeAccess(profiler_.position());
+  return recorder_->recording() ? driver_->BeforeAccess(profiler_.position()) : Status::Ok();
+}
+
+// One micro-batch: forward keeping only block inputs, then backward block by
+// block with recompute; returns its mean loss. B = micro_batch, T = seq_len,
+// C = hidden; a block's parameters and gradient are one flat [padded] tensor.
+// The cache policy's hooks: Gather calls the driver's BeforeAccess and
+// OnAccess, EndAccess its AfterAccess, Release the next access's
+// BeforeAccess; a block's tensors are dropped before its Release, so its slot
+// is free for the fetch the plan issues there.
+StatusOr<double> Trainer::MicroStep(int micro) {
+  const int mb = job_.train.micro_batch, T = job_.model.seq_len, last = job_.model.layers + 1;
+  torch::Tensor seqs = torch::empty({mb, T + 1}, torch::kLong);  // [B, T + 1]
+  const int first = comm_->rank() * (job_.train.global_batch / ranks_) + micro * mb;
+  for (int i = 0; i < mb; ++i) sampler_.Sequence(step_, first + i, seqs[i].data_ptr<int64_t>());
+  seqs = seqs.to(device_.device);
+  torch::Tensor tokens = seqs.narrow(1, 0, T), targets = seqs.narrow(1, 1, T);  // [B, T] each
+
+  // Forward, no autograd: x [B, T, C] out of the last layer; checkpoints_[b] is layer b's input.
+  TC_ASSIGN_OR_RETURN(torch::Tensor x, ForwardLayers(tokens));
+  // The head: the loss of x against targets, dx [B, T, C], the final block's
+  // gradient (tied: and the embedding's) reduced.
+  torch::Tensor loss, dx;
+  TC_RETURN_IF_ERROR(HeadBackward(x, targets, &loss, &dx));
+  // Each layer, last first: recompute from its input, dx [B, T, C] and the
+  // layer's gradient [padded] reduced (the last micro-batch: its update).
+  for (int b = last - 1; b >= 1; --b) {
+    TC_RETURN_IF_ERROR(LayerBackward(b, &dx));
+    TC_RETURN_IF_ERROR(split_->Stream());  // the split embedding update's next part, once begun
+  }
+  // The lookup: the embedding's gradient [padded] from dx, reduced.
+  TC_RETURN_IF_ERROR(LookupBackward(tokens, dx));
+  return loss.item<double>();
+}
+
+StatusOr<torch::Tensor> Trainer::ForwardLayers(const torch::Tensor& tokens) {
+  const int last = job_.model.layers + 1;
+  torch::NoGradGuard no_grad;
+  torch::Tensor x;
+  TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kForward));
+  {
+    LaneTimer busy(&lanes_, StepLane::kCompute);
+    x = model_.Embed(e.flat, tokens);  // [B, T, C]
+  }
+  TC_RETURN_IF_ERROR(EndAccess(0, Phase::kForward, e));
+  TC_RETURN_IF_ERROR(Release(&e));  // its slot may be the first layer's (one size class)
+  for (int b = 1; b < last; ++b) {
+    checkpoints_[b] = x;
+    TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kForward));
+    {
+      LaneTimer busy(&lanes_, StepLane::kCompute);
+      x = model_.Layer(b, g.flat, x);
+    }
+    TC_RETURN_IF_ERROR(EndAccess(b, Phase::kForward, g));
+  }
+  return x;
+}
+
+// The head computes the loss once, with autograd on, and starts the backward:
+// gradients of x, of the final block and, with a tied head, of the embedding.
+Status Trainer::HeadBackward(const torch::Tensor& x, const torch::Tensor& targets, torch::Tensor* loss,
+                             torch::Tensor* dx) {
+  const int last = job_.model.layers + 1;
+  const double scale = deferred_->loss_scale() / (double(accum_) * ranks_);  // the loss scale: 1 unless fp16
+  const bool tied = job_.model.tied_embeddings;
+  torch::Tensor d_last, d_embed;
+  {
+    TC_ASSIGN_OR_RETURN(Gathered head, Gather(last, 0, Phase::kBackward));
+    Gathered embed;
+    if (tied) {  // the head's compute is counted in the tied embedding's access, acquired after it
+      TC_RETURN_IF_ERROR(EndAccess(last, Phase::kBackward, head));
+      TC_ASSIGN_OR_RETURN(embed, Gather(0, 1, Phase::kBackward));
+    }
+    LaneTimer busy(&lanes_, StepLane::kCompute);
+    torch::Tensor x_in = x.detach().requires_grad_(true);
+    // Tied, the final block is the final norm alone: its gradient is small.
+    d_last = tied ? torch::zeros({int64_t(padded(last))}, head.flat.options()) : gatherer_->BlockGradient(last);
+    if (tied) d_embed = gatherer_->BlockGradient(0);
+    BlockWeights w_last = model_.WithGradients(head.flat, last, d_last);
+    BlockWeights w0 = tied ? model_.WithGradients(embed.flat, 0, d_embed) : BlockWeights(torch::Tensor());
+    *loss = model_.HeadLoss(w_last, w0, x_in, targets);
+    *dx = Backward(*loss * scale, torch::Tensor(), {x_in}, {&w_last, &w0})[0];
+    TC_RETURN_IF_ERROR(EndAccess(tied ? 0 : last, Phase::kBackward, tied ? embed : head));
+    *loss = loss->detach();
+    head = Gathered();
+    w_last = w0 = BlockWeights(torch::Tensor());
+    if (tied) TC_RETURN_IF_ERROR(Release(&embed));
+  }
+  TC_RETURN_IF_ERROR(ReduceGrad(last, d_last));
+  if (tied) TC_RETURN_IF_ERROR(ReduceGrad(0, d_embed));
+  return Status::Ok();
+}
+
+Status Trainer::LayerBackward(int b, torch::Tensor* dx) {
+  torch::Tensor d_block;
+  {
+    TC_ASSIGN_OR_RETURN(Gathered g, Gather(b, b % 2, Phase::kBackward));
+    {
+      LaneTimer busy(&lanes_, StepLane::kCompute);
+      d_block = gatherer_->BlockGradient(b);
+      BlockWeights w = model_.WithGradients(g.flat, b, d_block);
+      torch::Tensor in = checkpoints_[b].detach().requires_grad_(true);
+      *dx = Backward(model_.Layer(b, w, in), *dx, {in}, {&w})[0];
+    }
+    TC_RETURN_IF_ERROR(EndAccess(b, Phase::kBackward, g));
+    TC_RETURN_IF_ERROR(Release(&g));
+  }
+  checkpoints_[b] = torch::Tensor();
+  return ReduceGrad(b, d_block);
+}
+
+Status Trainer::LookupBackward(const torch::Tensor& tokens, const torch::Tensor& dx) {
+  torch::Tensor d_tokens;
+  {
+    TC_ASSIGN_OR_RETURN(Gathered e, Gather(0, 0, Phase::kBackward));
+    {
+      LaneTimer busy(&lanes_, StepLane::kCompute);
+      d_tokens = gatherer_->BlockGradient(0);
+      BlockWeights w = model_.WithGradients(e.flat, 0, d_tokens);
+      Backward(model_.Embed(w, tokens), dx, {}, {&w});
+    }
+    TC_RETURN_IF_ERROR(EndAccess(0, Phase::kBackward, e));
+    TC_RETURN_IF_ERROR(Release(&e));
+  }
+  return ReduceGrad(0, d_tokens);
 }
 
 Status Trainer::WriteTrace(const std::string& path) const {
@@ -483,17 +437,14 @@ StatusOr<StepMetrics> Trainer::Step() {
   return m;
 }
 
+// One optimizer step: `accum` micro-batches, the deferred updates (if any),
+// then the step's end for the store, the profiler and the cache policy.
 StatusOr<StepMetrics> Trainer::RunStep() {
-  step_start_ = Now();
-  acquire_mark_ = acquire_s_;
-  lanes_ = LaneBusy();  // what ran between steps (validation, sampling) is not this step's
+  recorder_->BeginStep();  // the step's clock starts; its events from none
+  lanes_ = LaneBusy();     // what ran between steps (validation, sampling) is not this step's
   driver_->BeginStep();
+  deferred_->BeginStep();
   std::fill(contributions_.begin(), contributions_.end(), 0);
-  step_acquires_.clear();  // capacity kept: no allocation once a step has run
-  step_events_.clear();
-  step_loss_scale_ = loss_scale_;
-  step_grad_norm_ = -1;
-  step_skipped_ = false;
   double loss_sum = 0;
   for (int micro = 0; micro < accum_; ++micro) {
     TC_ASSIGN_OR_RETURN(double loss, MicroStep(micro));
@@ -506,19 +457,18 @@ StatusOr<StepMetrics> Trainer::RunStep() {
                               std::to_string(needed_[b]));
     }
   }
-  if (deferred_) TC_RETURN_IF_ERROR(ApplyDeferredUpdates());
-  if (!step_skipped_) ++optimizer_steps_;
-  const double seconds = Now() - step_start_;
+  if (defer_updates_) TC_RETURN_IF_ERROR(deferred_->Apply(step_));  // every block's update, after the norm
+  if (!deferred_->step_skipped()) ++optimizer_steps_;
+  const double seconds = Now() - recorder_->step_start();
   const CacheMetrics cache = store_->EndStep();
   const int version = profiler_.profile_version();
   const bool followed = profiler_.following();  // the whole step matched the profile
   TC_RETURN_IF_ERROR(profiler_.EndStep());
   // The step that became the profile (the first, or one that diverged) gives
-  // the eviction oracle its order.
+  // the policy its trace and the eviction oracle its order.
   if (profiler_.profile_version() != version) {
-    acquire_order_ = step_acquires_;
-    profiled_events_ = step_events_;
-    TC_RETURN_IF_ERROR(driver_->OnNewProfile({profiler_.profile(), cache, acquire_order_}));
+    recorder_->KeepAsProfile();
+    TC_RETURN_IF_ERROR(driver_->OnNewProfile({profiler_.profile(), cache, recorder_->acquire_order()}));
   } else if (followed) {  // a steady step: its link speeds, for SimFlags
     calibrator_.AddSteadyStep(cache);
   }
@@ -532,4 +482,3 @@ StatusOr<StepMetrics> Trainer::RunStep() {
 }
 
 }  // namespace tencache
-

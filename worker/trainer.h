@@ -2,24 +2,32 @@
 // ShardStore (the tiered tensor cache, or ordinary memory for the reference).
 //
 // A step runs `accum` micro-batches. For each block the forward all-gathers
-// the parameter shards into a working buffer (one rank: computes on the shard
-// in place, no copy) and keeps only the block's input; the backward gathers the
-// block again, recomputes its forward with autograd on, and reduce-scatters the
-// block's gradient to this rank. In the last micro-batch a block's AdamW update
-// runs as soon as its gradient is complete (after its backward), so the step
-// has no separate optimizer phase and a gradient that completes in one piece
-// is never stored. The embedding tied to the head (mixed precision) is updated
-// right after the head's backward but for the rows the lookup touches, which
-// are held apart and updated after the lookup's backward
-// (trainer_embedding.cc). No block
-// keeps parameters between its forward and backward, and the order of shard
-// accesses is the same every step: step 0 is profiled (scheduler Profiler), and
-// the cache policy's PrefetchDriver (worker/prefetch_driver.h) fetches ahead of
-// use from then on — tencache's from the PrefetchPlan built from the profile.
-// Deferred updates: with train.grad_clip or fp16 loss scaling an update needs
-// the whole step's gradient norm (or its overflow check) first, so each complete
-// gradient shard is stored in the cache (kGrad) and every block is updated
-// after the backward, block 0 first.
+// the parameter shards into a working buffer and keeps only the block's input;
+// the backward gathers the block again, recomputes its forward with autograd
+// on, and reduce-scatters the block's gradient to this rank. In the last
+// micro-batch a block's AdamW update runs as soon as its gradient is complete
+// (after its backward): the step has no separate optimizer phase, and a
+// gradient that completes in one piece is never stored. No block keeps
+// parameters between its forward and backward, and the order of shard
+// accesses is the same every step: step 0 is profiled (scheduler Profiler),
+// and the cache policy's PrefetchDriver (worker/prefetch_driver.h) fetches
+// ahead of use from then on.
+//
+// The Trainer runs the step (trainer.cc), routes gradients to their update
+// (trainer_grads.cc) and runs AdamW on a block (trainer_weights.cc); it owns
+// one collaborator per job of the step:
+//  - AccessRecorder (worker/access_recorder.h): every training acquire,
+//    consumed gradient and access end, the step's event stream
+//    (scheduler/step_events.h), the Profiler's records, the driver's AfterAccess;
+//  - ShardGatherer (worker/shard_gatherer.h): the all-gather of a block's
+//    parameters and the reduce-scatter of its gradient, with their buffers;
+//  - DeferredUpdater (worker/deferred_updater.h): with train.grad_clip or fp16
+//    loss scaling, gradients stored until the step's norm is known, then
+//    every block's update; fp16's loss scale;
+//  - SplitEmbeddingUpdater (worker/split_embedding_updater.h): the tied
+//    embedding's update (mixed precision), split around the backward;
+//  - PrefetchDriver, LinkCalibrator, DeviceHitCounter: the cache policy, the
+//    links the plan is built for, the device hits the simulator counts.
 // Single-threaded: the training thread owns the Trainer.
 #pragma once
 
@@ -37,14 +45,18 @@
 #include "scheduler/plan.h"
 #include "scheduler/profiler.h"
 #include "scheduler/step_events.h"
+#include "worker/access_recorder.h"
 #include "worker/adamw.h"
 #include "worker/communicator.h"
 #include "worker/compute_device.h"
 #include "worker/decoder_model.h"
+#include "worker/deferred_updater.h"
 #include "worker/device_hit_counter.h"
 #include "worker/link_calibrator.h"
 #include "worker/prefetch_driver.h"
+#include "worker/shard_gatherer.h"
 #include "worker/shard_store.h"
+#include "worker/split_embedding_updater.h"
 #include "worker/step_metrics.h"
 #include "common/token_corpus.h"
 
@@ -134,117 +146,77 @@ class Trainer {
   // says for the job, which the launcher's resource model counts.
   WorkerHostBuffers HostBuffers() const;
 
- public:
-  // Elements [begin, end) of this rank's block-0 shard held apart from the
-  // split update, at `at` in the held arrays.
-  struct HeldRange {
-    size_t begin = 0, end = 0, at = 0;
-  };
+  // The events of the step that became the current profile (the first step,
+  // or the latest one that diverged from it), in emission order: every
+  // training acquire, consumed stored gradient and access end
+  // (AccessRecorder). Empty before the first step ends.
+  const std::vector<StepEvent>& profiled_events() const;
 
  private:
-  // A block's parameters for one access. When `flat` aliases the cache's slot
-  // itself (one rank) its storage's deleter holds the pin, so the slot cannot be
-  // reused while any tensor still views it.
-  struct Gathered {
-    torch::Tensor flat;  // the whole block, padded
-    double start_s = 0;  // when it was there (acquired and gathered): its compute starts
-    double asked_s = 0;   // when the training thread asked for it (the wait lies between)
-    double waited_s = 0;  // time in Acquire since the step's previous access, at asked_s
-  };
   Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
           ComputeDevice device, FileEnv* nvme_env);
   Status Init();
   // This rank's NVMe folder for the swap file; collective (every rank learns rank 0's PID).
   StatusOr<std::string> MakeSwapFolder();
+  // The step's collaborators, once the store is made (Init).
+  void MakeCollaborators();
   Status InitShards();  // trainer_weights.cc: InitShards, PlanDecayRuns, UpdateBlock, SaveWeights
   void PlanDecayRuns();
   // Rounds `count` fp32 master elements into the 16-bit parameter shard
   // `param` (mixed precision), from its element `begin` on.
   void WriteComputeCopy(const ShardRef& param, size_t begin, size_t count, const float* master);
+
+  // One step (Step() keeps its failure) and its micro-batches: each returns
+  // the micro-batch's mean loss.
+  StatusOr<StepMetrics> RunStep();
+  StatusOr<double> MicroStep(int micro);
+  // The parts of a micro-batch. ForwardLayers: x [B, T, C] from tokens [B, T]
+  // through the embedding and every layer, checkpoints_[b] being layer b's
+  // input. HeadBackward: the loss (a scalar, detached) of x against targets
+  // [B, T] and dx [B, T, C] of the loss times loss scale / (accum x ranks),
+  // the final block's (and, tied, the embedding's) gradients reduced. LayerBackward: dx through layer b, recomputed from its
+  // input, its gradient reduced. LookupBackward: the embedding's lookup.
+  StatusOr<torch::Tensor> ForwardLayers(const torch::Tensor& tokens);
+  Status HeadBackward(const torch::Tensor& x, const torch::Tensor& targets, torch::Tensor* loss, torch::Tensor* dx);
+  Status LayerBackward(int b, torch::Tensor* dx);
+  Status LookupBackward(const torch::Tensor& tokens, const torch::Tensor& dx);
+
+  // Block `block`'s parameters, whole, for an access in `phase`, in working
+  // buffer `slot`: the driver's BeforeAccess and OnAccess around the acquire
+  // (training only).
   StatusOr<Gathered> Gather(int block, int slot, Phase phase);
-  // The whole block in working buffer `slot` from this rank's shard `p`
-  // (ranks > 1, or a host shard to compute on the GPU).
-  Status GatherInto(int block, int slot, ShardRef p, Gathered* g);
-  // This rank's fp32 gradient shard of the block, in host memory (reduce-scattered
-  // over ranks > 1), from the block gradient `d` on the compute device.
-  StatusOr<float*> ScatterGrad(int block, const torch::Tensor& d);
-  // Every training acquire goes through here; the profiled step records its order.
-  StatusOr<ShardRef> Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode);
-  // Records the access that acquired `block` for `phase`: its compute ran from
-  // `start_s` (after the acquire and any gather, which the trace and the
-  // simulator count apart) until now.
-  // Records the access for the profiler: its compute began at start_s; the
-  // training thread asked for it at asked_s, having spent waited_s of the time
-  // since the previous access inside Acquire (waits, not its own work).
-  // An update that streams a part of its pieces gives them ([begin, end); 0, 0: all).
-  // An error is the prefetch driver's (AfterAccess) and fails the step.
-  Status EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin = 0,
-                   int pieces_end = 0);
-  // The access of a gathered block: its times as Gather took them.
+  // Unpins `g`; the driver's fetches for the next access start (training only).
+  Status Release(Gathered* g);
+  // The access of a gathered block ended: its times as Gather took them. An
+  // error is the prefetch driver's (AfterAccess) and fails the step.
   Status EndAccess(int block, Phase phase, const Gathered& g) {
-    return EndAccess(block, phase, g.start_s, g.asked_s, g.waited_s);
+    return recorder_->EndAccess(block, phase, g.start_s, g.asked_s, g.waited_s);
   }
-  // Time inside Acquire since the step's previous access ended.
-  double WaitedSinceLastAccess() const { return acquire_s_ - acquire_mark_; }
   // Reduces one contribution to the block's gradient to this rank; the last
-  // one of the step updates the block.
+  // one of the step updates the block (trainer_grads.cc).
   Status ReduceGrad(int block, const torch::Tensor& dflat);
   // AdamW on the block's shards with its complete gradient (this rank's shard).
   // `split` (block 0, the split update): the held rows are left out, their
-  // states swapped with the held arrays (SwapHeldRows). `last` >= 0: only
-  // pieces [first, last), a part of a streamed update (the parts in order).
+  // states swapped with the held arrays. `last` >= 0: only pieces [first,
+  // last), a part of a streamed update (the parts in order).
   Status UpdateBlock(int block, const float* grad, bool split = false, int first = 0, int last = -1);
-  // The tied embedding's split update (trainer_embedding.cc).
-  void PlanHeldRows();  // held_'s ranges for this step
-  Status EarlyEmbeddingUpdate(const float* grad);
-  // The split update's next part, after each layer's backward: its pieces
-  // spread over the layers, done before the lookup. Nothing when none is under way.
-  Status StreamEmbeddingUpdate();
-  Status ContinueEmbeddingUpdate(int pieces);  // up to piece `pieces` (exclusive)
-  void SwapHeldRows(size_t begin, size_t end, float* master, float* m, float* v);
-  void ForEachUnheld(size_t begin, size_t end, const std::function<void(size_t, size_t)>& f) const;
-  Status LateEmbeddingUpdate(const float* lookup);
-  Status FlushHeldRows();
   // Whether the update of `block` reads a stored gradient (contributions
   // before it were stored).
   bool UpdateReadsStoredGradient(int block) const;
-  StatusOr<double> MicroStep(int micro);
   // trainer_checkpoint.cc: the kinds a checkpoint holds per block, and one rank's file.
   std::vector<ShardKind> CheckpointKinds() const;
   Status WriteRankFile(const std::string& path, RankFileInfo* info);
   Status LoadRankFile(const std::string& path, const RankFileInfo& info);
-  // Deferred updates (trainer_grads.cc): stores a complete gradient shard and
-  // adds its squares to grad_sumsq_; then, after the backward, the norm over
-  // all ranks, the fp16 overflow check and loss scale, clipping, and every
-  // block's update (or, on an fp16 overflow, none).
-  Status StoreGradient(int block, const float* grad, bool add_stored);
-  Status ApplyDeferredUpdates();
   // The forward of `tokens` [B, T] through every block, then `head` on the
   // final block's and (tied) the embedding's parameters and the activations
-  // [B, T, C] (Evaluate, Sample, Logits). Unprofiled callers only.
+  // [B, T, C] (Evaluate, Sample, Logits). Unrecorded callers only.
   using HeadFn = std::function<torch::Tensor(const torch::Tensor& flat_last, const torch::Tensor& flat0,
                                              const torch::Tensor& x)>;
   StatusOr<torch::Tensor> Forward(const torch::Tensor& tokens, const HeadFn& head);
-  // Unpins `g`; the driver's fetches for the next access start.
-  Status Release(Gathered* g);
   StatusOr<StepMetrics> Collect(double loss_sum, double seconds, const CacheMetrics& cache);
   double Now() const;
-  // Adds the training thread's seconds on one lane, from construction to
-  // destruction, to lanes_ (compute, collectives and the optimizer run there).
-  struct LaneTimer {
-    LaneTimer(Trainer* t, StepLane lane) : trainer(t), lane(lane), start(t->Now()) {}
-    ~LaneTimer() { trainer->lanes_[lane] += trainer->Now() - start; }
-    LaneTimer(const LaneTimer&) = delete;
-    LaneTimer& operator=(const LaneTimer&) = delete;
-    Trainer* trainer;
-    StepLane lane;
-    double start;
-  };
   // Elements of a whole block, padded to a multiple of the ranks.
   size_t padded(int block) const { return layout_.counts[block] * size_t(ranks_); }
-  // grad_work_'s first padded(block) elements, zeroed: the block's gradient
-  // until the next call.
-  torch::Tensor BlockGradient(int block);
 
   // Constant after Create.
   const JobSpec job_;
@@ -258,42 +230,15 @@ class Trainer {
   ShardLayout layout_;          // elements per shard of each block, the shards' kinds and element types
   torch::Dtype param_dtype_ = torch::kFloat32;    // of the kParam shards (ParamDtypeFor)
   torch::Dtype compute_dtype_ = torch::kFloat32;  // what the model computes in (ComputeDtypeFor)
-  bool deferred_ = false;       // updates after the backward (train.grad_clip or fp16)
-  bool split_embedding_ = false;  // a tied embedding, mixed precision, not deferred: split update
-  bool fp16_ = false;           // dynamic loss scaling
-  double loss_scale_ = 1.0;     // the loss is multiplied by it before the backward (fp16)
-  int good_steps_ = 0;          // fp16: steps since the scale last changed without overflow
-  int64_t skipped_steps_ = 0;
-  int64_t optimizer_steps_ = 0; // updates applied (AdamW's bias correction counts these)
-  double grad_sumsq_ = 0;       // this rank's share of the step's squared gradient norm
-  double step_loss_scale_ = 1.0, step_grad_norm_ = -1;  // this step's, for its metrics
-  bool step_skipped_ = false;
-  std::vector<float> update_grad_;  // a stored gradient, scaled, on its way to AdamW (deferred)
-  // The split update's held rows: fp32 gradient (head part, then whole),
-  // master and moments, concatenated in range order. `updated`: the late
-  // update ran, so these are current and the pieces' copies stale.
-  struct HeldRows {
-    std::vector<HeldRange> ranges;  // sorted, disjoint
-    std::vector<float> grad, master, m, v;
-    bool updated = false;
-  };
-  HeldRows held_, merging_;  // this step's; the previous step's while it is merged
-  std::vector<float> embed_grad_;  // the split update's gradient (head's part, +0), block 0's shard
-  bool embed_streaming_ = false;  // the split update's early part is under way
-  int embed_stage_ = 0;         // its stages so far
-  int embed_done_ = 0;          // its pieces updated so far
+  bool defer_updates_ = false;    // updates after the backward (train.grad_clip or fp16): deferred_
+  bool split_embedding_ = false;  // a tied embedding, mixed precision, not deferred: split_
+  bool fp16_ = false;             // dynamic loss scaling
+  int64_t optimizer_steps_ = 0;   // updates applied (AdamW's bias correction counts these)
   bool updated_on_device_ = false;  // UpdateBlock: the device held the parameter as its first part began
-  std::vector<uint8_t> looked_up_;  // per token id: looked up by the last micro-batch (PlanHeldRows)
-  std::vector<int64_t> row_tokens_;
-  static void MergeHeld(const HeldRows& held, size_t begin, size_t end, float* master, float* m, float* v);
   std::shared_ptr<const TokenCorpus> eval_corpus_;  // train.eval_data, or train.data's held-out tail
   uint64_t eval_first_ = 0, eval_count_ = 0;         // the validation windows
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget
   AdamWConfig adamw_;  // the job's; the rate of each step from LearningRateAt
-  struct DecayRun {
-    size_t begin = 0, end = 0;  // elements of this rank's shard
-    bool decay = false;
-  };
   std::vector<std::vector<DecayRun>> decay_runs_;  // per block
   int threads_ = 1;
 
@@ -303,34 +248,19 @@ class Trainer {
   bool made_nvme_path_ = false;  // cache.nvme_path was absent: removed at the end too, once empty
   FileEnv* nvme_env_ = nullptr;
   Status failed_;            // the first failed step's error
-  StatusOr<StepMetrics> RunStep();
   BatchSampler sampler_;
-  std::vector<std::vector<float>> gathered_;  // two host working buffers (ranks > 1)
-  std::vector<float> scatter_;               // reduce-scatter output, host
-  // On a GPU: two working buffers in the compute dtype, the reduce-scatter
-  // output (NCCL), and host staging for a gradient on its way to AdamW.
-  torch::Tensor work_[2];
-  // A whole block's gradient in the compute dtype on the compute device, the
-  // largest block's size (the resource model's working set counts it).
-  torch::Tensor grad_work_;
-  torch::Tensor scatter_dev_;
-  std::vector<float> grad_host_;
   std::vector<int> contributions_;           // per block: gradient contributions so far this step
   std::vector<int> needed_;                  // per block: contributions per step (the embedding has two)
   std::vector<torch::Tensor> checkpoints_;   // each layer's input
   Profiler profiler_;
   LinkCalibrator calibrator_;                // the links and budgets the plan is built for
+  std::unique_ptr<AccessRecorder> recorder_;          // the step's accesses and events
+  std::unique_ptr<ShardGatherer> gatherer_;           // all-gather, reduce-scatter and their buffers
+  std::unique_ptr<DeferredUpdater> deferred_;         // deferred updates, the loss scale (always made)
+  std::unique_ptr<SplitEmbeddingUpdater> split_;      // the tied embedding's split update (always made)
   std::unique_ptr<PrefetchDriver> driver_;   // cache.policy's fetches ahead of use (MakePrefetchDriver)
-  std::vector<TensorId> acquire_order_;      // cache ids acquired in the profiled step: the oracle's order
-  std::vector<TensorId> step_acquires_;      // cache ids acquired in this step so far
-  std::vector<StepEvent> step_events_;       // this step's events so far (training, not sampling)
-  std::vector<StepEvent> profiled_events_;   // those of the step that became the profile
   int64_t steps_run_ = 0;                    // steps this process ran (a resumed run starts at step_ > 0)
   int64_t step_ = 0;
-  bool sampling_ = false;  // Sample() and Evaluate() run unprofiled
-  double step_start_ = 0;
-  double acquire_s_ = 0;     // seconds inside Trainer::Acquire, cumulative
-  double acquire_mark_ = 0;  // acquire_s_ when the step's latest access ended (or the step began)
   uint64_t allocations_at_warmup_ = 0;
   double setup_peak_rss_ = -1;  // this rank's resident peak up to the end of initialisation (-1: unknown)
   std::unique_ptr<DeviceHitCounter> hit_counter_;  // device hits as tencache-sim counts them, this step

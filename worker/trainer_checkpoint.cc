@@ -115,7 +115,7 @@ Status Trainer::SaveCheckpoint() {
   }
   TC_RETURN_IF_ERROR(Agree(comm_, made, "checkpoint " + folder));
   RankFileInfo mine;
-  Status wrote = FlushHeldRows();
+  Status wrote = split_->Flush();
   if (wrote.ok()) wrote = WriteRankFile(tmp + "/" + RankFileName(comm_->rank()), &mine);
   store_->EndStep();  // not a training step
   // Sizes and checksums to rank 0: the same number of shards on every rank.
@@ -133,9 +133,9 @@ Status Trainer::SaveCheckpoint() {
       m.world_size = ranks_;
       m.identity = CheckpointIdentity(job_);
       m.optimizer_steps = optimizer_steps_;
-      m.loss_scale = loss_scale_;
-      m.good_steps = good_steps_;
-      m.skipped_steps = skipped_steps_;
+      m.loss_scale = deferred_->loss_scale();
+      m.good_steps = deferred_->good_steps();
+      m.skipped_steps = deferred_->skipped_steps();
       for (int r = 0; r < ranks_; ++r) {
         const double* f = &all[size_t(r) * row.size()];
         RankFileInfo info;
@@ -244,9 +244,7 @@ Status Trainer::Resume() {
   TC_RETURN_IF_ERROR(Agree(comm_, loaded, "resume from " + folder));
   step_ = m->step;
   optimizer_steps_ = m->optimizer_steps;
-  loss_scale_ = m->loss_scale;
-  good_steps_ = m->good_steps;
-  skipped_steps_ = m->skipped_steps;
+  deferred_->Restore(m->loss_scale, m->good_steps, m->skipped_steps);
   log_("resumed from " + folder + ": the next step is " + std::to_string(step_));
   return Status::Ok();
 }

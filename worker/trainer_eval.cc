@@ -5,20 +5,6 @@
 #include "worker/trainer.h"
 
 namespace tencache {
-namespace {
-
-// Marks the trainer's accesses as outside the training step while in scope.
-class Unprofiled {
- public:
-  explicit Unprofiled(bool* flag) : flag_(flag) { *flag_ = true; }
-  ~Unprofiled() { *flag_ = false; }
-
- private:
-  bool* flag_;
-};
-
-}  // namespace
-
 StatusOr<torch::Tensor> Trainer::Forward(const torch::Tensor& tokens, const HeadFn& head) {
   const int last = job_.model.layers + 1;
   torch::Tensor x;
@@ -45,7 +31,7 @@ StatusOr<double> Trainer::Evaluate() {
   if (eval_corpus_ == nullptr) {
     return Status::FailedPrecondition("no validation data: " + job_.Where("train.eval_every") + " is 0");
   }
-  Unprofiled unprofiled(&sampling_);
+  AccessRecorder::Unrecorded unrecorded(recorder_.get());
   torch::NoGradGuard no_grad;
   const int B = job_.train.micro_batch, T = job_.model.seq_len;
   const uint64_t per_pass = uint64_t(B) * ranks_;
@@ -74,7 +60,7 @@ StatusOr<double> Trainer::Evaluate() {
 }
 
 StatusOr<std::string> Trainer::Sample(const std::string& prompt, int tokens) {
-  Unprofiled unprofiled(&sampling_);
+  AccessRecorder::Unrecorded unrecorded(recorder_.get());
   torch::NoGradGuard no_grad;
   torch::manual_seed(job_.train.seed);
   std::vector<int64_t> ctx(prompt.begin(), prompt.end());
@@ -101,7 +87,7 @@ StatusOr<torch::Tensor> Trainer::Logits(const std::vector<int64_t>& tokens) {
     return Status::InvalidArgument("logits: expected 1 to model.seq_len (" + std::to_string(job_.model.seq_len) +
                                    ") tokens, got " + std::to_string(tokens.size()));
   }
-  Unprofiled unprofiled(&sampling_);
+  AccessRecorder::Unrecorded unrecorded(recorder_.get());
   torch::NoGradGuard no_grad;
   torch::Tensor in = torch::tensor(tokens, torch::kLong).reshape({1, int64_t(tokens.size())}).to(device_.device);
   TC_ASSIGN_OR_RETURN(torch::Tensor logits, Forward(in, [&](const torch::Tensor& last, const torch::Tensor& embed,

@@ -65,10 +65,10 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.step_time_s = sums[9] / ranks_;
   m.tokens_per_s = double(job_.train.global_batch) * job_.model.seq_len / m.step_time_s;
   m.lr = LearningRateAt(job_.train, step_);
-  m.grad_norm = step_grad_norm_;
-  m.loss_scale = fp16_ ? step_loss_scale_ : 0.0;
-  m.skipped = step_skipped_;
-  m.skipped_steps = skipped_steps_;
+  m.grad_norm = deferred_->step_grad_norm();
+  m.loss_scale = fp16_ ? deferred_->step_loss_scale() : 0.0;
+  m.skipped = deferred_->step_skipped();
+  m.skipped_steps = deferred_->skipped_steps();
   m.bytes_h2d = sums[1];
   m.bytes_d2h = sums[2];
   m.bytes_nvme_read = sums[3];
@@ -96,13 +96,12 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
 }
 
 WorkerHostBuffers Trainer::HostBuffers() const {
-  auto bytes = [](const std::vector<float>& a) { return uint64_t(a.capacity()) * sizeof(float); };
   WorkerHostBuffers b;
-  b.scatter = bytes(scatter_);
-  b.grad_staging = bytes(grad_host_);
-  b.deferred_grad = bytes(update_grad_);
-  b.embed_grad = bytes(embed_grad_);
-  for (const HeldRows* h : {&held_, &merging_}) b.held_rows += bytes(h->grad) + bytes(h->master) + bytes(h->m) + bytes(h->v);
+  b.scatter = gatherer_->scatter_bytes();
+  b.grad_staging = gatherer_->staging_bytes();
+  b.deferred_grad = deferred_->host_bytes();
+  b.embed_grad = split_->embed_grad_bytes();
+  b.held_rows = split_->held_rows_bytes();
   return b;
 }
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "worker/hf_checkpoint.h"
+#include "worker/lane_timer.h"
 #include "worker/trainer.h"
 
 namespace tencache {
@@ -80,14 +81,14 @@ Status Trainer::InitShards() {
 
 // The bf16 or fp16 parameter shard rounded from the fp32 master (mixed precision).
 void Trainer::WriteComputeCopy(const ShardRef& param, size_t begin, size_t count, const float* master) {
-  LaneTimer busy(this, StepLane::kOptimizer);
+  LaneTimer busy(&lanes_, StepLane::kOptimizer);
   void* at = static_cast<uint8_t*>(param.data()) + begin * layout_.ElementBytes(ShardKind::kParam);
   torch::from_blob(at, {int64_t(count)}, param_dtype_)
       .copy_(torch::from_blob(const_cast<float*>(master), {int64_t(count)}, torch::kFloat32));
 }
 
 Status Trainer::SaveWeights(const std::string& dir, uint64_t max_shard_bytes) {
-  TC_RETURN_IF_ERROR(FlushHeldRows());
+  TC_RETURN_IF_ERROR(split_->Flush());
   std::unique_ptr<HfCheckpointWriter> out;
   if (comm_->rank() == 0) {
     StatusOr<HfCheckpointWriter> w = HfCheckpointWriter::Begin(dir, model_, StDType::kF32, job_.dtype, max_shard_bytes);
@@ -118,7 +119,7 @@ Status Trainer::SaveWeights(const std::string& dir, uint64_t max_shard_bytes) {
 // copied back there right after its host update (the update invalidated the
 // device copy); otherwise the plan fetches it before its use.
 Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int last) {
-  const double asked = Now(), waited = WaitedSinceLastAccess();  // the update asks for its first shard
+  const double asked = Now(), waited = recorder_->WaitedSinceLastAccess();  // the update asks for its first shard
   const TensorId param = ShardTensorId(b, ShardKind::kParam);
   TensorCache* cache = store_->cache();
   const int pieces = layout_.Pieces(b, ShardKind::kAdamM);
@@ -135,7 +136,7 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
     // three pins of one size, as StatePieces keeps a piece and it apart).
     ShardRef whole;
     if (!layout_.mixed) {
-      TC_ASSIGN_OR_RETURN(whole, Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kWrite));
+      TC_ASSIGN_OR_RETURN(whole, recorder_->Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kWrite));
     }
     AdamWConfig config = adamw_;
     config.lr = LearningRateAt(job_.train, step_);
@@ -144,16 +145,16 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
       const size_t end = begin + layout_.PieceCount(b, ShardKind::kAdamM, i);
       ShardRef master;  // the piece's fp32 master (mixed precision)
       if (layout_.mixed) {
-        TC_ASSIGN_OR_RETURN(master, Acquire(b, ShardKind::kMaster, i, Tier::kHost, AccessMode::kWrite));
+        TC_ASSIGN_OR_RETURN(master, recorder_->Acquire(b, ShardKind::kMaster, i, Tier::kHost, AccessMode::kWrite));
       }
       float* p = layout_.mixed ? master.f32() : whole.f32() + begin;  // element `begin` of the shard
       double t0 = 0;
       {
-        TC_ASSIGN_OR_RETURN(ShardRef m, Acquire(b, ShardKind::kAdamM, i, Tier::kHost, AccessMode::kWrite));
-        TC_ASSIGN_OR_RETURN(ShardRef v, Acquire(b, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kWrite));
+        TC_ASSIGN_OR_RETURN(ShardRef m, recorder_->Acquire(b, ShardKind::kAdamM, i, Tier::kHost, AccessMode::kWrite));
+        TC_ASSIGN_OR_RETURN(ShardRef v, recorder_->Acquire(b, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kWrite));
         t0 = Now();
-        LaneTimer busy(this, StepLane::kOptimizer);
-        if (split) SwapHeldRows(begin, end, p, m.f32(), v.f32());
+        LaneTimer busy(&lanes_, StepLane::kOptimizer);
+        if (split) split_->SwapHeldRows(begin, end, p, m.f32(), v.f32());
         for (const DecayRun& r : decay_runs_[b]) {  // the runs' parts within the piece
           const size_t lo = std::max(r.begin, begin), hi = std::min(r.end, end);
           if (lo >= hi) continue;
@@ -162,15 +163,15 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
             AdamWStep(config, optimizer_steps_ + 1, to - from, p + (from - begin), grad + from,
                       m.f32() + (from - begin), v.f32() + (from - begin), threads_);
           };
-          if (split) ForEachUnheld(lo, hi, step);
+          if (split) split_->ForEachUnheld(lo, hi, step);
           else step(lo, hi);
         }
       }
       if (layout_.mixed) {
         if (i == first) {  // the first part overwrites it; a later one writes into it
           compute_s += Now() - t0;  // the wait for the parameter's slot is not the update's
-          TC_ASSIGN_OR_RETURN(whole, Acquire(b, ShardKind::kParam, 0, Tier::kHost,
-                                             i == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
+          TC_ASSIGN_OR_RETURN(whole, recorder_->Acquire(b, ShardKind::kParam, 0, Tier::kHost,
+                                                        i == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
           t0 = Now();
         }
         WriteComputeCopy(whole, begin, end - begin, p);
@@ -179,11 +180,11 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
     }
   }
   const DeviceAccessIndex k = profiler_.position();  // device accesses so far this step
-  if (last == pieces && !sampling_ && on_device && k.value() > 0 && driver_->KeepsOnDeviceAfterUpdate(b, k - 1) &&
+  if (last == pieces && recorder_->recording() && on_device && k.value() > 0 && driver_->KeepsOnDeviceAfterUpdate(b, k - 1) &&
       !cache->IsResident(param, Tier::kDevice)) {
     hit_counter_->NoteRefresh(b, store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice));
   }
-  return EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited, part ? first : 0, part ? last : 0);
+  return recorder_->EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited, part ? first : 0, part ? last : 0);
 }
 
 }  // namespace tencache
