@@ -85,7 +85,7 @@ HostTierModel HostTierModel::Tensors(const Trace& trace) {
 }
 
 uint64_t HostTierModel::LeastBudget(const Trace& trace) {
-  return MinimumSlotBytes(Tensors(trace).bytes_, kWorkerHostSlotsPerClass);
+  return LeastHostBudget(Tensors(trace).bytes_);
 }
 
 StatusOr<HostTierModel> HostTierModel::Create(const Trace& trace, uint64_t host_budget) {
