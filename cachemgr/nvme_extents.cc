@@ -7,10 +7,14 @@
 
 namespace tencache {
 
+uint64_t NvmeExtents::FileBytes(std::optional<uint64_t> budget, uint64_t all_bytes) {
+  return std::min(budget.value_or(all_bytes), all_bytes) / kSlotAlignment * kSlotAlignment;
+}
+
 NvmeExtents::NvmeExtents(std::optional<uint64_t> budget, uint64_t all_bytes, std::string nvme_key,
                          std::string host_key)
     : budget_(budget),
-      capacity_(std::min(budget.value_or(all_bytes), all_bytes) / kSlotAlignment * kSlotAlignment),
+      capacity_(FileBytes(budget, all_bytes)),
       nvme_key_(std::move(nvme_key)),
       host_key_(std::move(host_key)) {}
 

@@ -18,6 +18,11 @@ namespace tencache {
 
 class NvmeExtents {
  public:
+  // The bytes of the file reserved for tensors whose extents (SlotBytesFor
+  // each, cachemgr/size_class_pool.h ExtentBytes) sum to `all_bytes` under
+  // `budget` (nullopt: room for every tensor): what capacity() is. The
+  // launcher sizes a run's disks with it.
+  static uint64_t FileBytes(std::optional<uint64_t> budget, uint64_t all_bytes);
   // `budget`: nullopt = room for every tensor. `all_bytes`: every tensor's
   // extent bytes summed. The keys name the budgets in messages.
   NvmeExtents(std::optional<uint64_t> budget, uint64_t all_bytes, std::string nvme_key, std::string host_key);

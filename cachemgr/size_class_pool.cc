@@ -107,6 +107,12 @@ SlotPlan MaxResident(const std::vector<SizeClass>& classes, uint64_t budget, std
 
 }  // namespace
 
+uint64_t ExtentBytes(const std::vector<uint64_t>& tensor_bytes) {
+  uint64_t sum = 0;
+  for (uint64_t b : tensor_bytes) sum += SlotBytesFor(b);
+  return sum;
+}
+
 uint64_t MinimumSlotBytes(const std::vector<uint64_t>& tensor_bytes, uint64_t min_slots) {
   return MinimumBytes(BuildHistogram(tensor_bytes), min_slots);
 }

@@ -31,6 +31,10 @@ inline uint64_t SlotBytesFor(uint64_t tensor_bytes) {
   return (b + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
 }
 
+// The sum of SlotBytesFor over `tensor_bytes`: every tensor's slot (and NVMe
+// extent) bytes.
+uint64_t ExtentBytes(const std::vector<uint64_t>& tensor_bytes);
+
 // One size class: slots of slot_bytes, and how many tensors need such a slot.
 struct SizeClass {
   uint64_t slot_bytes = 0;

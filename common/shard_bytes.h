@@ -44,6 +44,22 @@ constexpr uint64_t StateElementBytes(DType dtype, int state_class) {
 // The fp32 copy AdamW updates and a checkpoint saves with the moments: the
 // master in mixed precision, the parameter itself in fp32.
 constexpr int UpdatedStateClass(DType dtype) { return dtype == DType::kFp32 ? kStateParam : kStateMaster; }
+// The state classes the worker's device tier holds: the parameter shards the
+// model computes with. Gradients, masters and moments live on the host and
+// NVMe (AdamW runs on the CPU); the planner's GPU fill and the worker's cache
+// tensors (worker/shard_store.h) both read this.
+constexpr bool DeviceTierHolds(int state_class) { return state_class == kStateParam; }
+// The bytes of the gradient shard beside a parameter shard of
+// `param_shard_bytes` bytes in `dtype`: what a GPU rank copies device->host
+// for a block's gradient each backward. The worker converts the gradient to
+// fp32 on the device, reduce-scatters it there (NCCL) and copies this rank's
+// shard out (worker/trainer_grads.cc); without NCCL (one rank, or a build
+// without it) it copies the whole block's fp32 gradient out before the host
+// reduce-scatter: ranks times this. REQUIRES: param_shard_bytes is a whole
+// number of parameter elements.
+constexpr uint64_t GradShardBytes(uint64_t param_shard_bytes, DType dtype) {
+  return param_shard_bytes / StateElementBytes(dtype, kStateParam) * StateElementBytes(dtype, kStateGrad);
+}
 
 struct ShardBytes {
   std::array<uint64_t, kNumStateClasses> bytes{};  // per state class, over every block

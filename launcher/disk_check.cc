@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 
+#include "cachemgr/nvme_extents.h"
 #include "cachemgr/size_class_pool.h"
 #include "common/byte_size.h"
 #include "common/shard_bytes.h"
@@ -24,9 +25,7 @@ uint64_t CheckpointBytes(const JobSpec& job, int ranks) {
 }
 
 uint64_t NvmeFileBytes(const JobSpec& job, int ranks) {
-  const ShardBytes s = ShardBytesPerRank(job.model, job.dtype, ranks);
-  const uint64_t every = s.total() + s.tensors * kSlotAlignment;  // each tensor's extent rounds up to a slot
-  return std::min(job.cache.nvme_budget.value_or(every), every) / kSlotAlignment * kSlotAlignment;
+  return NvmeExtents::FileBytes(job.cache.nvme_budget, ExtentBytes(ShardTensorBytes(job.model, job.dtype, ranks).all));
 }
 
 std::vector<DiskDemand> RunDiskDemands(const JobSpec& job, uint64_t nvme_bytes_per_rank, int local_ranks,

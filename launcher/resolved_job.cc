@@ -12,10 +12,11 @@ namespace tencache {
 namespace {
 
 // Per-rank budgets in the worker's accounting, as the plan computed them
-// (launcher/cache_budgets.h).
-Status ResolveBudgets(const JobSpec& job, const Candidate& c, ResolvedJob* r) {
-  const CacheBudgets b = PlanCacheBudgets(job, c.ranks, c.capacity[kGpu], c.capacity[kCpu], c.capacity[kNvme]);
+// (Candidate::budgets, launcher/cache_budgets.h).
+Status ResolveBudgets(const Candidate& c, ResolvedJob* r) {
+  const CacheBudgets& b = c.budgets;
   if (!b.error.empty()) return Status::InvalidArgument(b.error);
+  if (!c.feasible) return Status::InvalidArgument("the planned candidate is infeasible: " + c.reason);
   CacheSpec& cache = r->job.cache;
   cache.device_budget = b.device;
   cache.host_budget = b.host;
@@ -58,7 +59,7 @@ StatusOr<ResolvedJob> ResolveJob(const JobSpec& job, const Candidate& run) {
                                       (per_token == 1 ? std::string(", one token each")
                                                       : " / " + std::to_string(per_token) + " per token");
   }
-  TC_RETURN_IF_ERROR(ResolveBudgets(job, run, &r));
+  TC_RETURN_IF_ERROR(ResolveBudgets(run, &r));
   return r;
 }
 

@@ -20,9 +20,11 @@ struct ResolvedJob {
   std::map<std::string, std::string> why;  // key -> "planned: ..." for each value the plan set
 };
 
-// Resolves `job` for a run on candidate `run`. InvalidArgument naming the key
-// when a budget the user set cannot hold what the worker must keep resident.
-// REQUIRES: run.feasible.
+// Resolves `job` for a run on candidate `run`, with the cache budgets the plan
+// computed for it (Candidate::budgets). InvalidArgument naming the key when a
+// budget the user set cannot hold what the worker must keep resident, else
+// with the candidate's reason when it is infeasible. REQUIRES: `run` was
+// evaluated for `job` (EvaluateCandidate).
 StatusOr<ResolvedJob> ResolveJob(const JobSpec& job, const Candidate& run);
 
 // The YAML text of `r`, which ParseJobText reads back to an equal JobSpec.

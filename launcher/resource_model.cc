@@ -5,7 +5,6 @@
 #include <limits>
 #include <numeric>
 
-#include "cachemgr/size_class_pool.h"
 #include "common/byte_size.h"
 #include "common/shard_bytes.h"
 #include "scheduler/plan.h"
@@ -75,14 +74,16 @@ double Placement::TierFraction(int tier) const {
 Placement PlaceStates(const ShardBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity) {
   // Master weights and both Adam moments are read and written together by the
   // optimizer, so they are placed as one group: a parameter's optimizer state
-  // lives wholly on one tier, and the share on the GPU is updated there.
+  // lives wholly on one tier.
   enum { kParams = 0, kGrads, kOptimizer, kNumGroups };
   static const std::vector<int> kGroupClasses[kNumGroups] = {{kStateParam}, {kStateGrad}, {kStateMaster, kStateAdamM, kStateAdamV}};
-  // The GPU takes parameters first (what every pass reads); the host and NVMe
-  // take gradients first, as the host tier does (scheduler/plan.h PlaceOnHost).
-  static const int kOrder[kNumTierIndices][kNumGroups] = {{kParams, kGrads, kOptimizer},
-                                                          {kGrads, kParams, kOptimizer},
-                                                          {kGrads, kParams, kOptimizer}};
+  // The GPU takes what the worker's device tier holds (DeviceTierHolds: the
+  // parameters); the host and NVMe take gradients first, as the host tier
+  // does (scheduler/plan.h PlaceOnHost).
+  static const std::vector<int> kOrder[kNumTierIndices] = {{kParams}, {kGrads, kParams, kOptimizer}, {kGrads, kParams, kOptimizer}};
+  static_assert(DeviceTierHolds(kStateParam) && !DeviceTierHolds(kStateGrad) && !DeviceTierHolds(kStateMaster) &&
+                    !DeviceTierHolds(kStateAdamM) && !DeviceTierHolds(kStateAdamV),
+                "the GPU's fill order is the device tier's classes");
   std::array<uint64_t, kNumGroups> total{}, need{};
   for (int g = 0; g < kNumGroups; ++g) {
     for (int c : kGroupClasses[g]) total[g] += states.bytes[c];
@@ -96,7 +97,8 @@ Placement PlaceStates(const ShardBytes& states, const std::array<uint64_t, kNumT
       left -= take;
       need[g] -= take;
       p.bytes[t] += take;
-      for (int c : kGroupClasses[g]) p.fraction[c][t] = total[g] == 0 ? (t == kGpu ? 1.0 : 0.0) : double(take) / double(total[g]);
+      const int first = g == kParams ? kGpu : kCpu;  // an empty group sits where it would go first
+      for (int c : kGroupClasses[g]) p.fraction[c][t] = total[g] == 0 ? (t == first ? 1.0 : 0.0) : double(take) / double(total[g]);
     }
   }
   for (uint64_t n : need) p.unplaced += n;
@@ -185,30 +187,24 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
 
   const std::vector<uint64_t> own = m.BlockParamCounts();
   const std::vector<uint64_t> gathered = GatheredParams(m);
-  const auto& k = a.transfer_bytes_factor;
+  const auto k = [&](Link link) { return a.transfer_bytes_factor[static_cast<size_t>(link)]; };
 
-  // Optimizer: the parameters whose optimizer state sits on the GPU are updated
-  // there (HBM-bound); the rest by CPU AdamW, block by block, its PCIe and NVMe
-  // traffic overlapping the arithmetic. Both parts run concurrently.
+  // Optimizer: CPU AdamW over the host's shards, block by block (the worker's
+  // device tier holds parameters only), its PCIe and NVMe traffic overlapping
+  // the arithmetic: the parameters the GPU holds go back once updated, the
+  // NVMe's gradients are read and its states read and written.
   const double params_total = std::accumulate(own.begin(), own.end(), 0.0), params_rank = params_total / ranks;
-  const double opt_gpu = f[kStateAdamM][kGpu], opt_cpu = 1.0 - opt_gpu;
-  // An update on the GPU reads the gradient and reads and writes the parameter
-  // and the fp32 states (common/shard_bytes.h's table).
-  double update_bytes = StateElementBytes(job.dtype, kStateGrad);
-  for (int c : {kStateParam, kStateMaster, kStateAdamM, kStateAdamV}) update_bytes += 2.0 * StateElementBytes(job.dtype, c);
-  const double gpu_opt = params_rank * opt_gpu * update_bytes / (gpu.memory_bw_gbps * 1e9);
   const double vcpus_per_rank = double(inst.vcpus) / inst.gpu_count;
-  const double adam = params_rank * opt_cpu / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
-  const double opt_d2h = states.bytes[kStateGrad] * f[kStateGrad][kGpu] * opt_cpu * via_device;  // gradients to the CPU
-  const double opt_h2d = states.bytes[kStateParam] * f[kStateParam][kGpu] * opt_cpu;  // updated weights back
+  const double adam = params_rank / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
+  const double opt_h2d = states.bytes[kStateParam] * f[kStateParam][kGpu];  // updated weights back
   double opt_rd = states.bytes[kStateGrad] * g_nvme, opt_wr = states.bytes[kStateParam] * w_nvme;
   for (int c : {kStateMaster, kStateAdamM, kStateAdamV}) {
     opt_rd += states.bytes[c] * f[c][kNvme];
     opt_wr += states.bytes[c] * f[c][kNvme];
   }
-  const double opt_pcie_in = k[0] * opt_h2d / pcie, opt_pcie_out = k[1] * opt_d2h / pcie;
-  const double opt_nvme = k[2] * opt_rd / nvme_rd + k[3] * opt_wr / nvme_wr;
-  const double opt_io = std::max({opt_pcie_out, opt_pcie_in, opt_nvme});
+  const double opt_pcie_in = k(Link::kH2D) * opt_h2d / pcie;
+  const double opt_nvme = k(Link::kNvmeRead) * opt_rd / nvme_rd + k(Link::kNvmeWrite) * opt_wr / nvme_wr;
+  const double opt_io = std::max(opt_pcie_in, opt_nvme);
   // Without train.grad_clip or fp16 the worker updates each block in the
   // backward of the step's last micro-batch, once its gradient is complete: the
   // update's arithmetic on the training thread after the block's compute, its
@@ -221,7 +217,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   const double per_copied = a.cache_copy_cpu_bps > 0 ? 1.0 / a.cache_copy_cpu_bps : 0.0;
   const double per_checksummed = a.cache_checksum_cpu_bps > 0 ? 1.0 / a.cache_checksum_cpu_bps : 0.0;
   const auto cache_cpu = [&](double copied, double nvme) { return copied * per_copied + nvme * per_checksummed; };
-  const double opt_cpu_s = cache_cpu(k[0] * opt_h2d + k[1] * opt_d2h, k[2] * opt_rd + k[3] * opt_wr);
+  const double opt_cpu_s = cache_cpu(k(Link::kH2D) * opt_h2d, k(Link::kNvmeRead) * opt_rd + k(Link::kNvmeWrite) * opt_wr);
 
   double fill = 0, sum = 0, sum_last = 0, exposed = 0, exposed_last = 0;
   double h2d_bytes = 0, d2h_bytes = 0, rd_bytes = 0, wr_bytes = 0;
@@ -229,8 +225,8 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     const double full = gathered[blk] * wb, shard = full / ranks, grad_shard = gathered[blk] * gb / ranks;
     const double flops = BlockForwardFlops(m, blk, own[blk], tokens);
     // This block's bytes a pass: weights in from the host and NVMe, gradients out to them.
-    const double w_in = k[0] * shard * w_off, w_read = k[2] * shard * w_nvme;
-    const double g_out = k[1] * grad_shard * g_leave, g_written = k[3] * grad_shard * g_nvme;
+    const double w_in = k(Link::kH2D) * shard * w_off, w_read = k(Link::kNvmeRead) * shard * w_nvme;
+    const double g_out = k(Link::kD2H) * grad_shard * g_leave, g_written = k(Link::kNvmeWrite) * grad_shard * g_nvme;
     Lanes fwd;
     fwd.compute = flops / peak + a.block_overhead_s + cache_cpu(w_in, w_read);
     fwd.h2d = w_in / pcie;
@@ -257,9 +253,8 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     Lanes last = bwd;  // the backward of the step's last micro-batch, with the block's update
     if (in_backward) {
       const double share = params_total > 0 ? own[blk] / params_total : 0.0;
-      last.compute += share * (std::max(gpu_opt, adam) + opt_cpu_s);
+      last.compute += share * (adam + opt_cpu_s);
       last.h2d += share * opt_pcie_in;
-      last.d2h += share * opt_pcie_out;
       last.nvme += share * opt_nvme;
     }
     sum_last += fwd.Slowest() + last.Slowest();
@@ -277,12 +272,11 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   out.micro_step_s = fill + sum + exposed;
   out.last_micro_step_s = in_backward ? fill + sum_last + exposed_last : out.micro_step_s;
   out.optimizer_io_s = opt_io;
-  out.optimizer_s = in_backward ? std::max(gpu_opt, adam)
-                                : std::max({gpu_opt, adam + opt_cpu_s, opt_io}) + a.exposed_transfer_fraction * opt_io;
+  out.optimizer_s = in_backward ? adam : std::max(adam + opt_cpu_s, opt_io) + a.exposed_transfer_fraction * opt_io;
   out.step_s = (out.accum_steps - 1) * out.micro_step_s + out.last_micro_step_s +
                (in_backward ? 0.0 : out.optimizer_s) + a.step_overhead_s;
   out.bytes_h2d = out.accum_steps * h2d_bytes + opt_h2d;
-  out.bytes_d2h = out.accum_steps * d2h_bytes + opt_d2h;
+  out.bytes_d2h = out.accum_steps * d2h_bytes;
   out.bytes_nvme_read = out.accum_steps * rd_bytes + opt_rd;
   out.bytes_nvme_write = out.accum_steps * wr_bytes + opt_wr;
   return out;
@@ -361,7 +355,7 @@ std::string SetCapacities(const JobSpec& job, const InstanceSpec& inst, const St
 }
 
 // The worker's cache under the tencache policy refuses a host budget below
-// LeastHostBudget (it keeps every gradient shard in host memory): a candidate
+// LeastHostBudget (the slots it keeps of every shard size): a candidate
 // whose host memory per rank is below it cannot run, whoever set the budget.
 std::string CheckLeastHostBudget(const JobSpec& job, Candidate* c) {
   if (job.cache.policy != CachePolicy::kTencache) return "";
@@ -369,8 +363,7 @@ std::string CheckLeastHostBudget(const JobSpec& job, Candidate* c) {
   if (c->capacity[kCpu] >= least) return "";
   const std::string what = job.cache.host_budget ? "cache.host_budget " : "host memory ";
   return what + FormatBytes(c->capacity[kCpu]) + " per rank is below the " + FormatBytes(least) +
-         " the worker's cache needs (every gradient shard, two staging buffers, and " +
-         std::to_string(kWorkerHostSlotsPerClass) + " slots of each shard size)";
+         " the worker's cache needs (" + std::to_string(kWorkerHostSlotsPerClass) + " slots of each shard size)";
 }
 
 std::string CheckBatch(const JobSpec& job, int ranks) {
@@ -383,8 +376,7 @@ std::string CheckBatch(const JobSpec& job, int ranks) {
 }  // namespace
 
 uint64_t LeastHostBudget(const ModelShape& model, DType dtype, int ranks) {
-  const ShardTensors t = ShardTensorBytes(model, dtype, ranks);
-  return std::max(HostFixedBytes(t.params), MinimumSlotBytes(t.all, kWorkerHostSlotsPerClass));
+  return LeastHostBudget(ShardTensorBytes(model, dtype, ranks).all);
 }
 
 Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const GpuSpec& gpu, int nodes,
@@ -427,6 +419,7 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
     return c;
   }
   if (c.reason = SetCapacities(job, inst, storage, a, &c); !c.reason.empty()) return c;
+  c.budgets = PlanCacheBudgets(job, c.ranks, c.capacity[kGpu], c.capacity[kCpu], c.capacity[kNvme]);
   c.placement = PlaceStates(c.states, c.capacity);
   if (c.placement.unplaced > 0) {
     const uint64_t need = (c.placement.bytes[kNvme] + c.placement.unplaced) * inst.gpu_count;
@@ -444,7 +437,6 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
   }
   if (c.placement.bytes[kNvme] > 0 && !storage.note.empty()) c.assumptions.push_back(storage.note);
   if (c.reason = CheckLeastHostBudget(job, &c); !c.reason.empty()) return c;
-  c.budgets = PlanCacheBudgets(job, c.ranks, c.capacity[kGpu], c.capacity[kCpu], c.capacity[kNvme]);
   if (!c.budgets.error.empty()) {
     c.reason = c.budgets.error;
     return c;

@@ -4,8 +4,10 @@
 // Memory: the five state classes of Adam (parameters, gradients, fp32 masters in
 // mixed precision, two moments), each block's divided across all ranks exactly
 // as the worker holds them (common/shard_bytes.h); activations with per-layer checkpointing; the largest gathered block; staging
-// buffers and a stated headroom. Placement fills GPU, then pinned host, then
-// NVMe, in order of access frequency (weights, gradients, optimizer states).
+// buffers and a stated headroom. Placement is the worker's: the GPU holds
+// parameter shards only (beside its working buffers); the pinned host, then
+// NVMe, take gradients, parameters, then optimizer states, which CPU AdamW
+// updates.
 // Time: per block and pass, the lanes compute, host->device, device->host, NVMe
 // and collectives run concurrently and the block takes the slowest (as FlexGen
 // models it). docs/resource-model.md gives every formula. Every efficiency and
@@ -83,9 +85,8 @@ struct ModelAssumptions {
 double RingCollectiveSeconds(double full_bytes, int ranks, double bus_bps, double step_latency_s);
 
 // The least host budget per rank the worker's cache accepts under the tencache
-// policy: the tier layout's fixed share (scheduler/plan.h HostFixedBytes) or
-// the host tier's mandatory slots (cachemgr MinimumSlotBytes with
-// kWorkerHostSlotsPerClass), whichever is more. The worker refuses less.
+// policy for `model` in `dtype` on `ranks` (scheduler/plan.h LeastHostBudget
+// of its cache tensors). The worker refuses less.
 uint64_t LeastHostBudget(const ModelShape& model, DType dtype, int ranks);
 
 // The worker's collectives for block `blk` in one micro-step on more than one
@@ -124,15 +125,16 @@ struct Placement {
   uint64_t unplaced = 0;  // bytes that fit nowhere
   double TierFraction(int tier) const;  // share of all state bytes on `tier`
 };
-// Greedy fill of whole classes' fractions: the GPU (parameters, gradients,
-// optimizer states), then the host and NVMe (gradients, parameters, optimizer
-// states). The host's order is the host tier's (scheduler/plan.h PlaceOnHost,
+// Greedy fill of whole classes' fractions: the GPU with the classes the
+// worker's device tier holds (common/shard_bytes.h DeviceTierHolds: the
+// parameters), then the host and NVMe with gradients, parameters, optimizer
+// states. The host's order is the host tier's (scheduler/plan.h PlaceOnHost,
 // which places each tensor of a trace for the simulator); this is a second
-// model of it because the planner has no trace, places class fractions on
-// three tiers (a GPU share of the optimizer states is updated there), and
-// checks the host tier's fixed share apart (LeastHostBudget). With no GPU and
-// PlaceOnHost's staging reserve taken off the host, both place the same bytes
-// of every class at a budget on a tensor boundary (tests/launcher checks it).
+// model of it because the planner has no trace and places class fractions on
+// three tiers, and checks the host tier's least budget apart
+// (LeastHostBudget). With no GPU and PlaceOnHost's staging reserve taken off
+// the host, both place the same bytes of every class at a budget on a tensor
+// boundary (tests/launcher checks it).
 Placement PlaceStates(const ShardBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity);
 
 struct StepBreakdown {
@@ -173,7 +175,9 @@ struct Candidate {
   // tier, activations, gathered blocks and the process itself.
   uint64_t host_overhead_bytes = 0;
   Placement placement;       // where the model places the states (for the step time)
-  CacheBudgets budgets;      // what the worker's cache gets per rank (feasible candidates): the one figure shown
+  // What the worker's cache gets per rank: the one figure shown. Set once the
+  // capacities are (an infeasible candidate may have them, and their error).
+  CacheBudgets budgets;
   StepBreakdown step;
   double tokens_per_s = 0;
   double epoch_hours = 0;

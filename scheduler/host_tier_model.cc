@@ -69,7 +69,7 @@ std::vector<HostStepEvent> HostTierModel::update(TensorId id) const {
 }
 
 uint64_t HostTierModel::LeastBudget(const Trace& trace) {
-  return MinimumSlotBytes(Tensors(trace).bytes_, kWorkerHostSlotsPerClass);
+  return LeastHostBudget(Tensors(trace).bytes_);
 }
 
 StatusOr<HostTierModel> HostTierModel::Create(const Trace& trace, uint64_t host_budget) {

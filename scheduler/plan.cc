@@ -5,6 +5,9 @@
 #include <map>
 #include <set>
 
+#include "cachemgr/size_class_pool.h"
+#include "scheduler/host_tier_model.h"
+
 namespace tencache {
 
 Status ValidateLinkSpeeds(const LinkSpeeds& l) {
@@ -57,13 +60,8 @@ uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity) {
   return lo;
 }
 
-uint64_t HostFixedBytes(const std::vector<uint64_t>& param_bytes) {
-  uint64_t grads = 0, largest = 0;
-  for (uint64_t b : param_bytes) {
-    grads += b;
-    largest = std::max(largest, b);
-  }
-  return grads + 2 * largest;
+uint64_t LeastHostBudget(const std::vector<uint64_t>& cache_tensor_bytes) {
+  return MinimumSlotBytes(cache_tensor_bytes, kWorkerHostSlotsPerClass);
 }
 
 uint64_t HostPlacement::host_used() const {
@@ -126,11 +124,11 @@ StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
   t.device_capacity = budgets.device - t.grad_reserve;
   const std::vector<uint64_t>& bytes = seq.all_bytes();
   const DType dtype = TraceDType(trace);
-  const uint64_t fixed = HostFixedBytes(bytes);
-  if (budgets.host < fixed) {
-    return Status::ResourceExhausted("host budget " + std::to_string(budgets.host) +
-                                     " bytes: expected at least " + std::to_string(fixed) +
-                                     " bytes for gradient shards and staging");
+  const uint64_t least = HostTierModel::LeastBudget(trace);
+  if (budgets.host < least) {
+    return Status::ResourceExhausted("host budget " + std::to_string(budgets.host) + " bytes: expected at least " +
+                                     std::to_string(least) + " bytes, the least the worker's cache accepts (" +
+                                     std::to_string(kWorkerHostSlotsPerClass) + " slots of each shard size)");
   }
   HostPlacement placed = PlaceOnHost(bytes, dtype, budgets.host);
   t.home = std::move(placed.home);

@@ -94,14 +94,16 @@ uint64_t GradReserve(const Trace& trace, uint64_t device_budget);
 // GradReserve) is exactly `capacity`: what to pass the simulator for a cache
 // whose device tier holds `capacity` bytes of parameters and stages no gradients.
 uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity);
-// The least host budget LayoutTiers accepts: a gradient reserve of the
-// parameter shards' bytes `param_bytes` and a staging reserve of two of the
-// largest. In fp32 the reserve holds every gradient shard; in mixed precision
-// the fp32 gradient shards are twice it, and the host tier's slots
-// (host_tier_model.h) spill what does not stay like any other tensor.
-uint64_t HostFixedBytes(const std::vector<uint64_t>& param_bytes);
+// The least host budget the worker's cache accepts for one rank whose cache
+// tensors are `cache_tensor_bytes` (common/shard_bytes.h ShardTensorBytes's
+// `all`; HostTierModel registers a trace's the same way): its host tier keeps
+// kWorkerHostSlotsPerClass slots of every size (cachemgr MinimumSlotBytes).
+// The one floor of the launcher (LeastHostBudget of a model), the simulator
+// (HostTierModel::LeastBudget, LayoutTiers) and the worker's cache.
+uint64_t LeastHostBudget(const std::vector<uint64_t>& cache_tensor_bytes);
 // The trace's tensors placed by PlaceOnHost. ResourceExhausted when a budget
-// cannot hold its share.
+// cannot hold its share: a host budget below HostTierModel::LeastBudget, an
+// NVMe budget below what spills, a device budget not above GradReserve.
 StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
                                  const TierBudgets& budgets);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "common/shard_bytes.h"
+
 namespace tencache {
 
 template <typename Fill>
@@ -232,7 +234,8 @@ StatusOr<CacheSimulator> CacheSimulator::Create(const Trace& trace, const SimCon
   TC_ASSIGN_OR_RETURN(sim.seq_, AccessSequence::FromTrace(trace));
   TC_ASSIGN_OR_RETURN(sim.layout_, LayoutTiers(trace, sim.seq_, config.budgets));
   TC_ASSIGN_OR_RETURN(sim.host_, HostTierModel::Create(trace, config.budgets.host));
-  sim.elem_bytes_ = trace.header.dtype == "fp32" ? 4 : 2;
+  sim.dtype_ = TraceDType(trace);
+  sim.elem_bytes_ = StateElementBytes(sim.dtype_, kStateParam);
   const size_t m = trace.events.size();
   sim.compute_before_.assign(m + 1, 0);
   for (size_t i = 0; i < m; ++i) {
@@ -287,8 +290,8 @@ void CacheSimulator::RunAccess(const TraceEvent& e, DeviceAccessIndex g, SimPoli
   std::copy_backward(s.access_ends_.begin(), s.access_ends_.end() - 1, s.access_ends_.end());
   s.access_ends_[0] = s.now_;
   s.compute_busy_ += e.duration_s();
-  if (e.phase == Phase::kBackward) {  // the gradient shard goes to the host
-    s.grad_ready_[x] = s.Copy(Link::kD2H, s.now_, e.bytes);
+  if (e.phase == Phase::kBackward) {  // the fp32 gradient shard goes to the host (after the reduce-scatter)
+    s.grad_ready_[x] = s.Copy(Link::kD2H, s.now_, GradShardBytes(e.bytes, dtype_));
   }
   ++s.host_.pos;  // the access acquired its parameter (the step protocol's first event of it)
   RunAfterEnd(s.pos_, s);

@@ -241,7 +241,8 @@ class CacheSimulator {
   AccessSequence seq_;
   TierLayout layout_;
   HostTierModel host_;
-  uint64_t elem_bytes_ = 2;
+  DType dtype_ = DType::kBf16;  // the trace's (TraceDType)
+  uint64_t elem_bytes_ = 2;     // of its parameter shards
   std::vector<double> compute_before_;  // per event: device compute before it in the step
   std::vector<size_t> next_gather_;     // per event: index of the next all-gather, or size
 };

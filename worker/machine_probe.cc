@@ -171,13 +171,17 @@ void ProbeMemory(const JobSpec& job, int ranks, int threads, ProbeResult* r) {
 
 // The latency of a tiny all-gather, and the bus bandwidth (bytes x (R-1)/R
 // per second, beyond that latency) of the run's largest gather and reduce-scatter.
-Status ProbeCollectives(const JobSpec& job, Communicator* comm, ProbeResult* r, bool mixed) {
+Status ProbeCollectives(const JobSpec& job, Communicator* comm, ProbeResult* r) {
   const int R = comm->size();
   if (R == 1) return Status::Ok();
   DecoderModel model(job.model);
   size_t largest = 0;
   for (int b = 0; b < model.num_blocks(); ++b) largest = std::max(largest, size_t(model.layout(b).numel));
-  const size_t shard = (largest + R - 1) / R, elem = mixed ? 2 : 4;
+  // The worker's shards: the all-gather moves parameters, the reduce-scatter
+  // fp32 gradients (common/shard_bytes.h's table).
+  const size_t shard = (largest + R - 1) / R;
+  const size_t elem = size_t(StateElementBytes(job.dtype, kStateParam));
+  const size_t grad_elem = size_t(StateElementBytes(job.dtype, kStateGrad));
   std::vector<float> in(shard * R, 1.0f), out(shard * R);
   Status st;
   auto measure = [&](const std::function<Status()>& op, double* seconds) -> Status {
@@ -196,7 +200,7 @@ Status ProbeCollectives(const JobSpec& job, Communicator* comm, ProbeResult* r, 
   const double share = double(R - 1) / R;
   const auto beyond = [&](double t) { return std::max(t - tiny, t / 2); };  // noise never leaves less than half
   r->allgather_gbps = double(shard * elem * R) * share / beyond(ag) / 1e9;
-  r->reduce_scatter_gbps = double(shard * sizeof(float) * R) * share / beyond(rs) / 1e9;
+  r->reduce_scatter_gbps = double(shard * grad_elem * R) * share / beyond(rs) / 1e9;
   r->collective_latency_s = tiny;
   return Status::Ok();
 }
@@ -241,7 +245,6 @@ StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int t
     return Status::InvalidArgument(job.Where("train.micro_batch") + ": the probe needs a resolved micro-batch");
   }
   TC_RETURN_IF_ERROR(CheckWorkerSupports(job.model));
-  const bool mixed = job.dtype != DType::kFp32;  // 2-byte parameter shards
   const torch::Dtype compute = ComputeDtypeFor(job.dtype, ComputeDevice{});  // the probe computes on the CPU
   KeepFreedHostMemory();  // the steps it predicts keep their freed pages mapped: so does the probe
   ProbeResult r;
@@ -254,7 +257,7 @@ StatusOr<ProbeResult> ProbeMachine(const JobSpec& job, Communicator* comm, int t
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("probe: libtorch: ") + e.what_without_backtrace());
   }
-  TC_RETURN_IF_ERROR(ProbeCollectives(job, comm, &r, mixed));
+  TC_RETURN_IF_ERROR(ProbeCollectives(job, comm, &r));
   r.reference_layers = ReferenceLayers(job, comm->size());
   TC_ASSIGN_OR_RETURN(r.reference_step_s, ReferenceStepSeconds(job, r.reference_layers, comm, std::move(corpus)));
   return r;

@@ -151,7 +151,7 @@ StatusOr<std::unique_ptr<ShardStore>> MakeCachedShardStore(const ShardLayout& la
                   : layout.fp16             ? ElementType::kFloat16
                                             : ElementType::kBFloat16;
         s.home = Tier::kNvme;  // everything starts on NVMe; the plan pulls it up
-        s.device = k == ShardKind::kParam;  // gradients, moments and masters live on host and NVMe
+        s.device = DeviceTierHolds(ShardKindClass(k));  // the parameters; the rest live on host and NVMe
       }
     }
   }

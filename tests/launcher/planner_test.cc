@@ -95,13 +95,15 @@ TEST_F(PlannerTest, InfeasibleInstancesKeepTheirReason) {
   EXPECT_NE(table.find("$/EPOCH"), std::string::npos);
 }
 
-// g5.xlarge (16 GiB RAM, an A10G) was listed as a feasible plan for Llama-2 7B
-// with "the worker does not yet" among the assumptions: the worker's cache
-// keeps every gradient shard in host memory, which 16 GiB cannot hold. It is
-// infeasible, with that reason in the Infeasible list, and not a row.
+// An instance whose host memory per rank is below the least the worker's
+// cache accepts (three slots of each shard size) is infeasible, with that
+// reason in the Infeasible list, and not a row: g5.xlarge (16 GiB RAM) for
+// Llama-2 7B where 60 % of its memory is kept for the OS.
 TEST_F(PlannerTest, AnInstanceTheWorkerCannotRunIsInfeasibleWithTheReason) {
+  ModelAssumptions a;
+  a.host_reserved_fraction = 0.6;
   PlanResult plan = *PlanJob(Job(kLlama7b, {"cluster.instance_types=[g5.xlarge, p5.4xlarge]", "cluster.max_nodes=1"}),
-                             catalog_, ModelAssumptions());
+                             catalog_, a);
   const Candidate* g5 = nullptr;
   for (const Candidate& c : plan.candidates) {
     if (c.instance->type == "g5.xlarge") g5 = &c;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/model_shape.h"
+#include "scheduler/host_tier_model.h"
 #include "scheduler/synth.h"
 #include "scheduler/trace.h"
 
@@ -179,8 +180,13 @@ TEST(PlanTest, LayoutSpillsToNvmeAndChecksBudgets) {
   b.nvme = 1;
   EXPECT_EQ(LayoutTiers(trace, seq, b).status().code(), StatusCode::kResourceExhausted);
   b.nvme = 0;
-  b.host = params;  // not even the gradients and staging
-  EXPECT_EQ(LayoutTiers(trace, seq, b).status().code(), StatusCode::kResourceExhausted);
+  b.host = HostTierModel::LeastBudget(trace) - 1;  // below the least the worker's cache accepts
+  const Status below = LayoutTiers(trace, seq, b).status();
+  EXPECT_EQ(below.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(below.message().find("expected at least " + std::to_string(b.host + 1) + " bytes"), std::string::npos)
+      << below.ToString();
+  b.host += 1;
+  EXPECT_TRUE(LayoutTiers(trace, seq, b).ok());
   b.host = 64 * params;
   b.device = 0;
   EXPECT_EQ(LayoutTiers(trace, seq, b).status().code(), StatusCode::kResourceExhausted);

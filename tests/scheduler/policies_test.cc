@@ -101,7 +101,7 @@ TEST(PoliciesTest, ZeroInfinityStopsPrefetchingAtNvme) {
   const Trace trace = Synth("gpt2", 8);
   SimConfig config;
   config.budgets.device = trace.TotalTensorBytes() / 2;
-  config.budgets.host = std::max(HostTierModel::LeastBudget(trace), HostFixedBytes(trace.TensorBytes()));
+  config.budgets.host = HostTierModel::LeastBudget(trace);
   config.steps = 1;
   auto r = RunAll(trace, config);
   EXPECT_GT(r["zero-infinity"].bytes_nvme_read, 0u);

@@ -62,6 +62,25 @@ TEST(SimEngineTest, SteadyStateExcludesColdMisses) {
   EXPECT_GT(r.step_time_s, 0.0);
 }
 
+// Every backward access sends its gradient to the host as the worker does:
+// the fp32 shard (twice a 16-bit parameter's bytes), in every dtype.
+TEST(SimEngineTest, EachGradientLeavesTheDeviceAsItsFp32Shard) {
+  for (DType dtype : {DType::kBf16, DType::kFp16, DType::kFp32}) {
+    SynthOptions o;
+    o.dtype = dtype;
+    const Trace trace = *SynthesizeTrace(*FindPreset("tiny"), o);
+    ASSERT_EQ(trace.header.ranks, 1);  // no collective shares the lane
+    uint64_t grads = 0;
+    for (const TraceEvent& e : trace.events) {
+      if (e.kind == EventKind::kAccess && e.phase == Phase::kBackward) grads += e.bytes / DTypeBytes(dtype) * sizeof(float);
+    }
+    CacheSimulator sim = MakeSim(trace, 4 * trace.TotalTensorBytes());
+    auto belady = MakePolicy("belady");
+    const PolicyResult r = sim.Run(**belady);
+    EXPECT_EQ(r.bytes_d2h, grads) << DTypeName(dtype);
+  }
+}
+
 TEST(SimEngineTest, TencachePrefetchNeverDelaysAnAllGather) {
   SynthOptions o;
   o.ranks = 4;

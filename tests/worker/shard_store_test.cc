@@ -103,8 +103,10 @@ TEST_F(ShardStoreBudgetTest, WriteBackBeyondTheNvmeBudgetFailsTheAcquireNamingTh
 // planner's bytes of each state class (Candidate::states), the simulator's
 // host placement of them (scheduler/plan.h PlaceOnHost) and the resolved
 // budgets' shards (common/shard_bytes.h) are what the worker's layout reserves,
-// per rank with each block padded to ceil(block / ranks) elements; and its
-// cache tensors are the same bytes, cut into the same pieces.
+// per rank with each block padded to ceil(block / ranks) elements; its cache
+// tensors are the same bytes, cut into the same pieces; and the planner's GPU
+// holds the state classes the worker's device tier holds (DeviceTierHolds), and
+// no other bytes, however large the GPU.
 TEST(ShardBytes, ThePlannerCountsWhatTheWorkersLayoutReserves) {
   InstanceSpec inst;
   inst.type = "test";
@@ -129,9 +131,11 @@ TEST(ShardBytes, ThePlannerCountsWhatTheWorkersLayoutReserves) {
         const ShardLayout layout = MakeShardLayout(numel, m.layers, dtype, ranks);
         std::array<uint64_t, kNumStateClasses> reserved{};
         std::vector<uint64_t> tensors, params;
+        uint64_t on_device = 0;
         for (int b = 0; b < int(layout.num_blocks()); ++b) {
           for (ShardKind k : layout.Kinds()) {
             reserved[size_t(ShardKindClass(k))] += layout.Bytes(b, k);
+            if (DeviceTierHolds(ShardKindClass(k))) on_device += layout.Bytes(b, k);
             for (int i = 0; i < layout.Pieces(b, k); ++i) tensors.push_back(layout.PieceCount(b, k, i) * layout.ElementBytes(k));
           }
           params.push_back(layout.Bytes(b, ShardKind::kParam));
@@ -145,6 +149,12 @@ TEST(ShardBytes, ThePlannerCountsWhatTheWorkersLayoutReserves) {
           EXPECT_EQ(shards.bytes[c], reserved[c]) << StateClassName(c);
           EXPECT_EQ(host.host[c], reserved[c]) << StateClassName(c);
           EXPECT_EQ(host.nvme[c], 0u) << StateClassName(c);
+        }
+        const Placement gpu = PlaceStates(planned.states, {UINT64_MAX / 4, UINT64_MAX / 4, UINT64_MAX / 4});
+        EXPECT_EQ(gpu.bytes[kGpu], on_device);
+        for (int c = 0; c < kNumStateClasses; ++c) {
+          if (reserved[c] == 0) continue;
+          EXPECT_EQ(gpu.fraction[c][kGpu], DeviceTierHolds(c) ? 1.0 : 0.0) << StateClassName(c);
         }
         EXPECT_EQ(shards.tensors, layout.num_tensors());
         std::vector<uint64_t> all = ShardTensorBytes(m, dtype, ranks).all;
@@ -235,6 +245,39 @@ TEST(ShardLayout, PiecesSliceTheShardAndEachIsItsOwnTensor) {
   EXPECT_EQ(first->f32() + first->count(), second->f32());
   cached->reset();
   fs::remove_all(dir);
+}
+
+// The worker's device tier takes exactly the cache tensors of the classes
+// DeviceTierHolds names (the planner's GPU fill reads the same predicate), in
+// every dtype: a parameter shard is acquired on the device, and a gradient,
+// master or moment cannot be.
+TEST(ShardLayout, TheDeviceTierHoldsTheClassesThePlannerPutsOnTheGpu) {
+  for (DType dtype : {DType::kFp32, DType::kBf16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const ShardLayout layout = MakeShardLayout({4096, 1024, 1024, 512}, 2, dtype, 1);
+    const std::string dir =
+        (fs::temp_directory_path() / ("tencache_device_tier_test_" + std::to_string(::getpid()))).string();
+    CachedStoreOptions o;
+    o.device_budget = 64 * 4096;
+    o.host_budget = 256 * 4096;
+    o.nvme_dir = dir;
+    StatusOr<std::unique_ptr<ShardStore>> cached = MakeCachedShardStore(layout, o);
+    ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+    TensorCache* cache = (*cached)->cache();
+    ASSERT_NE(cache, nullptr);
+    for (int b = 0; b < int(layout.num_blocks()); ++b) {
+      for (ShardKind k : layout.Kinds()) {
+        for (int i = 0; i < layout.Pieces(b, k); ++i) {
+          EXPECT_EQ(cache->spec(layout.Id(b, k, i)).device, DeviceTierHolds(ShardKindClass(k)))
+              << "block " << b << " " << ShardKindName(k) << " piece " << i;
+        }
+      }
+    }
+    EXPECT_TRUE((*cached)->Acquire(1, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead).ok());
+    EXPECT_FALSE((*cached)->Acquire(1, ShardKind::kGrad, 0, Tier::kDevice, AccessMode::kRead).ok());
+    cached->reset();
+    fs::remove_all(dir);
+  }
 }
 
 }  // namespace
