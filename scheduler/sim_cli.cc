@@ -164,13 +164,17 @@ int ParseSimArgs(const std::vector<std::string>& args, SimCliOptions* options, s
 std::string FormatResultsJson(const std::vector<PolicyResult>& results) {
   nlohmann::json arr = nlohmann::json::array();
   for (const PolicyResult& r : results) {
-    arr.push_back({{"policy", r.policy}, {"device_hit_rate", r.device_hit_rate},
-                   {"host_hit_rate", r.host_hit_rate}, {"bytes_h2d", r.bytes_h2d},
-                   {"bytes_d2h", r.bytes_d2h}, {"bytes_nvme_read", r.bytes_nvme_read},
-                   {"bytes_nvme_write", r.bytes_nvme_write}, {"stall_s", r.stall_s},
-                   {"step_time_s", r.step_time_s}, {"collective_delay_s", r.collective_delay_s},
-                   {"lane_busy_s", r.lanes.ToJson()}, {"bound_lane", StepLaneName(r.lanes.Largest())},
-                   {"overlap_efficiency", r.overlap_efficiency}});
+    nlohmann::json o = {{"policy", r.policy},
+                        {"device_hit_rate", r.device_hit_rate},
+                        {"host_hit_rate", r.host_hit_rate},
+                        {"stall_s", r.stall_s},
+                        {"step_time_s", r.step_time_s},
+                        {"collective_delay_s", r.collective_delay_s},
+                        {"lane_busy_s", r.lanes.ToJson()},
+                        {"bound_lane", StepLaneName(r.lanes.Largest())},
+                        {"overlap_efficiency", r.overlap_efficiency}};
+    for (Link l : kLinks) o[std::string("bytes_") + LinkName(l)] = r.bytes[l];
+    arr.push_back(o);
   }
   return nlohmann::json{{"results", arr}}.dump(2) + "\n";
 }
@@ -185,8 +189,8 @@ std::string FormatResultsTable(const std::vector<PolicyResult>& results) {
   for (const PolicyResult& r : results) {
     std::snprintf(line, sizeof line, "%-15s %8.2f%% %8.2f%% %11s %11s %11s %11s %10.4f %10.4f %8.3f %-11s\n",
                   r.policy.c_str(), 100 * r.device_hit_rate, 100 * r.host_hit_rate,
-                  FormatBytes(r.bytes_h2d).c_str(), FormatBytes(r.bytes_d2h).c_str(),
-                  FormatBytes(r.bytes_nvme_read).c_str(), FormatBytes(r.bytes_nvme_write).c_str(),
+                  FormatBytes(r.bytes[Link::kH2D]).c_str(), FormatBytes(r.bytes[Link::kD2H]).c_str(),
+                  FormatBytes(r.bytes[Link::kNvmeRead]).c_str(), FormatBytes(r.bytes[Link::kNvmeWrite]).c_str(),
                   r.stall_s, r.step_time_s, r.overlap_efficiency, StepLaneName(r.lanes.Largest()));
     out += line;
   }

@@ -137,7 +137,7 @@ TEST_F(ResourceModelTest, NeedsHostMemory) {
   EXPECT_EQ(c.placement.bytes[kNvme], 0u);
   // Weights stay on the GPU; the optimizer runs on the CPU and sends them back.
   EXPECT_DOUBLE_EQ(c.placement.fraction[kStateParam][kGpu], 1.0);
-  EXPECT_GT(c.step.bytes_h2d, 0.0);
+  EXPECT_GT(c.step.bytes[Link::kH2D], 0.0);
   EXPECT_GT(c.step.optimizer_s, 0.0);
   EXPECT_EQ(c.placement.bytes[kGpu] + c.placement.bytes[kCpu], c.states.total());
 }
@@ -146,8 +146,8 @@ TEST_F(ResourceModelTest, NeedsNvme) {
   Candidate c = Eval(Job("llama-2-7b", 1, 8), "g6.2xlarge", 1);  // 32 GiB RAM, 450 GB NVMe
   ASSERT_TRUE(c.feasible) << c.reason;
   EXPECT_GT(c.placement.bytes[kNvme], 0u);
-  EXPECT_GT(c.step.bytes_nvme_read, 0.0);
-  EXPECT_GT(c.step.bytes_nvme_write, 0.0);
+  EXPECT_GT(c.step.bytes[Link::kNvmeRead], 0.0);
+  EXPECT_GT(c.step.bytes[Link::kNvmeWrite], 0.0);
   EXPECT_FALSE(c.assumptions.empty());  // the NVMe bandwidth is assumed and says so
 }
 
