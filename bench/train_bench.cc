@@ -164,9 +164,9 @@ StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const TrainFlags& f, i
       for (int l = 0; l < kStepLanes; ++l) out[i].lanes.seconds[l] += m.lanes.seconds[l] / counted;
       out[i].hit_rate += m.device_hit_rate / counted;
       out[i].stall_s += m.stall_s / counted;
-      out[i].bytes_moved += (m.bytes_h2d + m.bytes_d2h + m.bytes_nvme_read + m.bytes_nvme_write) / counted;
-      out[i].nvme_read += m.bytes_nvme_read / counted;
-      out[i].nvme_write += m.bytes_nvme_write / counted;
+      out[i].bytes_moved += m.bytes.Total() / counted;
+      out[i].nvme_read += m.bytes[Link::kNvmeRead] / counted;
+      out[i].nvme_write += m.bytes[Link::kNvmeWrite] / counted;
       out[i].nvme_held = std::max(out[i].nvme_held, m.nvme_used_bytes);
       out[i].allocations += m.allocations_after_warmup;
     }

@@ -1,7 +1,10 @@
 #include "common/job_reader.h"
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -66,40 +69,97 @@ Status JobReader::GetString(const std::string& key, std::string* out) {
   return Status::Ok();
 }
 
-// Integers may be written plainly or in exponent form when integral (2e9).
-static bool ParseWholeNumber(const std::string& text, double* value) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  // To the text's end, not to a NUL byte inside it, where strtod stops.
-  if (end != text.c_str() + text.size() || !std::isfinite(v) || v != std::floor(v)) return false;
-  *value = v;
-  return true;
+namespace {
+
+enum class WholeNumber { kOk, kNotInteger, kTooLarge };
+
+// An integer written plainly (-12, 4096) or in exponent form when integral
+// (2e9, 1.5e3), read exactly in integer arithmetic: never rounded through a
+// double. kNotInteger for anything else (1.5, 1e-3, 0x10, "", "inf");
+// kTooLarge when its magnitude exceeds 2^64 - 1.
+WholeNumber ParseWholeNumber(const std::string& text, bool* negative, uint64_t* magnitude) {
+  size_t i = 0;
+  *negative = false;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) *negative = text[i++] == '-';
+  std::string digits;  // the integer and fraction digits, without the point
+  int64_t exponent = 0;  // value = digits x 10^exponent
+  bool any = false;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, any = true) digits += text[i];
+  if (i < text.size() && text[i] == '.') {
+    for (++i; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, any = true) {
+      digits += text[i];
+      --exponent;
+    }
+  }
+  if (!any) return WholeNumber::kNotInteger;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    bool exp_negative = false;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) exp_negative = text[i++] == '-';
+    int64_t e = 0;
+    bool exp_any = false;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, exp_any = true) {
+      e = std::min<int64_t>(e * 10 + (text[i] - '0'), 1'000'000);  // far past any 64-bit magnitude
+    }
+    if (!exp_any) return WholeNumber::kNotInteger;
+    exponent += exp_negative ? -e : e;
+  }
+  if (i != text.size()) return WholeNumber::kNotInteger;  // also a NUL byte inside the text
+  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));
+  *magnitude = 0;
+  if (digits.empty()) return WholeNumber::kOk;  // zero, in any form
+  for (; exponent < 0; ++exponent) {  // a fraction: only trailing zeros may go
+    if (digits.back() != '0') return WholeNumber::kNotInteger;
+    digits.pop_back();
+  }
+  constexpr uint64_t kMax = UINT64_MAX;
+  uint64_t v = 0;
+  for (char c : digits) {
+    const uint64_t d = uint64_t(c - '0');
+    if (v > (kMax - d) / 10) return WholeNumber::kTooLarge;
+    v = v * 10 + d;
+  }
+  for (; exponent > 0; --exponent) {
+    if (v > kMax / 10) return WholeNumber::kTooLarge;
+    v *= 10;
+  }
+  *magnitude = v;
+  return WholeNumber::kOk;
 }
 
-// A whole number in [min, max] at `key`; *found false when the key is absent.
-Status JobReader::GetWhole(const std::string& key, double min, double max, double* out, bool* found) {
+}  // namespace
+
+Status JobReader::GetWhole(const std::string& key, int64_t min, uint64_t max, bool* negative, uint64_t* magnitude,
+                           bool* found) {
   YAML::Node node = Find(key);
   *found = node.IsDefined();
   if (!*found) return Status::Ok();
-  const std::string expected = max >= 2147483647.0 ? "an integer >= " + std::to_string(int64_t(min))
-                                                    : "an integer from " + std::to_string(int64_t(min)) + " to " +
-                                                          std::to_string(int64_t(max));
+  const bool open_ended = max >= uint64_t(INT32_MAX);
+  const std::string expected = open_ended ? "an integer >= " + std::to_string(min)
+                                          : "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  const std::string too_large = open_ended ? expected + " and at most " + std::to_string(max) : expected;
   std::string text;
   TC_RETURN_IF_ERROR(Scalar(key, node, expected, &text));
-  if (!ParseWholeNumber(text, out) || *out < min) return Error(key, node, expected);
-  if (*out > max) {
-    return Error(key, node, max >= 2147483647.0 ? expected + " and at most " + std::to_string(int64_t(max)) : expected);
-  }
+  const WholeNumber parsed = ParseWholeNumber(text, negative, magnitude);
+  if (parsed == WholeNumber::kNotInteger) return Error(key, node, expected);
+  if (parsed == WholeNumber::kTooLarge) return Error(key, node, *negative ? expected : too_large);
+  if (*magnitude == 0) *negative = false;
+  // -magnitude >= min, for a negative min: magnitude <= -(min + 1) + 1 without overflow.
+  const bool below = *negative ? min >= 0 || *magnitude - 1 > uint64_t(-(min + 1))
+                               : min > 0 && *magnitude < uint64_t(min);
+  if (below) return Error(key, node, expected);
+  if (!*negative && *magnitude > max) return Error(key, node, too_large);
   Record(key, node);
   return Status::Ok();
 }
 
 Status JobReader::GetInt(const std::string& key, int64_t min, int* out, int64_t max) {
-  double v = 0;
-  bool found = false;
-  TC_RETURN_IF_ERROR(GetWhole(key, double(min), double(std::min<int64_t>(max, 2147483647)), &v, &found));
-  if (found) *out = static_cast<int>(v);
+  bool negative = false, found = false;
+  uint64_t magnitude = 0;
+  const int64_t top = std::min<int64_t>(max, INT32_MAX);
+  TC_RETURN_IF_ERROR(GetWhole(key, std::max<int64_t>(min, INT32_MIN), uint64_t(std::max<int64_t>(top, 0)),
+                              &negative, &magnitude, &found));
+  if (found) *out = negative ? int(-int64_t(magnitude)) : int(magnitude);
   return Status::Ok();
 }
 
@@ -119,10 +179,11 @@ Status JobReader::GetCountOrAuto(const std::string& key, int* out, int max) {
 }
 
 Status JobReader::GetUint64(const std::string& key, uint64_t min, uint64_t* out) {
-  double v = 0;
-  bool found = false;
-  TC_RETURN_IF_ERROR(GetWhole(key, double(min), 1.8e19, &v, &found));
-  if (found) *out = static_cast<uint64_t>(v);
+  bool negative = false, found = false;
+  uint64_t magnitude = 0;
+  TC_RETURN_IF_ERROR(GetWhole(key, int64_t(std::min<uint64_t>(min, INT64_MAX)), UINT64_MAX, &negative, &magnitude,
+                              &found));
+  if (found) *out = magnitude;
   return Status::Ok();
 }
 

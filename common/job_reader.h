@@ -35,10 +35,14 @@ class JobReader {
   Status Error(const std::string& key, const YAML::Node& node, const std::string& expected) const;
 
   Status GetString(const std::string& key, std::string* out);
-  // An integer from `min` to `max`, written plainly or in exponent form (2e9).
+  // Integers are read exactly (never through a double), written plainly or in
+  // exponent form when integral (2e9); 1.5, 1e-3 or a value out of range is an
+  // error naming the key and the range.
+  // An integer from `min` to `max` (at most 2^31 - 1).
   Status GetInt(const std::string& key, int64_t min, int* out, int64_t max = 2147483647);
   // An integer >= 1, or 'auto' (stored as 0).
   Status GetCountOrAuto(const std::string& key, int* out, int max = 2147483647);
+  // An integer from `min` to 2^64 - 1.
   Status GetUint64(const std::string& key, uint64_t min, uint64_t* out);
   Status GetDouble(const std::string& key, double min, bool min_exclusive, double* out);
   Status GetBool(const std::string& key, bool* out);
@@ -53,7 +57,10 @@ class JobReader {
   const std::map<std::string, std::string>& size_texts() const { return size_texts_; }
 
  private:
-  Status GetWhole(const std::string& key, double min, double max, double* out, bool* found);
+  // A whole number in [min, max] at `key`, as its sign and magnitude; *found
+  // false when the key is absent.
+  Status GetWhole(const std::string& key, int64_t min, uint64_t max, bool* negative, uint64_t* magnitude,
+                  bool* found);
   Status Scalar(const std::string& key, const YAML::Node& node, const std::string& expected,
                 std::string* text) const;
   void Record(const std::string& key, const YAML::Node& node) { locations_[key] = Location(key, node); }

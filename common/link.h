@@ -1,8 +1,10 @@
 // Link: the four copy links between the tiers — host->device, device->host,
 // NVMe->host, host->NVMe — in the one order that every per-link table uses:
 // the cache's metrics, the worker's link calibration, the simulator's speeds
-// and lanes, the run report. Each link has one row of names (LinkNames).
-// Header-only constant data; safe from any thread.
+// and lanes, the run report. Each link has one row of names (LinkNames), and
+// a value per link is a PerLink (LinkBytes: the bytes a step moved per link).
+// Header-only; the names are constant data, safe from any thread; PerLink is a
+// plain value, thread-compatible.
 #pragma once
 
 #include <array>
@@ -31,5 +33,25 @@ inline const LinkNames& NamesOf(Link link) {
   return kNames[static_cast<int>(link)];
 }
 inline const char* LinkName(Link link) { return NamesOf(link).key; }
+
+// One value per link, indexed by Link; every value starts at T().
+template <typename T>
+struct PerLink {
+  std::array<T, kNumLinks> values{};
+
+  T& operator[](Link link) { return values[static_cast<int>(link)]; }
+  const T& operator[](Link link) const { return values[static_cast<int>(link)]; }
+  // The sum over the links.
+  T Total() const {
+    T total{};
+    for (const T& v : values) total += v;
+    return total;
+  }
+};
+// Bytes moved per link: measured and reported figures (averages, medians) in
+// double, the simulator's counts in LinkByteCounts. Metrics and JSON name link
+// `l`'s bytes "bytes_" + LinkName(l).
+using LinkBytes = PerLink<double>;
+using LinkByteCounts = PerLink<uint64_t>;
 
 }  // namespace tencache

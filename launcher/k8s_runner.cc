@@ -18,10 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/human_format.h"
-#include "common/text_file.h"
 #include "launcher/exit_code.h"
 #include "launcher/k8s_objects.h"
 #include "launcher/run_follower.h"
+#include "launcher/run_folder.h"
 
 namespace tencache {
 namespace {
@@ -53,7 +53,9 @@ class K8sFollow {
     return fo;
   }
   enum class Verdict { kRunning, kSucceeded, kFailed };
-  // One look at the cluster: pods and the MPIJob. A Status only when kubectl cannot be started.
+  // One look at the cluster: pods and the MPIJob, their snapshots written to
+  // log_dir. A Status only when kubectl cannot be started or a snapshot
+  // cannot be written (IoError naming the file).
   StatusOr<Verdict> Poll();
   Verdict Judge(const std::vector<json>& pods, const json& job, double now);
   void PrintChanges(const std::vector<json>& pods, const json& job);
@@ -199,8 +201,10 @@ StatusOr<K8sFollow::Verdict> K8sFollow::Poll() {
   }
   kubectl_failing_since_ = -1;
   last_kubectl_error_.clear();
-  (void)WriteFileAtomically((fs::path(f_.log_dir) / "pods.json").string(), pods->dump(2) + "\n");  // a snapshot
-  (void)WriteFileAtomically((fs::path(f_.log_dir) / "mpijob.json").string(), job->dump(2) + "\n");
+  // The latest answers, as snapshots beside the logs.
+  const RunFolder logs(f_.log_dir);
+  TC_RETURN_IF_ERROR(logs.Write("pods.json", pods->dump(2) + "\n"));
+  TC_RETURN_IF_ERROR(logs.Write("mpijob.json", job->dump(2) + "\n"));
   std::vector<json> list;
   if (Get(*pods, "items").is_array()) list.assign(Get(*pods, "items").begin(), Get(*pods, "items").end());
   std::sort(list.begin(), list.end(), [](const json& a, const json& b) { return Name(a) < Name(b); });

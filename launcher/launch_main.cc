@@ -25,6 +25,7 @@
 #include "launcher/launch_run.h"
 #include "launcher/local_machine.h"
 #include "launcher/planner.h"
+#include "launcher/report_writer.h"
 
 namespace tencache {
 namespace {

@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -19,16 +17,13 @@
 #include "common/token_corpus.h"
 #include "launcher/disk_check.h"
 #include "launcher/exit_code.h"
-#include "launcher/gnuplot.h"
+#include "launcher/gnuplot.h"  // FindOnPath
 #include "launcher/launch_k8s.h"
 #include "launcher/local_machine.h"
 #include "launcher/local_runner.h"
 #include "launcher/planner.h"
-#include "launcher/report_nodes.h"
-#include "launcher/report_render.h"
 #include "launcher/resolved_job.h"
 #include "launcher/run_pipeline.h"
-#include "launcher/run_report.h"
 
 namespace tencache {
 
@@ -209,60 +204,6 @@ nlohmann::ordered_json MachineJson(const MachineFacts& f, const LocalProbes& p, 
           {"probes", p.ToJson()}};
 }
 
-StatusOr<std::vector<nlohmann::json>> ReadMetrics(const fs::path& path) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.is_object()) lines.push_back(j);
-  }
-  return lines;
-}
-
-}  // namespace
-
-int WriteReport(const std::string& dir_name, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
-                const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes,
-                const std::map<int, std::string>& rank_hosts) {
-  const fs::path dir(dir_name);
-  StatusOr<std::vector<nlohmann::json>> metrics = ReadMetrics(dir / "metrics.jsonl");
-  ReportInputs in;
-  in.job = &job;
-  in.catalog = &catalog;
-  in.predicted = &predicted;
-  in.metrics = *metrics;
-  in.status = status;
-  in.machine = machine;
-  in.assumptions = notes;
-  std::string this_host;
-  if (machine.contains("facts") && machine["facts"].is_object()) this_host = machine["facts"].value("hostname", "");
-  in.rank_hosts = RankHosts(job, rank_hosts, this_host);
-  StatusOr<RunReport> report = BuildReport(in);
-  if (!report.ok()) {
-    std::fprintf(stderr, "tencache-launch: no report for %s: %s\n", dir.c_str(), report.status().message().c_str());
-    return kExitFailed;
-  }
-  if (Status s = RunFolder(dir.string()).Write("report.json", report->ToJson().dump(2) + "\n"); !s.ok()) return FailCommand(s);
-  std::string summary;
-  std::vector<std::string> warnings;
-  Status rendered = RenderReport(dir.string(), &summary, &warnings);
-  for (const std::string& w : warnings) std::fprintf(stderr, "tencache-launch: report: %s\n", w.c_str());
-  if (!rendered.ok()) {
-    std::fprintf(stderr, "tencache-launch: report: %s\n", rendered.message().c_str());
-    // A picture gnuplot could not draw leaves report.md (which says so) and report.json standing.
-    if (rendered.code() != StatusCode::kInternal || !fs::exists(dir / "report.md")) return kExitFailed;
-  }
-  std::printf("\n%s\nReport: %s/report.md (report.json, pictures beside it)\n", summary.c_str(), dir.c_str());
-  return 0;
-}
-
-namespace {
-
-StatusOr<Catalog> LoadCatalog(const std::string& flag, const JobSpec& job) {
-  return Catalog::Load(CatalogPathFor(flag, job.cluster.catalog));
-}
-
 // How long the ranks may take to stop after a signal: the step in progress
 // and a checkpoint (train.checkpoint_on_stop) at the disk's measured write
 // speed, each with half again as margin, and 30 s.
@@ -441,7 +382,7 @@ StatusOr<PlannedRun> MpirunRunner::Plan() {
   // The data, read whole here before anything is probed or started: a rank
   // would refuse it only after the probe.
   TC_RETURN_IF_ERROR(CheckJobDataFitsModel(job_, UINT64_MAX));
-  TC_ASSIGN_OR_RETURN(catalog_, LoadCatalog(opt_.catalog, job_));
+  TC_ASSIGN_OR_RETURN(catalog_, Catalog::Load(CatalogPathFor(opt_.catalog, job_.cluster.catalog)));
   PlannedRun run;
   const fs::path out = !opt_.out.empty() ? fs::path(opt_.out) : fs::path("runs") / (job_.name + "-" + Stamp());
   run.out = out.string();
@@ -604,62 +545,6 @@ int LaunchRun(const LaunchOptions& opt) {
     return RunPipeline(*MakeMpiJobRunner(k8s), opt.job_path, opt.dry_run);
   }
   return RunPipeline(*MakeMpirunRunner(opt, std::move(*job)), opt.job_path, opt.dry_run);
-}
-
-int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
-  const fs::path dir(dir_arg);
-  StatusOr<JobSpec> job = LoadJobFile((dir / "job.resolved.yaml").string());
-  if (!job.ok()) return FailCommand(job.status().WithContext(dir_arg + ": not a tencache-launch run folder"));
-  StatusOr<Catalog> catalog = LoadCatalog(catalog_flag, *job);
-  if (!catalog.ok()) return FailCommand(catalog.status());
-  std::ifstream in(dir / "machine.json");
-  nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
-  if (m.is_discarded() || !m.is_object()) {
-    return FailCommand(Status::InvalidArgument((dir / "machine.json").string() + ": missing or not JSON"));
-  }
-  std::string status = "interrupted";
-  std::ifstream run_in(dir / "run.json");
-  nlohmann::json run = nlohmann::json::parse(run_in, nullptr, false);
-  std::map<int, std::string> rank_hosts;
-  if (!run.is_discarded() && run.is_object()) {
-    status = run.value("status", status);
-    if (run.contains("rank_hosts")) rank_hosts = RankHostsFromJson(run["rank_hosts"]);
-  }
-  if (m.value("target", "") == "k8s") {  // predicted: the plan's instance type, as run
-    JobSpec planned = *job;
-    planned.cluster.instance_types = {m.value("instance_type", "")};
-    StatusOr<PlanResult> plan = PlanJob(planned, *catalog, ModelAssumptions());
-    if (!plan.ok()) return FailCommand(plan.status());
-    if (plan->chosen < 0) return FailCommand(Status::InvalidArgument(dir_arg + ": the run's instance type is no longer feasible"));
-    return WriteReport(dir.string(), *job, *catalog, plan->candidates[plan->chosen], m, status, {}, rank_hosts);
-  }
-  if (job->cluster.target == Target::kHosts && m.contains("instance_type")) {  // described by the catalog
-    StatusOr<LocalCandidate> local = MakeCatalogHostsCandidate(*job, *catalog);
-    if (!local.ok()) return FailCommand(local.status());
-    const Candidate predicted = EvaluateCandidate(*job, local->instance, local->gpu, local->nodes, local->assumptions);
-    return WriteReport(dir.string(), *job, *catalog, predicted, m, status, local->notes, rank_hosts);
-  }
-  MachineFacts facts;
-  LocalProbes probes;
-  int ranks = 1, mb = 1;
-  try {
-    StatusOr<MachineFacts> read_facts = MachineFacts::FromJson(m.at("facts"));
-    if (!read_facts.ok()) return FailCommand(read_facts.status().WithContext((dir / "machine.json").string()));
-    facts = *read_facts;
-    ranks = m.at("ranks").get<int>();
-    mb = m.at("probe_micro_batch").get<int>();
-    StatusOr<LocalProbes> read = LocalProbes::FromJson(m.at("probes"));
-    if (!read.ok()) return FailCommand(read.status().WithContext((dir / "machine.json").string()));
-    probes = *read;
-  } catch (const nlohmann::json::exception& e) {
-    return FailCommand(Status::InvalidArgument((dir / "machine.json").string() + ": " + e.what()));
-  }
-  JobSpec probed = *job;
-  probed.train.micro_batch = mb;
-  const int nodes = job->cluster.target == Target::kHosts ? job->cluster.nodes : 1;
-  const LocalCandidate local = MakeLocalCandidate(probed, facts, probes, ranks, nodes);
-  const Candidate predicted = EvaluateCandidate(*job, local.instance, local.gpu, local.nodes, local.assumptions);
-  return WriteReport(dir.string(), *job, *catalog, predicted, m, status, local.notes, rank_hosts);
 }
 
 }  // namespace tencache

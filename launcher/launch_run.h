@@ -1,4 +1,4 @@
-// LaunchRun: `tencache-launch run` (and `report`) from a job file to a finished
+// LaunchRun: `tencache-launch run` from a job file to a finished
 // run folder, through RunPipeline (launcher/run_pipeline.h) with the runner of
 // cluster.target: MakeMpirunRunner for local and hosts — this machine a
 // candidate, measured (or read from the per-machine probe cache), the ranks
@@ -10,16 +10,13 @@
 //   logs/              rank-N.out / rank-N.err, mpirun.err
 //   metrics.jsonl      rank 0's per-step metrics
 //   run.json           how the run ended
-//   report.json, report.md, *.png, plots/   the report
+//   report.json, report.md, *.png, plots/   the report (launcher/report_writer.h)
 // Single-threaded; one launch per process.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/job_spec.h"
 #include "common/status.h"
@@ -55,16 +52,5 @@ int LaunchRun(const LaunchOptions& options);
 // The runner of cluster.target local and hosts for `job` (loaded with
 // `options`' overrides). `options` must outlive it.
 std::unique_ptr<Runner> MakeMpirunRunner(const LaunchOptions& options, JobSpec job);
-
-// Writes DIR/report.json from DIR/metrics.jsonl and the plan, renders report.md
-// and the pictures, and prints the summary. 0, or 1 when no report could be made.
-// `rank_hosts`: the host each rank reported (RunOutcome), for per-node figures.
-int WriteReport(const std::string& dir, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
-                const nlohmann::ordered_json& machine, const std::string& status, const std::vector<std::string>& notes,
-                const std::map<int, std::string>& rank_hosts = {});
-
-// Rebuilds report.json, report.md and the pictures of the run in `dir`
-// (finished or interrupted). Same exit codes.
-int RebuildReport(const std::string& dir, const std::string& catalog);
 
 }  // namespace tencache

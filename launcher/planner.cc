@@ -335,9 +335,8 @@ nlohmann::ordered_json CandidateJson(const Candidate& c) {
   j["step"] = {{"accum_steps", c.step.accum_steps},   {"compute_s", c.step.compute_s},
                {"h2d_s", c.step.h2d_s},               {"d2h_s", c.step.d2h_s},
                {"nvme_s", c.step.nvme_s},             {"collective_s", c.step.collective_s},
-               {"micro_step_s", c.step.micro_step_s}, {"optimizer_s", c.step.optimizer_s},
-               {"bytes_h2d", c.step.bytes_h2d},       {"bytes_d2h", c.step.bytes_d2h},
-               {"bytes_nvme_read", c.step.bytes_nvme_read}, {"bytes_nvme_write", c.step.bytes_nvme_write}};
+               {"micro_step_s", c.step.micro_step_s}, {"optimizer_s", c.step.optimizer_s}};
+  for (Link l : kLinks) j["step"][std::string("bytes_") + LinkName(l)] = c.step.bytes[l];
   j["tokens_per_s"] = c.tokens_per_s;
   j["epoch_hours"] = c.epoch_hours;
   j["cost_per_epoch_usd"] = c.cost_per_epoch_usd;

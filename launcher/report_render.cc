@@ -31,6 +31,7 @@
 #include "launcher/probe_conditions.h"
 #include "launcher/report_json.h"
 #include "launcher/report_nodes.h"
+#include "launcher/run_folder.h"
 
 namespace tencache {
 namespace {
@@ -629,7 +630,7 @@ Status RenderReport(const std::string& run_dir, std::string* summary, std::vecto
     if (m.rows.empty()) warnings->push_back(run_dir + "/metrics.jsonl: no steps, so no pictures of steps");
   }
   const Pictures p = DrawPictures(run_dir, r, m, warnings);
-  TC_RETURN_IF_ERROR(WriteFileAtomically(run_dir + "/report.md", RenderMarkdown(r, machine, m, p)));
+  TC_RETURN_IF_ERROR(RunFolder(run_dir).Write("report.md", RenderMarkdown(r, machine, m, p)));
   if (summary != nullptr) *summary = RenderSummary(r, machine);
   return p.status;
 }

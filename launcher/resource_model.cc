@@ -275,10 +275,10 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   out.optimizer_s = in_backward ? adam : std::max(adam + opt_cpu_s, opt_io) + a.exposed_transfer_fraction * opt_io;
   out.step_s = (out.accum_steps - 1) * out.micro_step_s + out.last_micro_step_s +
                (in_backward ? 0.0 : out.optimizer_s) + a.step_overhead_s;
-  out.bytes_h2d = out.accum_steps * h2d_bytes + opt_h2d;
-  out.bytes_d2h = out.accum_steps * d2h_bytes;
-  out.bytes_nvme_read = out.accum_steps * rd_bytes + opt_rd;
-  out.bytes_nvme_write = out.accum_steps * wr_bytes + opt_wr;
+  out.bytes[Link::kH2D] = out.accum_steps * h2d_bytes + opt_h2d;
+  out.bytes[Link::kD2H] = out.accum_steps * d2h_bytes;
+  out.bytes[Link::kNvmeRead] = out.accum_steps * rd_bytes + opt_rd;
+  out.bytes[Link::kNvmeWrite] = out.accum_steps * wr_bytes + opt_wr;
   return out;
 }
 

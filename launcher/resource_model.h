@@ -154,7 +154,7 @@ struct StepBreakdown {
   // (accum_steps - 1) x micro_step_s + last_micro_step_s + overhead, and
   // optimizer_s after them where the updates are deferred.
   double step_s = 0;
-  double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // per step, per rank
+  LinkBytes bytes;  // per step, per rank
 };
 
 struct Candidate {

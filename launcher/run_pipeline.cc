@@ -3,27 +3,13 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "common/text_file.h"
 #include "launcher/exit_code.h"
-#include "launcher/launch_run.h"
+#include "launcher/report_writer.h"
 #include "launcher/report_nodes.h"
 
 namespace tencache {
 
 namespace fs = std::filesystem;
-
-std::string RunFolder::Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-
-Status RunFolder::Create() const {
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return Status::IoError(dir_ + ": cannot create the run folder: " + ec.message());
-  return Status::Ok();
-}
-
-Status RunFolder::Write(const std::string& name, const std::string& text) const {
-  return WriteFileAtomically(Path(name), text);
-}
 
 std::string RunStatus(const RunOutcome& o) {
   return o.exit_code == 0 ? "finished" : o.interrupted ? "interrupted" : "failed";
@@ -98,7 +84,7 @@ int RunPipeline(Runner& runner, const std::string& job_path, bool dry_run) {
   int code = kExitOk;
   if (Status s = WriteRunRecord(runner, folder, run, *outcome); !s.ok()) code = FailCommand(s);
   if (outcome->steps_done > 0) {
-    const int reported = WriteReport(run.out, resolved.job, *run.catalog, runner.Predicted(run, resolved),
+    const int reported = WriteReport(folder, resolved.job, *run.catalog, runner.Predicted(run, resolved),
                                      run.machine, RunStatus(*outcome), run.notes, outcome->rank_hosts);
     if (code == kExitOk) code = reported;
   }

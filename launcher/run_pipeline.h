@@ -3,9 +3,9 @@
 // differs between targets: this machine or cluster.hosts under Open MPI
 // (launcher/launch_run.h, MakeMpirunRunner) and a Kubeflow MPIJob on
 // Kubernetes (launcher/launch_k8s.h, MakeMpiJobRunner). Every file the
-// pipeline puts in the run folder goes through RunFolder, whose errors name
-// the file; the streams a run appends to while it follows (logs/,
-// metrics.jsonl) are the followers' (launcher/run_follower.h).
+// pipeline puts in the run folder goes through RunFolder
+// (launcher/run_folder.h), whose errors name the file; the report is
+// launcher/report_writer.h's.
 // Single-threaded; one pipeline per process (a runner installs SIGINT /
 // SIGTERM handlers while it follows).
 #pragma once
@@ -22,25 +22,9 @@
 #include "launcher/local_runner.h"
 #include "launcher/planner.h"
 #include "launcher/resolved_job.h"
+#include "launcher/run_folder.h"
 
 namespace tencache {
-
-// A run folder. Constant after construction; thread-safe for distinct names.
-class RunFolder {
- public:
-  explicit RunFolder(std::string dir) : dir_(std::move(dir)) {}
-  const std::string& dir() const { return dir_; }
-  // DIR/NAME.
-  std::string Path(const std::string& name) const;
-  // Makes the folder and its parents; IoError naming the folder.
-  Status Create() const;
-  // DIR/NAME holds `text`, whole (common/text_file.h's WriteFileAtomically);
-  // IoError naming the file. REQUIRES: the folder exists.
-  Status Write(const std::string& name, const std::string& text) const;
-
- private:
-  const std::string dir_;
-};
 
 // What a Runner planned: the job and the candidate that runs it. Valid while
 // the Runner that made it lives (the plan points into what the runner holds).
@@ -102,7 +86,7 @@ int RunExitCode(const RunOutcome& outcome);
 // The run folder: what Prepare returned, run.json (status, target,
 // exit_code, steps_done, failed_rank, failed_host, failure, last_stderr,
 // stop_seconds, stop_forced, rank_hosts and the runner's RunFields) and, when
-// a step ran, the report (WriteReport).
+// a step ran, the report (launcher/report_writer.h's WriteReport).
 int RunPipeline(Runner& runner, const std::string& job_path, bool dry_run);
 
 }  // namespace tencache

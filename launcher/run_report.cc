@@ -52,9 +52,12 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
       r.skipped_steps = std::max<int64_t>(r.skipped_steps, m["skipped_steps"].get<int64_t>());
     }
     if (int(i) < r.warmup) continue;
-    for (const char* k : {"step_time_s", "tokens_per_s", "stall_s", "device_hit_rate", "bytes_h2d", "bytes_d2h",
-                          "bytes_nvme_read", "bytes_nvme_write"}) {
+    for (const char* k : {"step_time_s", "tokens_per_s", "stall_s", "device_hit_rate"}) {
       v[k].push_back(NumberField(m, k));
+    }
+    for (Link l : kLinks) {
+      const std::string key = std::string("bytes_") + LinkName(l);
+      v[key].push_back(NumberField(m, key.c_str()));
     }
     if (m.contains("lane_busy_s") && m["lane_busy_s"].is_object()) {
       r.has_lanes = true;
@@ -71,10 +74,7 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
   r.tokens_per_s = Median(v["tokens_per_s"]);
   r.stall_s = Median(v["stall_s"]);
   r.device_hit_rate = Median(v["device_hit_rate"]);
-  r.bytes_h2d = Median(v["bytes_h2d"]);
-  r.bytes_d2h = Median(v["bytes_d2h"]);
-  r.bytes_nvme_read = Median(v["bytes_nvme_read"]);
-  r.bytes_nvme_write = Median(v["bytes_nvme_write"]);
+  for (Link l : kLinks) r.bytes[l] = Median(v[std::string("bytes_") + LinkName(l)]);
   std::vector<double> first;
   for (size_t i = size_t(r.warmup); i < metrics.size() && first.size() < size_t(kCalibrationSteps); ++i) {
     first.push_back(NumberField(metrics[i], "step_time_s"));
@@ -90,10 +90,11 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
 Calibration Calibrate(const MeasuredRun& run, const Candidate& p, int ranks, const ModelAssumptions& base) {
   Calibration c;
   c.assumptions = base;
-  const double measured[kNumLinks] = {run.bytes_h2d / ranks, run.bytes_d2h / ranks, run.bytes_nvme_read / ranks,
-                                      run.bytes_nvme_write / ranks};
-  const double predicted[kNumLinks] = {p.step.bytes_h2d, p.step.bytes_d2h, p.step.bytes_nvme_read,
-                                       p.step.bytes_nvme_write};
+  double measured[kNumLinks], predicted[kNumLinks];
+  for (Link l : kLinks) {
+    measured[int(l)] = run.bytes[l] / ranks;
+    predicted[int(l)] = p.step.bytes[l];
+  }
   for (int i = 0; i < kNumLinks; ++i) {
     const char* name = NamesOf(Link(i)).path;
     if (predicted[i] > 0 && measured[i] > 0) {
@@ -185,9 +186,7 @@ ReportPredicted PredictedSection(const Candidate& p, double tokens_per_step) {
   const double lanes[kReportPredictedLanes] = {p.step.compute_s, p.step.h2d_s, p.step.d2h_s,
                                                p.step.nvme_s, p.step.collective_s, p.step.optimizer_s};
   for (int l = 0; l < kReportPredictedLanes; ++l) r.lanes_s[l] = lanes[l];
-  const double bytes[kReportLinks] = {double(p.step.bytes_h2d), double(p.step.bytes_d2h),
-                                      double(p.step.bytes_nvme_read), double(p.step.bytes_nvme_write)};
-  for (int l = 0; l < kReportLinks; ++l) r.bytes_per_rank[l] = bytes[l];
+  for (Link l : kLinks) r.bytes_per_rank[int(l)] = p.step.bytes[l];
   return r;
 }
 
@@ -230,8 +229,7 @@ ReportMeasured MeasuredSection(const MeasuredRun& run) {
   m.tokens_per_s = run.tokens_per_s;
   m.stall_s = run.stall_s;
   m.device_hit_rate = run.device_hit_rate;
-  const double bytes[kReportLinks] = {run.bytes_h2d, run.bytes_d2h, run.bytes_nvme_read, run.bytes_nvme_write};
-  for (int l = 0; l < kReportLinks; ++l) m.bytes[l] = bytes[l];
+  for (Link l : kLinks) m.bytes[int(l)] = run.bytes[l];
   m.peak_bytes[0] = run.peak_device;
   m.peak_bytes[1] = run.peak_host;
   m.peak_bytes[2] = run.peak_nvme;

@@ -36,7 +36,7 @@ struct MeasuredRun {
   int steps = 0;
   int warmup = 0;
   double step_time_s = 0, tokens_per_s = 0, stall_s = 0, device_hit_rate = 0;
-  double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;
+  LinkBytes bytes;
   double peak_device = 0, peak_host = 0, peak_nvme = 0;  // max over steps (each the max over ranks)
   double loss_first = 0, loss_last = 0;
   // The median step time of the first kCalibrationSteps steps past warm-up

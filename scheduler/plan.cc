@@ -4,6 +4,7 @@
 #include <climits>
 #include <map>
 #include <set>
+#include <string>
 
 #include "cachemgr/size_class_pool.h"
 #include "scheduler/host_tier_model.h"
@@ -11,14 +12,11 @@
 namespace tencache {
 
 Status ValidateLinkSpeeds(const LinkSpeeds& l) {
-  auto positive = [](double v, const char* name) -> Status {
+  auto positive = [](double v, const std::string& name) -> Status {
     if (v > 0) return Status::Ok();
-    return Status::InvalidArgument(std::string(name) + ": expected a bandwidth > 0 bytes/s");
+    return Status::InvalidArgument(name + ": expected a bandwidth > 0 bytes/s");
   };
-  TC_RETURN_IF_ERROR(positive(l.nvme_read_bps, "nvme_read_bps"));
-  TC_RETURN_IF_ERROR(positive(l.nvme_write_bps, "nvme_write_bps"));
-  TC_RETURN_IF_ERROR(positive(l.h2d_bps, "h2d_bps"));
-  TC_RETURN_IF_ERROR(positive(l.d2h_bps, "d2h_bps"));
+  for (Link link : kLinks) TC_RETURN_IF_ERROR(positive(l.Bps(link), std::string(LinkName(link)) + "_bps"));
   return positive(l.collective_bps, "collective_bps");
 }
 

@@ -1,5 +1,7 @@
 #include "scheduler/sim_cli.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -10,12 +12,26 @@
 
 #include "common/byte_size.h"
 #include "common/cli.h"
+#include "common/link.h"
 #include "common/model_shape.h"
 #include "scheduler/policies.h"
 
 namespace tencache {
 
 namespace {
+
+std::array<double, kNumLinks> DefaultLinkGbps() {
+  std::array<double, kNumLinks> gbps{};
+  for (Link l : kLinks) gbps[int(l)] = LinkSpeeds().Bps(l) / 1e9;
+  return gbps;
+}
+
+// A link's speed flag: --KEY-gbps with KEY its name, '-' for '_' (--nvme-read-gbps).
+std::string LinkFlag(Link link) {
+  std::string key = LinkName(link);
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key + "-gbps";
+}
 
 // The flags that are not stored as they are written: rates in the units people
 // write them (GB/s, TFLOP/s), the policy list and dtype as text. ApplyFlags turns
@@ -25,10 +41,7 @@ struct SimFlags {
   std::string dtype = "bf16";
   double device_tflops = SynthOptions().device_flops / 1e12;
   double host_adam_rate = SynthOptions().host_adam_params_per_s;
-  double h2d_gbps = LinkSpeeds().h2d_bps / 1e9;
-  double d2h_gbps = LinkSpeeds().d2h_bps / 1e9;
-  double nvme_read_gbps = LinkSpeeds().nvme_read_bps / 1e9;
-  double nvme_write_gbps = LinkSpeeds().nvme_write_bps / 1e9;
+  std::array<double, kNumLinks> link_gbps = DefaultLinkGbps();  // by Link
   double net_gbps = LinkSpeeds().collective_bps / 1e9;
   bool separate_pcie = false;
   double copy_latency_us = 0;
@@ -101,10 +114,7 @@ void AddLinkFlags(CLI::App& app, SimFlags& f) {
   auto gbps = [&](const std::string& name, double* value, const std::string& help) {
     app.add_option(name, *value, help)->type_name("GB/S")->check(PositiveNumber())->group(group);
   };
-  gbps("--h2d-gbps", &f.h2d_gbps, "host->device GB/s");
-  gbps("--d2h-gbps", &f.d2h_gbps, "device->host GB/s");
-  gbps("--nvme-read-gbps", &f.nvme_read_gbps, "NVMe->host GB/s");
-  gbps("--nvme-write-gbps", &f.nvme_write_gbps, "host->NVMe GB/s");
+  for (Link l : kLinks) gbps(LinkFlag(l), &f.link_gbps[int(l)], std::string(NamesOf(l).path) + " GB/s");
   gbps("--net-gbps", &f.net_gbps, "collective bandwidth per rank, GB/s");
   app.add_flag("--separate-pcie", f.separate_pcie, "collectives do not share the PCIe lanes with host copies")
       ->group(group);
@@ -123,10 +133,7 @@ void ApplyFlags(const SimFlags& f, SimCliOptions* o) {
   o->synth.dtype = f.dtype == "fp16" ? DType::kFp16 : f.dtype == "fp32" ? DType::kFp32 : DType::kBf16;
   o->synth.device_flops = f.device_tflops * 1e12;
   o->synth.host_adam_params_per_s = f.host_adam_rate;
-  o->sim.links.h2d_bps = f.h2d_gbps * 1e9;
-  o->sim.links.d2h_bps = f.d2h_gbps * 1e9;
-  o->sim.links.nvme_read_bps = f.nvme_read_gbps * 1e9;
-  o->sim.links.nvme_write_bps = f.nvme_write_gbps * 1e9;
+  for (Link l : kLinks) o->sim.links.Bps(l) = f.link_gbps[int(l)] * 1e9;
   o->sim.links.collective_bps = o->synth.collective_bps = f.net_gbps * 1e9;
   o->sim.links.collectives_share_pcie = !f.separate_pcie;
   o->sim.copy_latency_s = f.copy_latency_us * 1e-6;
@@ -157,13 +164,17 @@ int ParseSimArgs(const std::vector<std::string>& args, SimCliOptions* options, s
 std::string FormatResultsJson(const std::vector<PolicyResult>& results) {
   nlohmann::json arr = nlohmann::json::array();
   for (const PolicyResult& r : results) {
-    arr.push_back({{"policy", r.policy}, {"device_hit_rate", r.device_hit_rate},
-                   {"host_hit_rate", r.host_hit_rate}, {"bytes_h2d", r.bytes_h2d},
-                   {"bytes_d2h", r.bytes_d2h}, {"bytes_nvme_read", r.bytes_nvme_read},
-                   {"bytes_nvme_write", r.bytes_nvme_write}, {"stall_s", r.stall_s},
-                   {"step_time_s", r.step_time_s}, {"collective_delay_s", r.collective_delay_s},
-                   {"lane_busy_s", r.lanes.ToJson()}, {"bound_lane", StepLaneName(r.lanes.Largest())},
-                   {"overlap_efficiency", r.overlap_efficiency}});
+    nlohmann::json o = {{"policy", r.policy},
+                        {"device_hit_rate", r.device_hit_rate},
+                        {"host_hit_rate", r.host_hit_rate},
+                        {"stall_s", r.stall_s},
+                        {"step_time_s", r.step_time_s},
+                        {"collective_delay_s", r.collective_delay_s},
+                        {"lane_busy_s", r.lanes.ToJson()},
+                        {"bound_lane", StepLaneName(r.lanes.Largest())},
+                        {"overlap_efficiency", r.overlap_efficiency}};
+    for (Link l : kLinks) o[std::string("bytes_") + LinkName(l)] = r.bytes[l];
+    arr.push_back(o);
   }
   return nlohmann::json{{"results", arr}}.dump(2) + "\n";
 }
@@ -178,8 +189,8 @@ std::string FormatResultsTable(const std::vector<PolicyResult>& results) {
   for (const PolicyResult& r : results) {
     std::snprintf(line, sizeof line, "%-15s %8.2f%% %8.2f%% %11s %11s %11s %11s %10.4f %10.4f %8.3f %-11s\n",
                   r.policy.c_str(), 100 * r.device_hit_rate, 100 * r.host_hit_rate,
-                  FormatBytes(r.bytes_h2d).c_str(), FormatBytes(r.bytes_d2h).c_str(),
-                  FormatBytes(r.bytes_nvme_read).c_str(), FormatBytes(r.bytes_nvme_write).c_str(),
+                  FormatBytes(r.bytes[Link::kH2D]).c_str(), FormatBytes(r.bytes[Link::kD2H]).c_str(),
+                  FormatBytes(r.bytes[Link::kNvmeRead]).c_str(), FormatBytes(r.bytes[Link::kNvmeWrite]).c_str(),
                   r.stall_s, r.step_time_s, r.overlap_efficiency, StepLaneName(r.lanes.Largest()));
     out += line;
   }

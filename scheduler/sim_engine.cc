@@ -130,7 +130,7 @@ double SimContext::PredictArrival(TensorId id) const {
 double SimContext::Copy(Link link, double ready, uint64_t bytes) {
   Lane& l = lane(link);
   const double end = l.Reserve(ready, sim_.CopySeconds(link, bytes, l.bps));
-  if (counting_) totals_.bytes(link) += bytes;
+  if (counting_) totals_.bytes[link] += bytes;
   return end;
 }
 
@@ -490,7 +490,7 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
   const double accesses = steps * double(seq_.size());
   r.device_hit_rate = double(s.hits_) / accesses;
   r.host_hit_rate = double(s.host_served_) / accesses;
-  for (Link l : kLinks) r.bytes(l) = uint64_t(double(r.bytes(l)) / steps);
+  for (Link l : kLinks) r.bytes[l] = uint64_t(double(r.bytes[l]) / steps);
   r.stall_s /= steps;
   r.collective_delay_s /= steps;
   r.step_time_s = counted_time / steps;

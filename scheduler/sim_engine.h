@@ -49,20 +49,7 @@ struct PolicyResult {
   std::string policy;
   double device_hit_rate = 0;  // hits / device accesses
   double host_hit_rate = 0;    // device misses whose parameter was in host memory / device accesses
-  uint64_t bytes_h2d = 0;
-  uint64_t bytes_d2h = 0;
-  uint64_t bytes_nvme_read = 0;
-  uint64_t bytes_nvme_write = 0;
-  // The field above that counts `link`'s bytes.
-  uint64_t& bytes(Link link) {
-    switch (link) {
-      case Link::kH2D: return bytes_h2d;
-      case Link::kD2H: return bytes_d2h;
-      case Link::kNvmeRead: return bytes_nvme_read;
-      case Link::kNvmeWrite: return bytes_nvme_write;
-    }
-    return bytes_h2d;
-  }
+  LinkByteCounts bytes;        // per link
   double stall_s = 0;          // compute waiting for tensors and all-gathers
   double step_time_s = 0;
   // All-gathers started late because the host->device lane was busy (shared PCIe).
@@ -159,7 +146,7 @@ class SimContext {
   void DropHost(uint32_t t, double at);
   // Copies `id`'s parameter from host memory (HostAcquire'd first, requested at
   // `host_request` <= now) to the device, requested now; returns when it has
-  // arrived. Counts bytes_h2d.
+  // arrived. Counts bytes[Link::kH2D].
   double CopyToDevice(TensorId id, double host_request);
   Lane& lane(Link link) { return links_[static_cast<int>(link)]; }
   const Lane& lane(Link link) const { return links_[static_cast<int>(link)]; }

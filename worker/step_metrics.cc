@@ -25,10 +25,7 @@ std::string StepMetrics::ToJson() const {
   j["host_acquire_hit_rate"] = host_acquire_hit_rate;
   j["compute_dtype"] = compute_dtype;
   j["job_dtype"] = job_dtype;
-  j["bytes_h2d"] = bytes_h2d;
-  j["bytes_d2h"] = bytes_d2h;
-  j["bytes_nvme_read"] = bytes_nvme_read;
-  j["bytes_nvme_write"] = bytes_nvme_write;
+  for (Link l : kLinks) j[std::string("bytes_") + LinkName(l)] = bytes[l];
   j["stall_s"] = stall_s;
   j["allocations_after_warmup"] = allocations_after_warmup;
   j["device_used_bytes"] = device_used_bytes;
@@ -50,10 +47,11 @@ std::string StepMetrics::ToJson() const {
   };
   column("step_time_s", &RankFigures::step_time_s);
   column("stall_s", &RankFigures::stall_s);
-  column("bytes_h2d", &RankFigures::bytes_h2d);
-  column("bytes_d2h", &RankFigures::bytes_d2h);
-  column("bytes_nvme_read", &RankFigures::bytes_nvme_read);
-  column("bytes_nvme_write", &RankFigures::bytes_nvme_write);
+  for (Link l : kLinks) {
+    nlohmann::json v = nlohmann::json::array();
+    for (const RankFigures& r : per_rank) v.push_back(r.bytes[l]);
+    ranks[std::string("bytes_") + LinkName(l)] = v;
+  }
   column("host_used_bytes", &RankFigures::host_used_bytes);
   column("nvme_used_bytes", &RankFigures::nvme_used_bytes);
   column("peak_rss_bytes", &RankFigures::peak_rss_bytes);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/link.h"
 #include "common/step_lanes.h"
 
 namespace tencache {
@@ -42,7 +43,7 @@ struct StepMetrics {
   // and optimizer; "fp32"), and the job's model.dtype.
   std::string compute_dtype = "fp32";
   std::string job_dtype;
-  double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;  // summed over ranks
+  LinkBytes bytes;           // summed over ranks
   double stall_s = 0;        // summed over ranks
   double allocations_after_warmup = 0;  // summed over ranks
   double device_used_bytes = 0, device_reserved_bytes = 0;  // max over ranks
@@ -63,7 +64,7 @@ struct StepMetrics {
   // cannot say.
   struct RankFigures {
     double step_time_s = 0, stall_s = 0;
-    double bytes_h2d = 0, bytes_d2h = 0, bytes_nvme_read = 0, bytes_nvme_write = 0;
+    LinkBytes bytes;
     double host_used_bytes = 0, nvme_used_bytes = 0;
     double peak_rss_bytes = -1, setup_peak_rss_bytes = -1;
     LaneBusy lanes;

@@ -115,9 +115,6 @@ class Trainer {
   std::string Describe() const;
   int accum_steps() const { return accum_; }
   const Profiler& profiler() const { return profiler_; }
-  // The events (scheduler/step_events.h) of the step that became the current
-  // profile, in order: its acquires, consumed gradient pieces and access ends.
-  const std::vector<StepEvent>& profiled_events() const { return profiled_events_; }
   // The shards' store (tests and tools inspect the cache through it).
   ShardStore* store() const { return store_.get(); }
 

@@ -53,7 +53,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   for (int r = 0; r < ranks_; ++r) {
     const double* f = &all[size_t(r) * kFields];
     for (int i = 0; i < 5; ++i) peak[i] = std::max(peak[i], f[i]);
-    per_rank[r] = {f[5], f[6], f[7], f[8], f[9], f[10], f[2], f[4], f[11], f[12], LaneBusy{}};  // lanes: below
+    per_rank[r] = {f[5], f[6], LinkBytes{{f[7], f[8], f[9], f[10]}}, f[2], f[4], f[11], f[12], LaneBusy{}};  // lanes: below
     for (int l = 0; l < kStepLanes; ++l) {
       per_rank[r].lanes.seconds[l] = f[kFixed + l];
       busiest.seconds[l] = std::max(busiest.seconds[l], f[kFixed + l]);
@@ -69,10 +69,10 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.loss_scale = fp16_ ? deferred_->step_loss_scale() : 0.0;
   m.skipped = deferred_->step_skipped();
   m.skipped_steps = deferred_->skipped_steps();
-  m.bytes_h2d = sums[1];
-  m.bytes_d2h = sums[2];
-  m.bytes_nvme_read = sums[3];
-  m.bytes_nvme_write = sums[4];
+  m.bytes[Link::kH2D] = sums[1];
+  m.bytes[Link::kD2H] = sums[2];
+  m.bytes[Link::kNvmeRead] = sums[3];
+  m.bytes[Link::kNvmeWrite] = sums[4];
   m.stall_s = sums[5];
   m.allocations_after_warmup = steps_run_ == 0 ? 0 : sums[6];
   m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;

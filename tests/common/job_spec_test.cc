@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/byte_size.h"
+#include "common/job_keys.h"
 
 namespace tencache {
 namespace {
@@ -188,6 +189,45 @@ TEST(JobSpec, WrongTypes) {
   ExpectMentions(ErrorFor(Replace(kFullJob, "policy: zero-infinity", "policy: zero-infinty")),
                  {"cache.policy", "did you mean 'zero-infinity'"});
   ExpectMentions(ErrorFor(Replace(kFullJob, "name: llama7b-finetune", "name: Llama_7B")), {"key 'name'", "lower-case"});
+}
+
+// Integer keys are read as integers: every value of a uint64 key up to 2^64 - 1
+// reads and writes back exactly; a fraction or a value beyond the key's range
+// is refused naming the file, the key and the range.
+TEST(JobSpec, IntegersAreReadExactly) {
+  const JobKey* seed_key = FindJobKey("train.seed");
+  ASSERT_NE(seed_key, nullptr);
+  for (const uint64_t seed : {uint64_t(0), (uint64_t(1) << 53) + 1, uint64_t(12345678901234567891ull), UINT64_MAX}) {
+    StatusOr<JobSpec> job =
+        ParseJobText(Replace(kFullJob, "seed: 1\n", "seed: " + std::to_string(seed) + "\n"), "job.yaml");
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    EXPECT_EQ(job->train.seed, seed);
+    const std::string written = seed_key->write(*job);
+    EXPECT_EQ(written, std::to_string(seed));
+    StatusOr<JobSpec> back = ParseJobText(Replace(kFullJob, "seed: 1\n", "seed: " + written + "\n"), "job.yaml");
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->train.seed, seed);
+  }
+  // Exponent form, when integral, is exact too.
+  StatusOr<JobSpec> job = ParseJobText(Replace(Replace(kFullJob, "seed: 1\n", "seed: 9.007199254740993e15\n"),
+                                               "global_batch: 64", "global_batch: 6.4e1"),
+                                       "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->train.seed, (uint64_t(1) << 53) + 1);
+  EXPECT_EQ(job->train.global_batch, 64);
+  ExpectMentions(ErrorFor(Replace(kFullJob, "seed: 1\n", "seed: 1.5\n")),
+                 {"job.yaml:12:9", "key 'train.seed': expected an integer >= 0, got '1.5'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "seed: 1\n", "seed: 18446744073709551616\n")),
+                 {"job.yaml:12", "key 'train.seed': expected an integer >= 0 and at most 18446744073709551615"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "seed: 1\n", "seed: -1\n")), {"key 'train.seed'", "got '-1'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "seed: 1\n", "seed: 1e-3\n")), {"key 'train.seed'", "got '1e-3'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "tokens_per_epoch: 2e9", "tokens_per_epoch: 1e30")),
+                 {"job.yaml:7", "key 'train.tokens_per_epoch': expected an integer >= 1 and at most 18446744073709551615",
+                  "got '1e30'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "steps: 1000", "steps: 3e9")),
+                 {"key 'train.steps': expected an integer >= 1 and at most 2147483647", "got '3e9'"});
+  ExpectMentions(ErrorFor(Replace(kFullJob, "steps: 1000", "steps: 1000.5")), {"key 'train.steps'", "got '1000.5'"});
+  ExpectMentions(ErrorFor(kFullJob, {"train.seed=2.5"}), {"--set train.seed", "key 'train.seed'", "got '2.5'"});
 }
 
 TEST(JobSpec, ZeroAndNegativeSizes) {

@@ -229,6 +229,17 @@ TEST(K8sRunner, SuccessFollowsPhasesLogAndMetrics) {
   for (const Argv& a : logs) EXPECT_EQ(a, StandIn::Call({"logs", "-f", Pod("launcher-x7k2q"), "-c", "launcher"}));
 }
 
+TEST(K8sRunner, ASnapshotThatCannotBeWrittenEndsFollowingNamingTheFile) {
+  StandIn k("success");
+  fs::create_directories(k.dir() / "logs" / "pods.json" / "in-the-way");  // a folder where the snapshot goes
+  testing::internal::CaptureStdout();
+  StatusOr<RunOutcome> r = FollowK8sJob(StandIn::Options(), k.Follow());
+  testing::internal::GetCapturedStdout();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_TRUE(Has(r.status().message(), (k.dir() / "logs" / "pods.json").string())) << r.status().message();
+}
+
 TEST(K8sRunner, AnOomKilledWorkerEndsTheRunNamingThePod) {
   StandIn k("worker-oom");
   testing::internal::CaptureStdout();

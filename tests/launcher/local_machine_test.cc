@@ -162,9 +162,9 @@ TEST(LocalMachine, TheCachesCpuWorkJoinsTheComputeWhereItHasNoCoreOfItsOwn) {
   const Candidate cs = EvaluateCandidate(job, ls.instance, ls.gpu, 1, ls.assumptions);
   const Candidate cf = EvaluateCandidate(job, lf.instance, lf.gpu, 1, lf.assumptions);
   ASSERT_TRUE(cs.feasible && cf.feasible) << cs.reason << cf.reason;
-  ASSERT_GT(cs.step.bytes_nvme_read, 0);  // the 2 MiB host sends states to NVMe
-  const double cpu = (cs.step.bytes_h2d + cs.step.bytes_d2h) / 10e9 +
-                     (cs.step.bytes_nvme_read + cs.step.bytes_nvme_write) / 4e9;
+  ASSERT_GT(cs.step.bytes[Link::kNvmeRead], 0);  // the 2 MiB host sends states to NVMe
+  const double cpu = (cs.step.bytes[Link::kH2D] + cs.step.bytes[Link::kD2H]) / 10e9 +
+                     (cs.step.bytes[Link::kNvmeRead] + cs.step.bytes[Link::kNvmeWrite]) / 4e9;
   // All of it, but where a block's copy lane was already longer than its
   // compute (the embedding's gradient: few FLOPs), the compute hides that part.
   EXPECT_LE(cs.step.step_s - cf.step.step_s, cpu + 1e-12);
@@ -316,12 +316,12 @@ TEST(LocalMachine, TheSimulatedDeviceMovesNoGradientDeviceToHost) {
   const Candidate c = EvaluateCandidate(job, l.instance, l.gpu, 1, l.assumptions);
   ASSERT_TRUE(c.feasible) << c.reason;
   ASSERT_GT(c.placement.fraction[kStateGrad][kCpu], 0.0);  // the gradients are off the device
-  EXPECT_EQ(c.step.bytes_d2h, 0.0);
+  EXPECT_EQ(c.step.bytes[Link::kD2H], 0.0);
   EXPECT_EQ(c.step.d2h_s, 0.0);
-  EXPECT_GT(c.step.bytes_h2d, 0.0);  // updated parameters still go up
+  EXPECT_GT(c.step.bytes[Link::kH2D], 0.0);  // updated parameters still go up
   ModelAssumptions gpu = l.assumptions;
   gpu.device_in_host_memory = false;
-  EXPECT_GT(EstimateStep(job, l.instance, l.gpu, 1, c.placement, c.states, 1, 1, gpu).bytes_d2h, 0.0);
+  EXPECT_GT(EstimateStep(job, l.instance, l.gpu, 1, c.placement, c.states, 1, 1, gpu).bytes[Link::kD2H], 0.0);
 }
 
 TEST(LocalMachine, FactsRoundTripThroughMachineJson) {

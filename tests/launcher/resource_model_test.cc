@@ -143,7 +143,7 @@ TEST_F(ResourceModelTest, FitsOnGpu) {
   EXPECT_EQ(c.placement.bytes[kGpu], c.states.bytes[kStateParam]);
   EXPECT_EQ(c.step.h2d_s, 0.0);  // no weight is fetched by a pass
   // Every fp32 gradient leaves the GPU, the tied embedding's twice (the head's contribution too).
-  EXPECT_DOUBLE_EQ(c.step.bytes_d2h, 4.0 * (double(c.states.bytes[kStateParam]) / 2 + 50257.0 * 768));
+  EXPECT_DOUBLE_EQ(c.step.bytes[Link::kD2H], 4.0 * (double(c.states.bytes[kStateParam]) / 2 + 50257.0 * 768));
   EXPECT_EQ(c.step.collective_s, 0.0);  // one rank
 }
 
@@ -154,7 +154,7 @@ TEST_F(ResourceModelTest, NeedsHostMemory) {
   EXPECT_EQ(c.placement.bytes[kNvme], 0u);
   // Weights stay on the GPU; the optimizer runs on the CPU and sends them back.
   EXPECT_DOUBLE_EQ(c.placement.fraction[kStateParam][kGpu], 1.0);
-  EXPECT_GT(c.step.bytes_h2d, 0.0);
+  EXPECT_GT(c.step.bytes[Link::kH2D], 0.0);
   EXPECT_GT(c.step.optimizer_s, 0.0);
   EXPECT_EQ(c.placement.bytes[kGpu] + c.placement.bytes[kCpu], c.states.total());
 }
@@ -163,8 +163,8 @@ TEST_F(ResourceModelTest, NeedsNvme) {
   Candidate c = Eval(Job("llama-2-7b", 1, 8), "g6.2xlarge", 1);  // 32 GiB RAM, 450 GB NVMe
   ASSERT_TRUE(c.feasible) << c.reason;
   EXPECT_GT(c.placement.bytes[kNvme], 0u);
-  EXPECT_GT(c.step.bytes_nvme_read, 0.0);
-  EXPECT_GT(c.step.bytes_nvme_write, 0.0);
+  EXPECT_GT(c.step.bytes[Link::kNvmeRead], 0.0);
+  EXPECT_GT(c.step.bytes[Link::kNvmeWrite], 0.0);
   EXPECT_FALSE(c.assumptions.empty());  // the NVMe bandwidth is assumed and says so
 }
 

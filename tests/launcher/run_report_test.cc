@@ -67,11 +67,11 @@ TEST(RunReport, LanesAreMediansAfterWarmup) {
 
 TEST(RunReport, CalibrationCarriesBytesAndStallOnly) {
   Candidate predicted;
-  predicted.step.bytes_h2d = 1000;  // per rank
+  predicted.step.bytes[Link::kH2D] = 1000;  // per rank
   predicted.step.h2d_s = 0.5;
   predicted.step.accum_steps = 1;
   MeasuredRun run;
-  run.bytes_h2d = 3000;  // two ranks: 1500 each
+  run.bytes[Link::kH2D] = 3000;  // two ranks: 1500 each
   run.stall_s = 0.2;     // 0.1 per rank
   const Calibration c = Calibrate(run, predicted, 2, ModelAssumptions());
   EXPECT_DOUBLE_EQ(c.assumptions.transfer_bytes_factor[0], 1.5);
@@ -99,7 +99,7 @@ TEST(RunReport, CalibratedTransfersCostMoreTime) {
   Candidate b = EvaluateCandidate(*job, *g5, *catalog->FindGpu(g5->gpu), 1, slow);
   ASSERT_TRUE(a.feasible) << a.reason;
   EXPECT_GT(b.step.step_s, a.step.step_s);
-  EXPECT_DOUBLE_EQ(b.step.bytes_h2d, a.step.bytes_h2d);  // the model's byte count is not the calibration's
+  EXPECT_DOUBLE_EQ(b.step.bytes[Link::kH2D], a.step.bytes[Link::kH2D]);  // the model's byte count is not the calibration's
 }
 
 // A probe taken while other work loaded this machine's cores predicts steps

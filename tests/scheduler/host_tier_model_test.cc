@@ -237,19 +237,19 @@ TEST(HostTierModel, EachSpilledStateByteIsReadAndWrittenOnceAStep) {
   uint64_t all = 0;
   for (uint32_t t = 0; t < m->num_tensors(); ++t) all += m->bytes(t);
   const PolicyResult roomy = Simulate(trace, all + 64 * kMiB, false);
-  EXPECT_EQ(roomy.bytes_nvme_read, 0u);
-  EXPECT_EQ(roomy.bytes_nvme_write, 0u);
+  EXPECT_EQ(roomy.bytes[Link::kNvmeRead], 0u);
+  EXPECT_EQ(roomy.bytes[Link::kNvmeWrite], 0u);
   const uint64_t least = HostTierModel::LeastBudget(trace);
   for (bool ahead : {false, true}) {
     const PolicyResult tight = Simulate(trace, least, ahead);
     SCOPED_TRACE(tight.policy);
-    EXPECT_EQ(tight.bytes_nvme_read, states);
-    EXPECT_EQ(tight.bytes_nvme_write, states);
+    EXPECT_EQ(tight.bytes[Link::kNvmeRead], states);
+    EXPECT_EQ(tight.bytes[Link::kNvmeWrite], states);
     const PolicyResult more = Simulate(trace, least + 6 * piece, ahead);
-    EXPECT_EQ(more.bytes_nvme_read, more.bytes_nvme_write);
-    EXPECT_LT(more.bytes_nvme_read, states);
-    EXPECT_GE(more.bytes_nvme_read, states - 6 * piece);  // at most the six extra slots' pieces stay
-    EXPECT_EQ(more.bytes_nvme_read % piece, 0u);
+    EXPECT_EQ(more.bytes[Link::kNvmeRead], more.bytes[Link::kNvmeWrite]);
+    EXPECT_LT(more.bytes[Link::kNvmeRead], states);
+    EXPECT_GE(more.bytes[Link::kNvmeRead], states - 6 * piece);  // at most the six extra slots' pieces stay
+    EXPECT_EQ(more.bytes[Link::kNvmeRead] % piece, 0u);
   }
 }
 
@@ -278,9 +278,9 @@ TEST(HostTierModel, AStreamedUpdateWaitsLessForTheSameBytes) {
   const uint64_t host = std::max<uint64_t>(HostTierModel::LeastBudget(whole), 1280 * kKiB);  // the tier layout's floor
   const PolicyResult s = Simulate(split, host, true, 0.5e9), w = Simulate(whole, host, true, 0.5e9);
   std::printf("stall: streamed %.6f s, whole %.6f s; NVMe read %llu / %llu bytes\n", s.stall_s, w.stall_s,
-              (unsigned long long)s.bytes_nvme_read, (unsigned long long)w.bytes_nvme_read);
+              (unsigned long long)s.bytes[Link::kNvmeRead], (unsigned long long)w.bytes[Link::kNvmeRead]);
   EXPECT_LT(s.stall_s, 0.7 * w.stall_s);  // measured: 0.98 against 1.70 ms
-  EXPECT_LE(s.bytes_nvme_read, w.bytes_nvme_read);
+  EXPECT_LE(s.bytes[Link::kNvmeRead], w.bytes[Link::kNvmeRead]);
 }
 
 // Read ahead (from the release of the access before the update's), each
@@ -301,9 +301,9 @@ TEST(HostTierModel, StatesReadAheadOverlapTheBackward) {
   DemandPolicy ahead(true), demand(false);
   const PolicyResult a = sim->Run(ahead), d = sim->Run(demand);
   std::printf("stall: ahead %.6f s, on demand %.6f s; NVMe read %llu / %llu bytes\n", a.stall_s, d.stall_s,
-              (unsigned long long)a.bytes_nvme_read, (unsigned long long)d.bytes_nvme_read);
+              (unsigned long long)a.bytes[Link::kNvmeRead], (unsigned long long)d.bytes[Link::kNvmeRead]);
   EXPECT_LT(a.stall_s, 0.2 * d.stall_s);  // measured: 1.74 against 9.99 ms
-  EXPECT_EQ(a.bytes_nvme_read, d.bytes_nvme_read);
+  EXPECT_EQ(a.bytes[Link::kNvmeRead], d.bytes[Link::kNvmeRead]);
 }
 
 // Records, at each access's end, that end and when the simulator says the

@@ -104,7 +104,7 @@ TEST(PoliciesTest, ZeroInfinityStopsPrefetchingAtNvme) {
   config.budgets.host = HostTierModel::LeastBudget(trace);
   config.steps = 1;
   auto r = RunAll(trace, config);
-  EXPECT_GT(r["zero-infinity"].bytes_nvme_read, 0u);
+  EXPECT_GT(r["zero-infinity"].bytes[Link::kNvmeRead], 0u);
   EXPECT_LT(r["zero-infinity"].host_hit_rate, 1.0 - r["zero-infinity"].device_hit_rate);
   EXPECT_LT(r["tencache"].stall_s, r["zero-infinity"].stall_s);
 }

@@ -67,6 +67,22 @@ TEST(SimCliTest, BadInputExitsTwoNamingTheFlag) {
   EXPECT_EQ(RunCli({"--model", "gpt2", "--device-budget", "1KiB", "--host-budget", "1KiB"}, &out, &err), 2);
 }
 
+TEST(SimCliTest, EachLinkHasItsSpeedFlag) {
+  const std::vector<std::string> base = {"--model", "tiny", "--device-budget", "1GiB", "--host-budget", "8GiB"};
+  struct Case { const char* flag; Link link; };
+  for (const Case& c : {Case{"--h2d-gbps", Link::kH2D}, Case{"--d2h-gbps", Link::kD2H},
+                        Case{"--nvme-read-gbps", Link::kNvmeRead}, Case{"--nvme-write-gbps", Link::kNvmeWrite}}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {c.flag, "7.5"});
+    SimCliOptions o;
+    std::ostringstream out, err;
+    ASSERT_EQ(ParseSimArgs(args, &o, out, err), -1) << c.flag << ": " << err.str();
+    for (Link l : kLinks) {
+      EXPECT_EQ(o.sim.links.Bps(l), l == c.link ? 7.5e9 : LinkSpeeds().Bps(l)) << c.flag << " " << LinkName(l);
+    }
+  }
+}
+
 TEST(SimCliTest, FlagEqualsValueMeansTheSameAsTwoWords) {
   std::string spaced, joined, err;
   ASSERT_EQ(RunCli({"--model", "tiny", "--device-budget", "1MiB", "--host-budget", "1GiB", "--ranks", "2",

@@ -45,7 +45,7 @@ TEST(SimEngineTest, PrefetchedTensorsAreMissesEvenWhenOnTime) {
   PolicyResult r = sim.Run(p);
   EXPECT_EQ(r.device_hit_rate, 0.0);
   EXPECT_DOUBLE_EQ(r.host_hit_rate, 1.0);
-  EXPECT_GT(r.bytes_h2d, 0u);
+  EXPECT_GT(r.bytes[Link::kH2D], 0u);
 }
 
 TEST(SimEngineTest, SteadyStateExcludesColdMisses) {
@@ -57,8 +57,8 @@ TEST(SimEngineTest, SteadyStateExcludesColdMisses) {
   EXPECT_EQ(r.stall_s, 0.0);
   // Everything resident: only the optimizer's in-place updates go host->device,
   // and every gradient comes back.
-  EXPECT_EQ(r.bytes_h2d, trace.TotalTensorBytes());
-  EXPECT_GE(r.bytes_d2h, trace.TotalTensorBytes());
+  EXPECT_EQ(r.bytes[Link::kH2D], trace.TotalTensorBytes());
+  EXPECT_GE(r.bytes[Link::kD2H], trace.TotalTensorBytes());
   EXPECT_GT(r.step_time_s, 0.0);
 }
 
@@ -77,7 +77,7 @@ TEST(SimEngineTest, EachGradientLeavesTheDeviceAsItsFp32Shard) {
     CacheSimulator sim = MakeSim(trace, 4 * trace.TotalTensorBytes());
     auto belady = MakePolicy("belady");
     const PolicyResult r = sim.Run(**belady);
-    EXPECT_EQ(r.bytes_d2h, grads) << DTypeName(dtype);
+    EXPECT_EQ(r.bytes[Link::kD2H], grads) << DTypeName(dtype);
   }
 }
 
@@ -304,9 +304,9 @@ TEST(SimEngineTest, StatePrefetchHidesNvmeStatesBehindTheBackward) {
   SpilledStates job;
   ASSERT_NO_FATAL_FAILURE(RunSpilledStates(&job));
   const PolicyResult &a = job.on_demand, &b = job.ahead;
-  EXPECT_GT(a.bytes_nvme_read, 0u);
-  EXPECT_EQ(a.bytes_nvme_read, b.bytes_nvme_read);
-  EXPECT_EQ(a.bytes_nvme_write, b.bytes_nvme_write);
+  EXPECT_GT(a.bytes[Link::kNvmeRead], 0u);
+  EXPECT_EQ(a.bytes[Link::kNvmeRead], b.bytes[Link::kNvmeRead]);
+  EXPECT_EQ(a.bytes[Link::kNvmeWrite], b.bytes[Link::kNvmeWrite]);
   EXPECT_LT(b.step_time_s, a.step_time_s);
 }
 
@@ -328,9 +328,9 @@ TEST(SimEngineTest, LanesAreBytesOverSpeedAndTheBusiestBoundsTheStep) {
   for (const PolicyResult* r : {&a, &b}) {
     EXPECT_NEAR(r->lanes[StepLane::kCompute], compute, 1e-9 * compute);
     EXPECT_NEAR(r->lanes[StepLane::kOptimizer], optimizer, 1e-9 * optimizer);
-    EXPECT_NEAR(r->lanes[StepLane::kNvmeRead], double(r->bytes_nvme_read) / c.links.nvme_read_bps, 1e-6);
-    EXPECT_NEAR(r->lanes[StepLane::kNvmeWrite], double(r->bytes_nvme_write) / c.links.nvme_write_bps, 1e-6);
-    EXPECT_NEAR(r->lanes[StepLane::kD2H], double(r->bytes_d2h) / c.links.d2h_bps, 1e-6);
+    EXPECT_NEAR(r->lanes[StepLane::kNvmeRead], double(r->bytes[Link::kNvmeRead]) / c.links.nvme_read_bps, 1e-6);
+    EXPECT_NEAR(r->lanes[StepLane::kNvmeWrite], double(r->bytes[Link::kNvmeWrite]) / c.links.nvme_write_bps, 1e-6);
+    EXPECT_NEAR(r->lanes[StepLane::kD2H], double(r->bytes[Link::kD2H]) / c.links.d2h_bps, 1e-6);
     for (int l = 0; l < kStepLanes; ++l) EXPECT_LE(r->lanes.seconds[l], r->step_time_s * (1 + 1e-9));
     EXPECT_DOUBLE_EQ(r->overlap_efficiency, r->lanes[r->lanes.Largest()] / r->step_time_s);
   }

@@ -165,8 +165,8 @@ std::vector<double> Losses(const JobSpec& job, Communicator* comm, int steps, do
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok()) break;
     out.push_back(m->loss);
-    nvme += m->bytes_nvme_read;
-    h2d += m->bytes_h2d;
+    nvme += m->bytes[Link::kNvmeRead];
+    h2d += m->bytes[Link::kH2D];
   }
   if (moved != nullptr) moved[0] = nvme, moved[1] = h2d;
   return out;

@@ -145,7 +145,7 @@ TEST(GpuTrainer, CachedRunOnTheGpuMatchesTheHostReference) {
   for (int s = 0; s < 12; ++s) {
     EXPECT_NEAR(cached[s].loss, ref[s].loss, 1e-5 * ref[s].loss) << "step " << s;
     EXPECT_LE(cached[s].device_used_bytes, 320.0 * 1024) << "step " << s;
-    if (s >= 2) h2d += cached[s].bytes_h2d;
+    if (s >= 2) h2d += cached[s].bytes[Link::kH2D];
   }
   EXPECT_GT(h2d, 0) << "the budget forces parameter fetches to the GPU";
   EXPECT_LT(cached.back().loss, cached.front().loss);

@@ -43,7 +43,7 @@ TEST(Recipe, GradClipAboveTheNormChangesNothingBitwise) {
       std::vector<StepMetrics> cached = Train(SmallJob("tencache", "clip-nvme", clip), solo.get(), 10);
       ExpectBitwiseLosses(plain, cached, what + ", cached");
       double nvme = 0;
-      for (const StepMetrics& m : cached) nvme += m.bytes_nvme_read;
+      for (const StepMetrics& m : cached) nvme += m.bytes[Link::kNvmeRead];
       EXPECT_GT(nvme, 0) << what;
       fs::remove_all(NvmeDir("clip-nvme"));
     }

@@ -49,7 +49,7 @@ TEST(Trainer, CachedRunEqualsTheInMemoryReferenceBitwise) {
     int prefetches = 0;
     for (int s = 0; s < 20; ++s) {
       EXPECT_EQ(cached[s].loss, reference[s].loss) << policy << ", step " << s;  // bitwise
-      nvme_read += cached[s].bytes_nvme_read;
+      nvme_read += cached[s].bytes[Link::kNvmeRead];
       prefetches += cached[s].prefetches;
       EXPECT_LE(cached[s].device_used_bytes, 320.0 * 1024) << policy;
       EXPECT_LE(cached[s].host_used_bytes, 1536.0 * 1024) << policy;
@@ -305,8 +305,8 @@ TEST(Trainer, MeasuredDeviceHitRateMatchesTheSimulatorWithinOnePoint) {
       if (s < kWarmup) continue;
       measured += m->device_hit_rate / kCounted;
       acquire += m->device_acquire_hit_rate / kCounted;
-      nvme_read += m->bytes_nvme_read / kCounted;
-      nvme_write += m->bytes_nvme_write / kCounted;
+      nvme_read += m->bytes[Link::kNvmeRead] / kCounted;
+      nvme_write += m->bytes[Link::kNvmeWrite] / kCounted;
     }
     const std::string trace = NvmeDir("sim") + "/step.trace";
     ASSERT_TRUE(t->WriteTrace(trace).ok());
@@ -490,7 +490,7 @@ TEST(Trainer, AnEmbeddingLargerThanALayerTrainsInPiecesBitwiseAsInMemory) {
       StatusOr<StepMetrics> m = (*t)->Step();
       ASSERT_TRUE(m.ok()) << m.status().ToString();
       EXPECT_EQ(m->loss, reference[s].loss) << "step " << s;  // bitwise
-      nvme_read += m->bytes_nvme_read;
+      nvme_read += m->bytes[Link::kNvmeRead];
     }
     EXPECT_GT(nvme_read, 0);  // the states did not all fit on the host
     if (std::string(dtype) == "bf16" && std::string(clip) == "train.grad_clip=0") {
