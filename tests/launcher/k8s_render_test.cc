@@ -62,7 +62,8 @@ YAML::Node Find(const std::vector<YAML::Node>& docs, const std::string& kind) {
 }
 
 TEST(K8sRender, SeventyBOnSeveralNodesTargetsTheInstanceWithItsGpusAndNoPrivilege) {
-  CommandResult r = Render("llama-2-70b");
+  // p4d.24xlarge: one node cannot hold the model states (LaunchCli's test), so the plan takes several.
+  CommandResult r = Render("llama-2-70b", "--set cluster.instance_types=[p4d.24xlarge]");
   ASSERT_EQ(r.code, 0) << r.out;
   const std::vector<YAML::Node> docs = Documents(r.out);
   ASSERT_EQ(docs.size(), 2u);
@@ -73,8 +74,10 @@ TEST(K8sRender, SeventyBOnSeveralNodesTargetsTheInstanceWithItsGpusAndNoPrivileg
   EXPECT_EQ(spec["mpiImplementation"].as<std::string>(), "OpenMPI");
   EXPECT_EQ(spec["launcherCreationPolicy"].as<std::string>(), "WaitForWorkersReady");
   for (const char* k : {"cleanPodPolicy", "backoffLimit", "ttlSecondsAfterFinished"}) EXPECT_TRUE(spec["runPolicy"][k]) << k;
-  // The plan: 4 x p5.48xlarge, 8 GPUs each.
+  // The plan: several p4d.24xlarge, 8 GPUs each.
   StatusOr<JobSpec> parsed = LoadJobFile(kSource + "/configs/examples/llama-2-70b.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  parsed->cluster.instance_types = {"p4d.24xlarge"};
   StatusOr<Catalog> catalog = Catalog::Load(DefaultCatalogPath());
   StatusOr<PlanResult> plan = PlanJob(*parsed, *catalog, ModelAssumptions());
   const Candidate& chosen = plan->candidates[plan->chosen];
@@ -120,7 +123,7 @@ TEST(K8sRender, SeventyBOnSeveralNodesTargetsTheInstanceWithItsGpusAndNoPrivileg
 
 TEST(K8sRender, NvmeVolumeKinds) {
   // A host budget that cannot hold every shard: the NVMe tier gets a volume.
-  const std::string small = "--set cache.host_budget=4GiB ";
+  const std::string small = "--set cache.host_budget=2GiB ";
   CommandResult r = Render("llama-2-7b", small + "--set cluster.nvme_volume=host-path");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("path: \"/mnt/nvme/tencache\""), std::string::npos) << r.out;

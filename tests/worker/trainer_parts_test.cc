@@ -156,18 +156,18 @@ TEST(AccessRecorder, RecordsTrainingAccessesInOrderAndKeepsTheProfiledOnes) {
     StatusOr<ShardRef> p = rig.recorder->Acquire(1, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead);
     ASSERT_TRUE(p.ok());
   }
-  rig.recorder->EndAccess(1, Phase::kForward, 0, 0, 0);
+  ASSERT_TRUE(rig.recorder->EndAccess(1, Phase::kForward, 0, 0, 0).ok());
   {
     AccessRecorder::Unrecorded off(rig.recorder.get());  // evaluation: not the step's
     EXPECT_FALSE(rig.recorder->recording());
     ASSERT_TRUE(rig.recorder->Acquire(0, ShardKind::kParam, 0, Tier::kDevice, AccessMode::kRead).ok());
-    rig.recorder->EndAccess(0, Phase::kForward, 0, 0, 0);
+    ASSERT_TRUE(rig.recorder->EndAccess(0, Phase::kForward, 0, 0, 0).ok());
   }
   EXPECT_TRUE(rig.recorder->recording());
   ASSERT_TRUE(rig.recorder->Acquire(0, ShardKind::kAdamV, 0, Tier::kHost, AccessMode::kWrite).ok());
   ASSERT_TRUE(rig.recorder->Acquire(0, ShardKind::kGrad, 0, Tier::kHost, AccessMode::kRead).ok());
   rig.recorder->Invalidate(0, ShardKind::kGrad, 0);
-  rig.recorder->EndAccess(0, Phase::kOptimizer, 0, 0, 0, 0, 1);
+  ASSERT_TRUE(rig.recorder->EndAccess(0, Phase::kOptimizer, 0, 0, 0, 0, 1).ok());
   const std::vector<StepEvent> want = {
       StepEvent::Acquire(1, kStateParam, 0, Tier::kDevice, AccessMode::kRead),
       StepEvent::AccessEnd(1, Phase::kForward),
