@@ -48,7 +48,7 @@ class ShardGatherer {
                 AccessRecorder* recorder, LaneBusy* lanes);
 
   // Elements of a whole block, padded to a multiple of the ranks.
-  size_t padded(int block) const { return layout_->counts[block] * size_t(ranks_); }
+  size_t padded(int block) const { return layout_->Padded(block, ranks_); }
 
   // The whole block into g->flat [padded(block)] from this rank's acquired
   // parameter shard `p`, in working buffer `slot` (0 or 1) where it is

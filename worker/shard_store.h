@@ -71,6 +71,9 @@ struct ShardLayout {
   bool mixed = false;          // 2-byte parameters (bf16, or fp16 when `fp16`) + fp32 masters
   bool fp16 = false;
   size_t num_blocks() const { return counts.size(); }
+  // Elements of the whole block over `ranks` shards: its numel padded to a
+  // multiple of the ranks.
+  size_t Padded(int block, int ranks) const { return counts[size_t(block)] * size_t(ranks); }
   DType dtype() const { return !mixed ? DType::kFp32 : fp16 ? DType::kFp16 : DType::kBf16; }
   // Bytes of one element of `kind` (common/shard_bytes.h StateElementBytes).
   size_t ElementBytes(ShardKind kind) const { return size_t(StateElementBytes(dtype(), ShardKindClass(kind))); }

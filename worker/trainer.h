@@ -213,7 +213,7 @@ class Trainer {
   StatusOr<StepMetrics> Collect(double loss_sum, double seconds, const CacheMetrics& cache);
   double Now() const;
   // Elements of a whole block, padded to a multiple of the ranks.
-  size_t padded(int block) const { return layout_.counts[block] * size_t(ranks_); }
+  size_t padded(int block) const { return layout_.Padded(block, ranks_); }
 
   // Constant after Create.
   const JobSpec job_;

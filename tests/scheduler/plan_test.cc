@@ -206,11 +206,9 @@ TEST(PlanTest, DeviceBudgetForCapacityInvertsTheGradientReserve) {
   }
 }
 
-// Review defect (#14): a steady-state fetch with nothing to evict had its
-// issue point at -2N (two steps ahead), outside the one step a plan spans, and
-// Build wrote by_issue_[-N] (a heap overflow under AddressSanitizer on this
-// 2-tensor trace with a 500-byte device budget). Every issue point must lie in
-// [use - N + 1, use] and every fetch be listed once.
+// A steady-state fetch with nothing to evict must still be issued within the
+// one step a plan spans (an issue point at -2N would write before by_issue_'s
+// start): every issue point lies in [use - N + 1, use], every fetch listed once.
 TEST(PlanTest, EveryIssuePointLiesWithinOneStepOfItsUse) {
   for (uint64_t bytes : {200u, 300u, 450u}) {
     std::stringstream text;
