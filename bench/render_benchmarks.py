@@ -5,7 +5,12 @@
   render_benchmarks.py --check    exit 1 if docs/benchmarks.md differs from what this would write
   render_benchmarks.py --output F write to F instead
 
-A results file holds one benchmark's latest measurement:
+A results file holds one benchmark's latest measurement. A benchmark with a
+script (bench/<name>.sh: arch_cost, cache, clip_cost, launch_prediction,
+multinode_prediction, sim_vs_worker, train, train_vs_base, zero_infinity_sim)
+has it written by that script from the run's own numbers, through
+bench/results_file.py (RESULTS_DIR=DIR writes elsewhere, for a smoke run);
+the others are edited by hand. Its keys:
   title, order (position in the doc), commands (list), machine, date, commit
   (the build measured, or the commit that recorded the figures), rounds (how
   many runs/rounds and which figure a cell gives), about (paragraphs: what is
@@ -35,12 +40,14 @@ DOC = ROOT / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks
 
 The current result of every benchmark: its command, the machine and build it ran
-on, and the spread over its rounds. This file is generated: edit
-`bench/results/<benchmark>.json` and run `bench/render_benchmarks.py` (CTest's
-`docs_benchmarks_current` fails while the two differ). Earlier measurements are
-in git history. The machines are small cloud VMs (2 vCPUs, no GPU unless said)
-whose disks and memory bandwidth drift by tens of percent between rounds: rerun
-a command on your machine before quoting a figure.
+on, and the spread over its rounds. This file is generated from
+`bench/results/<benchmark>.json`, which a benchmark's script (`bench/*.sh`)
+writes from its run (the rest are edited by hand): rerun the script, then
+`bench/render_benchmarks.py` (CTest's `docs_benchmarks_current` fails while the
+two differ). Earlier measurements are in git history. The machines are small
+cloud VMs (2 vCPUs, no GPU unless said) whose disks and memory bandwidth drift
+by tens of percent between rounds: rerun a command on your machine before
+quoting a figure.
 """
 
 REQUIRED = {"title": str, "order": int, "commands": list, "machine": str, "date": str,

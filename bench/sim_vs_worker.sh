@@ -6,19 +6,29 @@
 # it printed (`--policy tencache --steps 4 --json`). The trace's access times
 # and leads are medians over the worker's last (at most 9) timed steps, so the
 # worker's figure is its median step over those same last steps. Prints, per
-# run, both step times, the error, stall and NVMe bytes. Run it on a quiet machine.
-#   bench/sim_vs_worker.sh [ROUNDS] [IO_STEPS] [GPT2_STEPS]
+# run, both step times, the error, stall and NVMe bytes, and writes
+# $RESULTS_DIR/sim_vs_worker.json (default bench/results) from them through
+# bench/results_file.py; the runs are in a temporary folder, removed at exit.
+# Run it on a quiet machine.
+#   [RESULTS_DIR=DIR] bench/sim_vs_worker.sh [ROUNDS] [IO_STEPS] [GPT2_STEPS]
 set -euo pipefail
+usage="usage: [RESULTS_DIR=DIR] bench/sim_vs_worker.sh [ROUNDS] [IO_STEPS] [GPT2_STEPS]"
+[[ -n ${RESULTS_DIR:-} ]] && RESULTS_DIR=$(realpath -m "$RESULTS_DIR") && export RESULTS_DIR
+[[ $# -le 3 ]] || { echo "$usage" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 rounds=${1:-2}
 io_steps=${2:-30}
 gpt2_steps=${3:-8}
 for n in "$io_steps" "$gpt2_steps"; do  # a trace needs a profiled step, a refill and a timed one
-  [[ $n =~ ^[0-9]+$ && $n -ge 4 ]] || { echo "sim_vs_worker.sh: steps '$n': expected an integer >= 4" >&2; exit 2; }
+  [[ $n =~ ^[0-9]+$ && $n -ge 4 ]] || { echo "sim_vs_worker.sh: steps '$n': expected an integer >= 4; $usage" >&2; exit 2; }
 done
-[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || { echo "sim_vs_worker.sh: rounds '$rounds': expected an integer >= 1" >&2; exit 2; }
+[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || { echo "sim_vs_worker.sh: rounds '$rounds': expected an integer >= 1; $usage" >&2; exit 2; }
 build=$PWD/build
+for b in worker/tencache-worker scheduler/tencache-sim; do
+  [[ -x $build/$b ]] || { echo "sim_vs_worker.sh: $build/$b: not an executable (build it first)" >&2; exit 2; }
+done
 out=$(mktemp -d /tmp/tencache-simworker.XXXXXX)
+trap 'rm -rf "$out"' EXIT
 data=/usr/share/common-licenses/GPL-3
 cat >"$out/io.yaml" <<EOF
 name: simw-io
@@ -36,10 +46,10 @@ run() {  # job steps tag
   local job=$1 steps=$2 tag=$3
   rm -rf "$out/nvme"
   "$build/worker/tencache-worker" --job "$out/$job.yaml" --steps "$steps" --trace "$out/$tag.trace" \
-    --metrics "$out/$tag.jsonl" >"$out/$tag.log" 2>&1 || { echo "$tag: worker failed, see $out/$tag.log"; exit 1; }
+    --metrics "$out/$tag.jsonl" >"$out/$tag.log" 2>&1 || { echo "$tag: worker failed:" >&2; tail -n 30 "$out/$tag.log" >&2; exit 1; }
   local replay
   replay=$(grep -o "replay: tencache-sim.*--policy tencache" "$out/$tag.log" | sed 's/^replay: tencache-sim //')
-  [[ -n $replay ]] || { echo "$tag: no replay line in $out/$tag.log"; exit 1; }
+  [[ -n $replay ]] || { echo "$tag: no replay line in the worker's log:" >&2; tail -n 30 "$out/$tag.log" >&2; exit 1; }
   # shellcheck disable=SC2086  # the replay line is the worker's own, word-split on purpose
   "$build/scheduler/tencache-sim" $replay --steps 4 --json >"$out/$tag.sim.json"
   python3 - "$out" "$tag" <<'PY'
@@ -51,6 +61,7 @@ worker = statistics.median(m["step_time_s"] for m in last)
 stall = statistics.median(m["stall_s"] for m in last)
 rd = statistics.mean(m["bytes_nvme_read"] for m in last) / 2**20
 r = json.load(open(f"{out}/{tag}.sim.json"))["results"][0]
+json.dump({"worker": worker, "stall": stall, "read": rd, "sim": r}, open(f"{out}/{tag}.summary.json", "w"))
 print(f"{tag}: worker {worker:.4f} s (median of its last {len(last)} steps, stall {stall:.4f} s, "
       f"NVMe read {rd:.1f} MiB); sim {r['step_time_s']:.4f} s ({(r['step_time_s'] / worker - 1) * 100:+.1f} %, "
       f"stall {r['stall_s']:.4f} s, NVMe read {r['bytes_nvme_read'] / 2**20:.1f} MiB, bound {r['bound_lane']})")
@@ -60,4 +71,28 @@ for round in $(seq 1 "$rounds"); do
   run io "$io_steps" "io-$round"
   run gpt2 "$gpt2_steps" "gpt2-$round"
 done
-echo "(runs kept in $out)"
+python3 - "$out" "$rounds" "$io_steps" "$gpt2_steps" <<'PY'
+import json, sys
+sys.path.insert(0, "bench")
+import results_file as rf
+out, rounds, io_steps, gpt2_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rows = []
+for r in range(1, rounds + 1):
+    for job, label in (("io", "io-bound"), ("gpt2", "GPT-2 124M")):
+        s = json.load(open(f"{out}/{job}-{r}.summary.json"))
+        w, sim = s["worker"], s["sim"]
+        rows.append([str(r), label, f"{w:.4f} s", f"{sim['step_time_s']:.4f} s",
+                     f"{(sim['step_time_s'] / w - 1) * 100:+.1f} %", f"{s['stall']:.3f} / {sim['stall_s']:.3f} s",
+                     f"{s['read']:.1f} / {sim['bytes_nvme_read'] / 2**20:.1f} MiB"])
+rf.write(
+    "sim_vs_worker",
+    commands=[f"bench/sim_vs_worker.sh {rounds} {io_steps} {gpt2_steps}"],
+    rounds=f"{rf.plural(rounds, 'run')}; each compares one worker run with the simulator's replay of its "
+           "trace.",
+    about=[f"Runs `tencache-worker` on the io-bound job ({io_steps} steps) and on GPT-2 124M ({gpt2_steps} steps) with "
+           "`--trace`, replays each trace with `tencache-sim --policy tencache --steps 4 --json`, and compares the "
+           "simulated step with the worker's median step. error = (sim - worker) / worker; the target is within 10 %."],
+    tables=[{"columns": ["run", "job", "worker step", "sim step", "error", "stall worker / sim",
+                         "NVMe read worker / sim"], "rows": rows}],
+)
+PY

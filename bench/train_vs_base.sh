@@ -2,18 +2,26 @@
 # `tencache-bench train` of this build against another build's, side by side:
 # per round and dtype the two builds one after the other (which goes first
 # alternates between rounds), every regime of `--regime all`. Writes
-# bench/results/train_vs_base.json from the runs' own JSON (kept in a
-# temporary folder, removed at exit); bench/render_benchmarks.py renders it.
-# Run it on a quiet machine.
-#   bench/train_vs_base.sh BASE_BENCH BASE_NAME [ROUNDS] [STEPS]
+# $RESULTS_DIR/train_vs_base.json (default bench/results) from the runs' own
+# JSON (kept in a temporary folder, removed at exit) through
+# bench/results_file.py; bench/render_benchmarks.py renders it. Run it on a
+# quiet machine.
+#   [RESULTS_DIR=DIR] bench/train_vs_base.sh BASE_BENCH BASE_NAME [ROUNDS] [STEPS]
 # BASE_BENCH: tencache-bench built at the base commit (e.g. a git worktree's
 # build/bench/tencache-bench); BASE_NAME: how the table names it (its commit).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-base=${1:?usage: bench/train_vs_base.sh BASE_BENCH BASE_NAME [ROUNDS] [STEPS]}
-base_name=${2:?usage: bench/train_vs_base.sh BASE_BENCH BASE_NAME [ROUNDS] [STEPS]}
+usage="usage: [RESULTS_DIR=DIR] bench/train_vs_base.sh BASE_BENCH BASE_NAME [ROUNDS] [STEPS]"
+[[ -n ${RESULTS_DIR:-} ]] && RESULTS_DIR=$(realpath -m "$RESULTS_DIR") && export RESULTS_DIR
+[[ $# -ge 2 && $# -le 4 ]] || { echo "$usage" >&2; exit 2; }
+base=$(realpath -m "$1")
+base_name=$2
 rounds=${3:-3}
 steps=${4:-30}
+for n in "$rounds" "$steps"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench/train_vs_base.sh: '$n': expected a positive integer; $usage" >&2; exit 2; }
+done
+((steps >= 3)) || { echo "bench/train_vs_base.sh: STEPS $steps: expected >= 3 (two warm-up steps, one timed)" >&2; exit 2; }
+cd "$(dirname "$0")/.."
 this=build/bench/tencache-bench
 for b in "$this" "$base"; do
   [[ -x $b ]] || { echo "bench/train_vs_base.sh: $b: not an executable (build tencache-bench first)" >&2; exit 2; }
@@ -32,9 +40,11 @@ for round in $(seq 1 "$rounds"); do
     done
   done
 done
-python3 - "$out" "$rounds" "$steps" "$base_name" "$(git rev-parse --short HEAD)" <<'PY'
-import glob, json, os, statistics, sys, datetime
-out, rounds, steps, base_name, head = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+python3 - "$out" "$rounds" "$steps" "$base_name" <<'PY'
+import glob, json, os, statistics, sys
+sys.path.insert(0, "bench")
+import results_file as rf
+out, rounds, steps, base_name = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 ratios = {}  # (dtype, regime, policy, who) -> [ratio per round]
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     who, dtype, _ = os.path.basename(path)[:-5].split("-")
@@ -59,25 +69,21 @@ note = ("Every median of this build lies within " + base_name + "'s range or bel
         if within else "Some median of this build lies above " + base_name + "'s range: see the rows.")
 note += (f" The largest median rise is {worst[1][0]} {worst[1][1]} {worst[1][2]}, {worst[2]:.3f} -> {worst[3]:.3f}."
          if worst[0] > 0 else " No median rose.")
-result = {
-    "title": f"`tencache-bench train`: this build against {base_name}'s, side by side",
-    "order": 4,
-    "commands": [f"bench/train_vs_base.sh BASE_BENCH {base_name} {rounds} {steps} "
-                 f"(BASE_BENCH: tencache-bench built at {base_name} in a git worktree); each run: "
-                 f"tencache-bench train --regime all --steps {steps} --threads 1 --dtype D --json"],
-    "machine": "2 vCPUs (AMD EPYC), 23.5 GiB RAM, no GPU (device tier simulated in host memory), /tmp on a virtio disk; quiet",
-    "date": datetime.date.today().isoformat(),
-    "commit": f"build of {head} against build of {base_name}",
-    "rounds": f"{rounds} rounds a dtype, the two builds alternating (which went first alternated between rounds); "
-              "a cell is the median over rounds (min .. max) of the step-time ratio to the in-memory reference of the same run.",
-    "about": ["The one-model-of-a-step restructure must leave the worker's speed unchanged. Each run trains the same "
-              "small GPT under every policy side by side (the `tencache-bench train` section's setup); x NONE is its "
-              "step time over the in-memory reference's in the same run."],
-    "tables": [{"columns": ["dtype", "regime", "policy", f"{base_name}: x NONE", "this build: x NONE"], "rows": rows}],
-    "notes": [note],
-}
-with open("bench/results/train_vs_base.json", "w") as f:
-    json.dump(result, f, indent=1, ensure_ascii=False)
-    f.write("\n")
+rf.write(
+    "train_vs_base",
+    title=f"`tencache-bench train`: this build against {base_name}'s, side by side",
+    order=4,
+    commands=[f"bench/train_vs_base.sh BASE_BENCH {base_name} {rounds} {steps} "
+              f"(BASE_BENCH: tencache-bench built at {base_name} in a git worktree); each run: "
+              f"tencache-bench train --regime all --steps {steps} --threads 1 --dtype D --json"],
+    commit=f"{rf.commit()} against build of {base_name}",
+    rounds=f"{rounds} rounds a dtype, the two builds alternating (which went first alternated between rounds); "
+           "a cell is the median over rounds (min .. max) of the step-time ratio to the in-memory reference of the same run.",
+    about=["The one-model-of-a-step restructure must leave the worker's speed unchanged. Each run trains the same "
+           "small GPT under every policy side by side (the `tencache-bench train` section's setup); x NONE is its "
+           "step time over the in-memory reference's in the same run."],
+    tables=[{"columns": ["dtype", "regime", "policy", f"{base_name}: x NONE", "this build: x NONE"], "rows": rows}],
+    notes=[note],
+)
 print(note)
 PY
