@@ -16,7 +16,10 @@ void LinkCalibrator::CalibrateLinks(const CacheMetrics& c, const Trace& profile)
       measured_links_.push_back(name);
     }
   };
-  for (Link l : kLinks) measure(LinkName(l), c.link(l).bytes, c.link(l).seconds, &links_.Bps(l));
+  // A lane of the plan and the simulator serves one copy at a time at the
+  // link's rate: bytes over the seconds the link was busy (two copies in flight
+  // at once each take longer, so bytes over their summed seconds would not be).
+  for (Link l : kLinks) measure(LinkName(l), c.link(l).bytes, c.link(l).busy_seconds, &links_.Bps(l));
   uint64_t bytes = 0;
   double seconds = 0;
   for (const TraceEvent& e : profile.events) {
@@ -28,7 +31,7 @@ void LinkCalibrator::CalibrateLinks(const CacheMetrics& c, const Trace& profile)
 }
 
 void LinkCalibrator::AddSteadyStep(const CacheMetrics& cache) {
-  for (Link l : kLinks) steady_links_[int(l)].Add(cache.link(l).bytes, cache.link(l).seconds);
+  for (Link l : kLinks) steady_links_[int(l)].Add(cache.link(l).bytes, cache.link(l).busy_seconds);
 }
 
 void LinkCalibrator::LinkWindow::Add(uint64_t bytes, double seconds) {

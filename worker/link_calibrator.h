@@ -19,10 +19,12 @@ namespace tencache {
 
 class LinkCalibrator {
  public:
-  // Bytes over copy seconds of each link in the profiled step (`c`, and the
-  // collectives of `profile`): the speed one copy gets, which is what the
-  // plan's FIFO lanes model. A link the step did not use keeps its previous
-  // (at first the scheduler's default) speed.
+  // Each cache link's bytes over its busy seconds in the profiled step (`c`):
+  // the rate the link moves bytes while it has work, which is what the plan's
+  // and the simulator's one-copy-at-a-time lanes model (copies in flight
+  // together each take longer than their bytes need at that rate). The
+  // collectives: bytes over the seconds of `profile`'s collectives. A link the
+  // step did not use keeps its previous (at first the scheduler's default) speed.
   void CalibrateLinks(const CacheMetrics& c, const Trace& profile);
   // A steady step (one that followed the profile to its end): its link speeds.
   void AddSteadyStep(const CacheMetrics& cache);
@@ -42,7 +44,7 @@ class LinkCalibrator {
  private:
   LinkSpeeds links_;
   std::vector<std::string> measured_links_;   // names of the links measured (the rest are defaults)
-  // Per cache link (h2d, d2h, NVMe read, NVMe write): bytes over copy seconds
+  // Per cache link (h2d, d2h, NVMe read, NVMe write): bytes over busy seconds
   // of the latest steps that followed the profile; ring of kTimedSteps.
   struct LinkWindow {
     std::array<double, Profiler::kTimedSteps> bps{};
