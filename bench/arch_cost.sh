@@ -11,13 +11,12 @@
 #   [RESULTS_DIR=DIR] bench/arch_cost.sh [ROUNDS] [STEPS]
 set -euo pipefail
 usage="usage: [RESULTS_DIR=DIR] bench/arch_cost.sh [ROUNDS] [STEPS]"
-[[ -n ${RESULTS_DIR:-} ]] && RESULTS_DIR=$(realpath -m "$RESULTS_DIR") && export RESULTS_DIR
+source "$(dirname "$0")/lib.sh"
+bench_results_dir
 [[ $# -le 2 ]] || { echo "$usage" >&2; exit 2; }
 rounds=${1:-3}
 steps=${2:-20}
-for n in "$rounds" "$steps"; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench/arch_cost.sh: '$n': expected a positive integer; $usage" >&2; exit 2; }
-done
+bench_positive_ints bench/arch_cost.sh "$usage" "$rounds" "$steps"
 cd "$(dirname "$0")/.."
 launch=$PWD/build/launcher/tencache-launch
 [[ -x $launch ]] || { echo "bench/arch_cost.sh: $launch: not an executable (build tencache-launch first)" >&2; exit 2; }

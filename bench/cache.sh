@@ -8,7 +8,8 @@
 # STEPS: --steps (step 0 the warm-up; at least 2); left out, the bench's default.
 set -euo pipefail
 usage="usage: [RESULTS_DIR=DIR] bench/cache.sh [STEPS]"
-[[ -n ${RESULTS_DIR:-} ]] && RESULTS_DIR=$(realpath -m "$RESULTS_DIR") && export RESULTS_DIR
+source "$(dirname "$0")/lib.sh"
+bench_results_dir
 [[ $# -le 1 ]] || { echo "$usage" >&2; exit 2; }
 args=(cache)
 if [[ $# -eq 1 ]]; then

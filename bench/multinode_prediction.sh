@@ -15,13 +15,12 @@
 #   [RESULTS_DIR=DIR] bench/multinode_prediction.sh [ROUNDS] [STEPS]
 set -euo pipefail
 usage="usage: [RESULTS_DIR=DIR] bench/multinode_prediction.sh [ROUNDS] [STEPS]"
-[[ -n ${RESULTS_DIR:-} ]] && RESULTS_DIR=$(realpath -m "$RESULTS_DIR") && export RESULTS_DIR
+source "$(dirname "$0")/lib.sh"
+bench_results_dir
 [[ $# -le 2 ]] || { echo "$usage" >&2; exit 2; }
 rounds=${1:-3}
 steps=${2:-30}
-for n in "$rounds" "$steps"; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench/multinode_prediction.sh: '$n': expected a positive integer; $usage" >&2; exit 2; }
-done
+bench_positive_ints bench/multinode_prediction.sh "$usage" "$rounds" "$steps"
 [[ $(id -u) == 0 ]] || { echo "bench/multinode_prediction.sh: needs root (network namespaces)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 launch=$PWD/build/launcher/tencache-launch

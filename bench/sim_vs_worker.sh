@@ -15,7 +15,8 @@
 #   [RESULTS_DIR=DIR] bench/sim_vs_worker.sh [ROUNDS] [IO_STEPS] [GPT2_STEPS]
 set -euo pipefail
 usage="usage: [RESULTS_DIR=DIR] bench/sim_vs_worker.sh [ROUNDS] [IO_STEPS] [GPT2_STEPS]"
-[[ -n ${RESULTS_DIR:-} ]] && RESULTS_DIR=$(realpath -m "$RESULTS_DIR") && export RESULTS_DIR
+source "$(dirname "$0")/lib.sh"
+bench_results_dir
 [[ $# -le 3 ]] || { echo "$usage" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 rounds=${1:-2}

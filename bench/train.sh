@@ -11,14 +11,13 @@
 # NVME_STEPS (--steps of `--regime nvme`, default 10; fewer for a smoke run).
 set -euo pipefail
 usage="usage: [RESULTS_DIR=DIR] bench/train.sh [ROUNDS] [STEPS] [NVME_STEPS]"
-[[ -n ${RESULTS_DIR:-} ]] && RESULTS_DIR=$(realpath -m "$RESULTS_DIR") && export RESULTS_DIR
+source "$(dirname "$0")/lib.sh"
+bench_results_dir
 [[ $# -le 3 ]] || { echo "$usage" >&2; exit 2; }
 rounds=${1:-2}
 steps=${2:-30}
 nvme_steps=${3:-10}
-for n in "$rounds" "$steps" "$nvme_steps"; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench/train.sh: '$n': expected a positive integer; $usage" >&2; exit 2; }
-done
+bench_positive_ints bench/train.sh "$usage" "$rounds" "$steps" "$nvme_steps"
 ((steps >= 3 && nvme_steps >= 3)) || { echo "bench/train.sh: steps: expected >= 3 (two warm-up steps, one timed)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 bench=build/bench/tencache-bench

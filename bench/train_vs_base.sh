@@ -11,15 +11,14 @@
 # build/bench/tencache-bench); BASE_NAME: how the table names it (its commit).
 set -euo pipefail
 usage="usage: [RESULTS_DIR=DIR] bench/train_vs_base.sh BASE_BENCH BASE_NAME [ROUNDS] [STEPS]"
-[[ -n ${RESULTS_DIR:-} ]] && RESULTS_DIR=$(realpath -m "$RESULTS_DIR") && export RESULTS_DIR
+source "$(dirname "$0")/lib.sh"
+bench_results_dir
 [[ $# -ge 2 && $# -le 4 ]] || { echo "$usage" >&2; exit 2; }
 base=$(realpath -m "$1")
 base_name=$2
 rounds=${3:-3}
 steps=${4:-30}
-for n in "$rounds" "$steps"; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench/train_vs_base.sh: '$n': expected a positive integer; $usage" >&2; exit 2; }
-done
+bench_positive_ints bench/train_vs_base.sh "$usage" "$rounds" "$steps"
 ((steps >= 3)) || { echo "bench/train_vs_base.sh: STEPS $steps: expected >= 3 (two warm-up steps, one timed)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 this=build/bench/tencache-bench

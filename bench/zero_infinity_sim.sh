@@ -10,7 +10,8 @@
 #   [RESULTS_DIR=DIR] bench/zero_infinity_sim.sh
 set -euo pipefail
 usage="usage: [RESULTS_DIR=DIR] bench/zero_infinity_sim.sh"
-[[ -n ${RESULTS_DIR:-} ]] && RESULTS_DIR=$(realpath -m "$RESULTS_DIR") && export RESULTS_DIR
+source "$(dirname "$0")/lib.sh"
+bench_results_dir
 [[ $# -eq 0 ]] || { echo "$usage" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 sim=build/scheduler/tencache-sim
