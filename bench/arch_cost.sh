@@ -19,7 +19,7 @@ steps=${2:-20}
 bench_positive_ints bench/arch_cost.sh "$usage" "$rounds" "$steps"
 cd "$(dirname "$0")/.."
 launch=$PWD/build/launcher/tencache-launch
-[[ -x $launch ]] || { echo "bench/arch_cost.sh: $launch: not an executable (build tencache-launch first)" >&2; exit 2; }
+bench_executables bench/arch_cost.sh "$launch"
 out=$(mktemp -d /tmp/tencache-archcost.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 common=(--set model.layers=4 --set model.hidden=256 --set model.heads=4 --set model.seq_len=128

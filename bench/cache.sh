@@ -19,7 +19,7 @@ fi
 args+=(--json)
 cd "$(dirname "$0")/.."
 bench=build/bench/tencache-bench
-[[ -x $bench ]] || { echo "bench/cache.sh: $bench: not an executable (build tencache-bench first)" >&2; exit 2; }
+bench_executables bench/cache.sh "$bench"
 out=$(mktemp -d /tmp/tencache-cache.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 "$bench" "${args[@]}" >"$out/cache.json" ||

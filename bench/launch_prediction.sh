@@ -19,7 +19,7 @@ steps=${2:-40}
 bench_positive_ints bench/launch_prediction.sh "$usage" "$rounds" "$steps"
 cd "$(dirname "$0")/.."
 launch=build/launcher/tencache-launch
-[[ -x $launch ]] || { echo "bench/launch_prediction.sh: $launch: not an executable (build tencache-launch first)" >&2; exit 2; }
+bench_executables bench/launch_prediction.sh "$launch"
 out=$(mktemp -d /tmp/tencache-prediction.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 job=configs/examples/quickstart.yaml

@@ -17,3 +17,12 @@ bench_positive_ints() {
     [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "$script: '$n': expected a positive integer; $usage" >&2; exit 2; }
   done
 }
+# bench_executables SCRIPT PATH...: exits 2, naming the path and SCRIPT, unless
+# every PATH is an executable (a program of the build).
+bench_executables() {
+  local script=$1 path
+  shift
+  for path in "$@"; do
+    [[ -x $path ]] || { echo "$script: $path: not an executable (build it first: scripts/build.sh)" >&2; exit 2; }
+  done
+}

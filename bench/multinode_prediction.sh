@@ -24,7 +24,7 @@ bench_positive_ints bench/multinode_prediction.sh "$usage" "$rounds" "$steps"
 [[ $(id -u) == 0 ]] || { echo "bench/multinode_prediction.sh: needs root (network namespaces)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 launch=$PWD/build/launcher/tencache-launch
-[[ -x $launch ]] || { echo "bench/multinode_prediction.sh: $launch: not an executable (build tencache-launch first)" >&2; exit 2; }
+bench_executables bench/multinode_prediction.sh "$launch"
 nodes_sh=$PWD/tests/multinode/netns-nodes.sh
 out=$(mktemp -d /tmp/tencache-multinode.XXXXXX)
 job=$PWD/configs/examples/quickstart.yaml

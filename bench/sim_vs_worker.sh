@@ -23,13 +23,11 @@ rounds=${1:-2}
 io_steps=${2:-30}
 gpt2_steps=${3:-8}
 for n in "$io_steps" "$gpt2_steps"; do  # a trace needs a profiled step, a refill and a timed one
-  [[ $n =~ ^[0-9]+$ && $n -ge 4 ]] || { echo "sim_vs_worker.sh: steps '$n': expected an integer >= 4; $usage" >&2; exit 2; }
+  [[ $n =~ ^[0-9]+$ && $n -ge 4 ]] || { echo "bench/sim_vs_worker.sh: steps '$n': expected an integer >= 4; $usage" >&2; exit 2; }
 done
-[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || { echo "sim_vs_worker.sh: rounds '$rounds': expected an integer >= 1; $usage" >&2; exit 2; }
+bench_positive_ints bench/sim_vs_worker.sh "$usage" "$rounds"
 build=$PWD/build
-for b in worker/tencache-worker scheduler/tencache-sim; do
-  [[ -x $build/$b ]] || { echo "sim_vs_worker.sh: $build/$b: not an executable (build it first)" >&2; exit 2; }
-done
+bench_executables bench/sim_vs_worker.sh "$build/worker/tencache-worker" "$build/scheduler/tencache-sim"
 out=$(mktemp -d /tmp/tencache-simworker.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 data=/usr/share/common-licenses/GPL-3

@@ -21,7 +21,7 @@ bench_positive_ints bench/train.sh "$usage" "$rounds" "$steps" "$nvme_steps"
 ((steps >= 3 && nvme_steps >= 3)) || { echo "bench/train.sh: steps: expected >= 3 (two warm-up steps, one timed)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 bench=build/bench/tencache-bench
-[[ -x $bench ]] || { echo "bench/train.sh: $bench: not an executable (build tencache-bench first)" >&2; exit 2; }
+bench_executables bench/train.sh "$bench"
 out=$(mktemp -d /tmp/tencache-train.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 for round in $(seq 1 "$rounds"); do

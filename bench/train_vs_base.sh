@@ -22,9 +22,7 @@ bench_positive_ints bench/train_vs_base.sh "$usage" "$rounds" "$steps"
 ((steps >= 3)) || { echo "bench/train_vs_base.sh: STEPS $steps: expected >= 3 (two warm-up steps, one timed)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 this=build/bench/tencache-bench
-for b in "$this" "$base"; do
-  [[ -x $b ]] || { echo "bench/train_vs_base.sh: $b: not an executable (build tencache-bench first)" >&2; exit 2; }
-done
+bench_executables bench/train_vs_base.sh "$this" "$base"
 out=$(mktemp -d /tmp/tencache-train-vs-base.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 for round in $(seq 1 "$rounds"); do

@@ -15,7 +15,7 @@ bench_results_dir
 [[ $# -eq 0 ]] || { echo "$usage" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 sim=build/scheduler/tencache-sim
-[[ -x $sim ]] || { echo "bench/zero_infinity_sim.sh: $sim: not an executable (build tencache-sim first)" >&2; exit 2; }
+bench_executables bench/zero_infinity_sim.sh "$sim"
 out=$(mktemp -d /tmp/tencache-zi-sim.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 opt67=(--model opt-6.7b --device-budget 24GiB --host-budget 400GiB --micro-batch 16 --policy "tencache,zero-infinity")
