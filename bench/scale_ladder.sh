@@ -20,21 +20,31 @@
 #           `--resume B` (no periodic checkpoint: two at once would not fit
 #           rung 3's disk): the losses of B and its resumption equal A's, bit
 #           for bit
-# and bench/scale_ladder_report.py writes the rung's row (docs/benchmarks.md,
-# "Scale ladder"): parameters, states vs RAM, budgets, peak RSS vs host budget,
-# step time measured vs predicted, overlap, NVMe bytes read vs placed, the
-# times of each phase, the training loss first -> last and the validation
-# loss of the initial weights -> the last step's.
-#   bench/scale_ladder.sh [--rungs 1,2,3] [--work DIR] [--steps N] [--build DIR]
+# and bench/scale_ladder_report.py prints the rung's table: parameters, states
+# vs RAM, budgets, peak RSS vs host budget, step time measured vs predicted,
+# overlap, NVMe bytes read vs placed, the times of each phase, the training loss
+# first -> last and the validation loss of the initial weights -> the last
+# step's, and the ladder's checks. --rounds N runs the rungs N times over (round
+# K's results in WORK/results/roundK/rungR/). Once every round is done,
+# scale_ladder_report.py --json writes $RESULTS_DIR/scale_ladder.json (default
+# bench/results; docs/benchmarks.md, "Scale ladder") through
+# bench/results_file.py: one table a rung that ran, each cell round 1's figures
+# and any later round's that moved. A file describes one invocation: a run of
+# some rungs writes those rungs' tables only, and a note names them.
+#   [RESULTS_DIR=DIR] bench/scale_ladder.sh [--rungs 1,2,3] [--rounds N] [--work DIR] [--steps N] [--build DIR]
 # Needs the build (scripts/build.sh), sentencepiece and python3; rung 3's run B
 # needs about 80 GB under --work (the NVMe tier's file of 27 GB, two checkpoints
 # of 25 GB while a new one is written, the initial weights of 4 GB): the plan
 # refuses it before it starts when the disk cannot hold that. Everything large it writes is
 # removed at the end of a rung; the results stay in WORK/results/.
 set -euo pipefail
+usage="usage: [RESULTS_DIR=DIR] bench/scale_ladder.sh [--rungs 1,2,3] [--rounds N] [--work DIR] [--steps N] [--build DIR]"
+source "$(dirname "$0")/lib.sh"
+bench_results_dir
 cd "$(dirname "$0")/.."
 root=$(pwd)
 rungs=1,2,3
+rounds=1
 work=/tmp/tencache-ladder
 steps=8
 ckpt_every=3
@@ -42,17 +52,18 @@ build=build
 while [ $# -gt 0 ]; do
   case $1 in
     --rungs) rungs=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    *) echo "scale_ladder: unknown argument '$1'; expected --rungs, --work, --steps or --build" >&2; exit 2 ;;
+    *) echo "scale_ladder: unknown argument '$1'; $usage" >&2; exit 2 ;;
   esac
 done
+bench_positive_ints bench/scale_ladder.sh "$usage" "$rounds" "$steps"
+[[ $rungs =~ ^[123](,[123])*$ ]] || { echo "scale_ladder: --rungs '$rungs': expected a list of 1, 2 and 3; $usage" >&2; exit 2; }
 launch=$root/$build/launcher/tencache-launch
 worker=$root/$build/worker/tencache-worker
-for p in "$launch" "$worker"; do
-  [ -x "$p" ] || { echo "scale_ladder: $p not found: run scripts/build.sh first" >&2; exit 2; }
-done
+bench_executables bench/scale_ladder.sh "$launch" "$worker"
 command -v python3 >/dev/null || { echo "scale_ladder: python3 not found" >&2; exit 2; }
 mpi=(mpirun --oversubscribe)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
@@ -78,8 +89,8 @@ shape() {
   esac
 }
 
-run_rung() {
-  local r=$1 dir=$work/rung$1 res=$work/results/rung$1
+run_rung() {  # rung round
+  local r=$1 dir=$work/rung$1 res=$work/results/round$2/rung$1
   read -r layers hidden heads kv ffn shard rpn lr <<<"$(shape "$r")"
   rm -rf "$dir" "$res"
   mkdir -p "$dir" "$res"
@@ -130,7 +141,7 @@ cache:
 EOF
   local job=$dir/job.yaml init=$dir/init times=$res/times.env
   : >"$times"
-  echo "== rung $r: $layers layers, hidden $hidden, heads $heads/$kv, ffn $ffn ($(date -u +%H:%M:%S)); free disk $(df -h --output=avail "$work" | tail -1)"
+  echo "== rung $r, round $2: $layers layers, hidden $hidden, heads $heads/$kv, ffn $ffn ($(date -u +%H:%M:%S)); free disk $(df -h --output=avail "$work" | tail -1)"
 
   local t0
   t0=$(now)
@@ -201,5 +212,10 @@ EOF
 }
 
 IFS=, read -r -a list <<<"$rungs"
-for r in "${list[@]}"; do run_rung "$r"; done
-python3 bench/scale_ladder_report.py --table "$work/results"
+round_dirs=()
+for k in $(seq 1 "$rounds"); do
+  for r in "${list[@]}"; do run_rung "$r" "$k"; done
+  round_dirs+=("$work/results/round$k")
+done
+for d in "${round_dirs[@]}"; do python3 bench/scale_ladder_report.py --table "$d"; done
+python3 bench/scale_ladder_report.py --json --rungs "$rungs" "${round_dirs[@]}"
