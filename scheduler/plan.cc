@@ -35,29 +35,6 @@ uint64_t Elements(uint64_t bytes, DType dtype) {
 
 }  // namespace
 
-// Gradients leave the device tensor by tensor through a double buffer; one
-// larger than half the buffer is copied out in chunks, so the reserve is capped
-// at an eighth of the device budget.
-uint64_t GradReserve(const Trace& trace, uint64_t device_budget) {
-  uint64_t largest = 0;
-  for (const TraceEvent& e : trace.events) {
-    if (e.kind == EventKind::kAccess && e.phase == Phase::kBackward) largest = std::max(largest, e.bytes);
-  }
-  return std::min(2 * largest, device_budget / 8);
-}
-
-// budget - GradReserve(budget) grows by 0 or 1 per byte of budget, so the
-// smallest budget reaching `capacity` reaches it exactly.
-uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity) {
-  uint64_t lo = capacity, hi = capacity + capacity / 7 + GradReserve(trace, UINT64_MAX / 2) + 8;
-  while (lo < hi) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    if (mid - GradReserve(trace, mid) >= capacity) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
-}
-
 uint64_t LeastHostBudget(const std::vector<uint64_t>& cache_tensor_bytes) {
   return MinimumSlotBytes(cache_tensor_bytes, kWorkerHostSlotsPerClass);
 }
@@ -113,13 +90,10 @@ HostPlacement PlaceOnHost(const std::vector<uint64_t>& param_bytes, DType dtype,
 StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
                                  const TierBudgets& budgets) {
   TierLayout t;
-  t.grad_reserve = GradReserve(trace, budgets.device);
-  if (budgets.device <= t.grad_reserve) {
-    return Status::ResourceExhausted(
-        "device budget " + std::to_string(budgets.device) + " bytes: expected more than the " +
-        std::to_string(t.grad_reserve) + " bytes of gradient staging");
+  if (budgets.device == 0) {
+    return Status::ResourceExhausted("device budget 0 bytes: expected room for at least one parameter shard");
   }
-  t.device_capacity = budgets.device - t.grad_reserve;
+  t.device_capacity = budgets.device;
   const std::vector<uint64_t>& bytes = seq.all_bytes();
   const DType dtype = TraceDType(trace);
   const uint64_t least = HostTierModel::LeastBudget(trace);
@@ -196,18 +170,26 @@ ResidencySchedule BuildBeladySchedule(const AccessSequence& seq, uint64_t capaci
 
 namespace {
 
-// Nominal (stall-free compute) timeline of one steady step: compute clock at
-// each access, FIFO lanes for NVMe reads and host->device copies.
+// One steady step's timeline, in which compute waits for late fetches: each
+// access starts after its predecessors' compute and the waits so far; NVMe
+// reads and host->device copies are FIFO lanes. REQUIRES: `fetches` in
+// ascending use, at most one per access. `stall`: the step's total wait.
 void TimeFetches(const AccessSequence& seq, const LinkSpeeds& links,
                  std::vector<PlannedFetch>* fetches, double* stall) {
   const size_t n = seq.size();
   std::vector<double> start(n + 1, 0);
   for (size_t k = 0; k < n; ++k) start[k + 1] = start[k] + seq.compute_s(DeviceAccessIndex(k));
   const double step = start[n];
-  double nvme_free = -step, h2d_free = -step, late = 0;
+  double nvme_free = -step, h2d_free = -step, wait = 0;
+  std::vector<std::pair<int64_t, double>> waited;  // (use, wait up to and including it), ascending use
   for (PlannedFetch& f : *fetches) {
     const int64_t i = f.issue_before;
-    f.issue_s = i >= 0 ? start[size_t(i)] : start[size_t(i + int64_t(n))] - step;
+    if (i >= 0) {  // after the accesses before i and their waits
+      auto after = std::lower_bound(waited.begin(), waited.end(), std::make_pair(i, -1.0));
+      f.issue_s = start[size_t(i)] + (after == waited.begin() ? 0.0 : std::prev(after)->second);
+    } else {
+      f.issue_s = start[size_t(i + int64_t(n))] - step;
+    }
     const uint64_t b = seq.bytes(f.tensor);
     double ready = f.issue_s;
     if (f.source == Tier::kNvme) {
@@ -216,13 +198,70 @@ void TimeFetches(const AccessSequence& seq, const LinkSpeeds& links,
     }
     h2d_free = std::max(h2d_free, ready) + double(b) / links.h2d_bps;
     f.arrival_s = h2d_free;
-    f.need_s = start[f.use.value()];
-    late += std::max(0.0, f.arrival_s - f.need_s);
+    f.need_s = start[f.use.value()] + wait;
+    wait += std::max(0.0, f.arrival_s - f.need_s);
+    waited.emplace_back(int64_t(f.use.value()), wait);
   }
-  *stall = late;
+  *stall = wait;
+}
+
+// The steady step's fetches of a Belady schedule on `capacity` bytes (two
+// warm-up steps from an empty device reach the periodic steady state), timed
+// by TimeFetches (`stall`: their summed lateness).
+std::vector<PlannedFetch> SteadyFetches(const AccessSequence& seq, const std::vector<Tier>& home,
+                                        const LinkSpeeds& links, uint64_t capacity, double* stall) {
+  const uint64_t n = seq.size();
+  const ResidencySchedule s =
+      BuildBeladySchedule(seq, capacity, {}, DeviceAccessIndex(0), DeviceAccessIndex::At(3, n, 0));
+  std::vector<PlannedFetch> out;
+  int64_t last_issue = INT64_MIN;  // issued in order: keeps the in-flight set contiguous
+  for (const ScheduledFetch& f : s.fetches) {
+    if (f.use < DeviceAccessIndex::At(2, n, 0)) continue;
+    PlannedFetch pf;
+    pf.tensor = f.tensor;
+    pf.use = f.use - 2 * n;
+    if (f.streamed) {
+      pf.issue_before = int64_t(pf.use.value());  // copied for its access: no room to hold it earlier
+    } else {
+      // At most one step ahead: a fetch with nothing to evict has no earlier
+      // bound from a victim, and the plan's issue table spans one step.
+      pf.issue_before = std::max({last_issue, int64_t(f.earliest_issue.value()) - int64_t(2 * n),
+                                   int64_t(pf.use.value()) - int64_t(n) + 1});
+      last_issue = pf.issue_before;
+    }
+    pf.evict = f.evict;
+    pf.source = home[f.tensor];
+    pf.streamed = f.streamed;
+    out.push_back(std::move(pf));
+  }
+  TimeFetches(seq, links, &out, stall);
+  return out;
 }
 
 }  // namespace
+
+uint64_t ScheduledCapacity(const AccessSequence& seq, const std::vector<Tier>& home, const LinkSpeeds& links,
+                           uint64_t device_capacity) {
+  uint64_t largest = 0;
+  for (TensorId id = 0; id < seq.num_tensors(); ++id) {
+    if (seq.used(id)) largest = std::max(largest, seq.bytes(id));
+  }
+  std::vector<uint64_t> reserves = {0, largest, 2 * largest, 4 * largest, device_capacity / 8, device_capacity / 4};
+  std::sort(reserves.begin(), reserves.end());
+  reserves.erase(std::unique(reserves.begin(), reserves.end()), reserves.end());
+  uint64_t best = device_capacity;
+  double best_stall = 0;
+  for (uint64_t reserve : reserves) {  // ascending: a tie keeps the larger capacity (more hits)
+    if (reserve >= device_capacity) break;
+    double stall = 0;
+    SteadyFetches(seq, home, links, device_capacity - reserve, &stall);
+    if (reserve == 0 || stall < best_stall) {
+      best = device_capacity - reserve;
+      best_stall = stall;
+    }
+  }
+  return best;
+}
 
 StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds& links,
                                            const TierBudgets& budgets) {
@@ -231,34 +270,14 @@ StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds&
   TC_ASSIGN_OR_RETURN(p.seq_, AccessSequence::FromTrace(trace));
   TC_ASSIGN_OR_RETURN(p.layout_, LayoutTiers(trace, p.seq_, budgets));
   const uint64_t n = p.seq_.size();
-  // Two warm-up steps from an empty device reach the periodic steady state.
-  ResidencySchedule s = BuildBeladySchedule(p.seq_, p.layout_.device_capacity, {}, DeviceAccessIndex(0),
-                                            DeviceAccessIndex::At(3, n, 0));
+  p.scheduled_capacity_ = ScheduledCapacity(p.seq_, p.layout_.home, links, p.layout_.device_capacity);
+  p.fetches_ = SteadyFetches(p.seq_, p.layout_.home, links, p.scheduled_capacity_, &p.predicted_stall_s_);
   p.resident_tier_ = p.layout_.home;
   for (TensorId id = 0; id < p.seq_.num_tensors(); ++id) {
     if (p.seq_.used(id)) p.resident_tier_[id] = Tier::kDevice;
   }
-  uint64_t misses = 0;
-  int64_t last_issue = INT64_MIN;  // issued in order: keeps the in-flight set contiguous
-  for (const ScheduledFetch& f : s.fetches) {
-    if (f.use < DeviceAccessIndex::At(2, n, 0)) continue;
-    ++misses;
-    PlannedFetch pf;
-    pf.tensor = f.tensor;
-    pf.use = f.use - 2 * n;
-    // At most one step ahead: a fetch with nothing to evict has no earlier
-    // bound from a victim, and the plan's issue table spans one step.
-    pf.issue_before = std::max({last_issue, int64_t(f.earliest_issue.value()) - int64_t(2 * n),
-                                 int64_t(pf.use.value()) - int64_t(n) + 1});
-    last_issue = pf.issue_before;
-    pf.evict = f.evict;
-    pf.source = p.layout_.home[f.tensor];
-    pf.streamed = f.streamed;
-    p.resident_tier_[f.tensor] = p.layout_.home[f.tensor];
-    p.fetches_.push_back(std::move(pf));
-  }
-  p.hit_rate_ = n == 0 ? 0 : 1.0 - double(misses) / double(n);
-  TimeFetches(p.seq_, links, &p.fetches_, &p.predicted_stall_s_);
+  for (const PlannedFetch& f : p.fetches_) p.resident_tier_[f.tensor] = p.layout_.home[f.tensor];
+  p.hit_rate_ = n == 0 ? 0 : 1.0 - double(p.fetches_.size()) / double(n);
   p.by_issue_.assign(n, {});
   p.fetched_.assign(n, false);
   for (size_t i = 0; i < p.fetches_.size(); ++i) {

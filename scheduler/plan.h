@@ -78,22 +78,15 @@ struct HostPlacement {
 HostPlacement PlaceOnHost(const std::vector<uint64_t>& param_bytes, DType dtype, uint64_t host_budget);
 
 // Where each tensor's parameter shard ("home") and optimizer states live
-// (PlaceOnHost), and how much of the device budget caches parameters.
+// (PlaceOnHost), and the device budget that caches parameters. Gradients never
+// take device budget: the worker's land in working buffers outside it.
 struct TierLayout {
-  uint64_t device_capacity = 0;   // device budget minus the gradient staging reserve
-  uint64_t grad_reserve = 0;      // gradient double buffer: min(2 largest, budget / 8)
+  uint64_t device_capacity = 0;   // the device budget: parameter shards only
   std::vector<Tier> home;         // kHost or kNvme, per tensor
   std::vector<bool> states_on_nvme;  // [fp32 master +] Adam moments, per tensor
   uint64_t host_used = 0;
   uint64_t nvme_used = 0;
 };
-// The gradient staging reserve taken off a device budget: min(2 x the largest
-// gradient (bwd access) of the trace, budget / 8).
-uint64_t GradReserve(const Trace& trace, uint64_t device_budget);
-// The smallest device budget whose capacity for parameters (budget minus
-// GradReserve) is exactly `capacity`: what to pass the simulator for a cache
-// whose device tier holds `capacity` bytes of parameters and stages no gradients.
-uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity);
 // The least host budget the worker's cache accepts for one rank whose cache
 // tensors are `cache_tensor_bytes` (common/shard_bytes.h ShardTensorBytes's
 // `all`; HostTierModel registers a trace's the same way): its host tier keeps
@@ -103,7 +96,7 @@ uint64_t DeviceBudgetForCapacity(const Trace& trace, uint64_t capacity);
 uint64_t LeastHostBudget(const std::vector<uint64_t>& cache_tensor_bytes);
 // The trace's tensors placed by PlaceOnHost. ResourceExhausted when a budget
 // cannot hold its share: a host budget below HostTierModel::LeastBudget, an
-// NVMe budget below what spills, a device budget not above GradReserve.
+// NVMe budget below what spills, a device budget of 0.
 StatusOr<TierLayout> LayoutTiers(const Trace& trace, const AccessSequence& seq,
                                  const TierBudgets& budgets);
 
@@ -129,6 +122,18 @@ ResidencySchedule BuildBeladySchedule(const AccessSequence& seq, uint64_t capaci
                                       const std::vector<TensorId>& resident, DeviceAccessIndex begin,
                                       DeviceAccessIndex end);
 
+// The bytes of a `device_capacity`-byte device that tencache's Belady schedule
+// fills: the capacity less a staging reserve kept free so that fetches need
+// not wait for a victim's last use. The reserve is the one of {0, 1, 2, 4 x the
+// largest tensor, capacity / 8, capacity / 4} (below the capacity) whose
+// steady-step schedule has the least predicted stall (the plan's
+// predicted_stall_s); a tie keeps the smaller reserve. `home`: each
+// tensor's home tier (TierLayout::home). Shared by PrefetchPlan (the worker)
+// and the simulator's tencache policy. Guarantees 0 < result <= device_capacity
+// when device_capacity > 0.
+uint64_t ScheduledCapacity(const AccessSequence& seq, const std::vector<Tier>& home, const LinkSpeeds& links,
+                           uint64_t device_capacity);
+
 // A steady-state fetch, relative to the start of its step.
 struct PlannedFetch {
   TensorId tensor = 0;
@@ -137,7 +142,7 @@ struct PlannedFetch {
   std::vector<TensorId> evict;
   Tier source = Tier::kHost;
   bool streamed = false;
-  double issue_s = 0;          // nominal timeline (no stalls), from the step start
+  double issue_s = 0;          // from the step start, on a timeline where compute waits for late fetches
   double arrival_s = 0;
   double need_s = 0;
   int64_t lookahead() const { return int64_t(use.value()) - issue_before; }
@@ -178,7 +183,10 @@ class PrefetchPlan {
   // copies it back only then: otherwise the plan fetches it before its use.
   bool KeptUntilNextUse(TensorId id, DeviceAccessIndex k) const;
   double device_hit_rate() const { return hit_rate_; }
-  // Sum over fetches of max(0, arrival - need) on the nominal timeline.
+  // The device bytes the plan's schedule fills (ScheduledCapacity).
+  uint64_t scheduled_capacity() const { return scheduled_capacity_; }
+  // The steady step's total wait for late fetches on a timeline where compute
+  // waits for them (profiled compute, FIFO NVMe-read and host->device lanes).
   double predicted_stall_s() const { return predicted_stall_s_; }
 
  private:
@@ -190,6 +198,7 @@ class PrefetchPlan {
   std::vector<bool> fetched_;                    // per access k: a planned fetch serves it
   std::vector<Tier> resident_tier_;
   double hit_rate_ = 0;
+  uint64_t scheduled_capacity_ = 0;
   double predicted_stall_s_ = 0;
 };
 

@@ -1,14 +1,17 @@
 // tencache's policy: the PrefetchPlan's rules, run online. The profiling step
 // fetches on demand with LRU eviction (there is no order to plan from yet). At
 // the start of the next step the Belady schedule of every remaining access is
-// built from the device's current contents (BuildBeladySchedule); each fetch is
+// built from the device's current contents (BuildBeladySchedule) on the bytes
+// the worker's plan fills (ScheduledCapacity: the capacity less a staging
+// reserve chosen for the least predicted stall); each fetch is
 // then issued, in schedule order, as soon as (1) every tensor it evicts has had
 // its last use before the fetched tensor's use, (2) its use lies in the current
 // step (a tensor is never fetched before the optimizer has updated it), and
 // (3) on a PCIe lane shared with collectives, it would finish before the next
 // all-gather can start, so a prefetch for a later layer never delays the
 // all-gather the current layer waits on. A fetch whose use has come is issued
-// regardless (a demand fetch). Hits therefore equal Belady's from that state.
+// regardless (a demand fetch). Hits therefore equal Belady's from that state
+// on the scheduled capacity.
 #include "scheduler/policies.h"
 
 namespace tencache {
@@ -28,7 +31,8 @@ class TencachePolicy : public SimPolicy {
       if (s.resident(t)) resident.push_back(t);
     }
     const uint64_t n = s.seq().size();
-    schedule_ = BuildBeladySchedule(s.seq(), s.capacity(), resident, DeviceAccessIndex::At(1, n, 0),
+    const uint64_t capacity = ScheduledCapacity(s.seq(), s.layout().home, s.links(), s.capacity());
+    schedule_ = BuildBeladySchedule(s.seq(), capacity, resident, DeviceAccessIndex::At(1, n, 0),
                                     DeviceAccessIndex::At(uint64_t(s.total_steps()), n, 0));
     next_ = 0;
     planned_ = true;

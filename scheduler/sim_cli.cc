@@ -82,7 +82,7 @@ void AddInputFlags(CLI::App& app, SimCliOptions& o, SimFlags& f) {
       ->type_name("PRESET");
   app.add_option("--trace", o.trace_path, "read a JSON-lines trace (docs/trace-format.md)")->type_name("FILE");
   AddSizeOption(app, "--device-budget", &o.sim.budgets.device,
-                "device memory for 16-bit parameters and gradient staging (\"24GiB\")")->required();
+                "device memory that caches 16-bit parameter shards (\"24GiB\")")->required();
   AddSizeOption(app, "--host-budget", &o.sim.budgets.host, "pinned host memory (\"200GiB\")")->required();
   AddSizeOption(app, "--nvme-budget", &o.sim.budgets.nvme, "NVMe capacity (0: unlimited)", 0)
       ->default_str("unlimited");

@@ -98,6 +98,7 @@ SimContext::SimContext(const CacheSimulator& sim) : sim_(sim) {
 const AccessSequence& SimContext::seq() const { return sim_.seq_; }
 const TierLayout& SimContext::layout() const { return sim_.layout_; }
 uint64_t SimContext::capacity() const { return sim_.layout_.device_capacity; }
+const LinkSpeeds& SimContext::links() const { return sim_.config_.links; }
 int SimContext::total_steps() const {
   return sim_.config_.warmup_steps + sim_.config_.steps;
 }

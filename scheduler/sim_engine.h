@@ -101,6 +101,7 @@ class SimContext {
   int total_steps() const;  // warm-up + counted steps of this Run
   double now() const { return now_; }
   uint64_t capacity() const;
+  const LinkSpeeds& links() const;  // the run's link speeds (SimConfig::links)
   uint64_t elem_bytes() const;  // bytes per element of the 16-bit (or fp32) parameters
   uint64_t free_bytes() const { return capacity() - used_; }
   bool resident(TensorId id) const { return resident_[id]; }

@@ -85,11 +85,10 @@ bool PlannedPrefetch::KeepsOnDeviceAfterUpdate(int block, DeviceAccessIndex k) c
 Status PlannedPrefetch::OnNewProfile(const ProfiledStep& step) {
   LinkCalibrator& calibrator = *context_.calibrator;
   calibrator.CalibrateLinks(step.cache, step.profile);
-  // Gradients go from the reduce-scatter straight to the host here, so the
-  // whole device pool caches parameters: give the plan (and tencache-sim) the
-  // budget whose capacity after the simulator's gradient reserve is that pool.
+  // Gradients go from the reduce-scatter straight to the host, so the whole
+  // device pool caches parameters: it is the plan's (and tencache-sim's) device budget.
   TierBudgets budgets;
-  budgets.device = DeviceBudgetForCapacity(step.profile, context_.store->cache()->pool(Tier::kDevice).reserved_bytes());
+  budgets.device = context_.store->cache()->pool(Tier::kDevice).reserved_bytes();
   budgets.host = context_.job->cache.host_budget.value_or(context_.state_bytes);
   calibrator.SetBudgets(budgets);
   const LinkSpeeds& links = calibrator.links();
@@ -102,7 +101,7 @@ Status PlannedPrefetch::OnNewProfile(const ProfiledStep& step) {
   line << "plan: " << plan_->fetches().size() << " fetches per step over " << plan_->sequence().size()
        << " device accesses, predicted device hit rate " << plan_->device_hit_rate() << ", predicted stall "
        << plan_->predicted_stall_s() << " s; device capacity " << plan_->layout().device_capacity
-       << " bytes; links GB/s: h2d " << links.h2d_bps / 1e9 << ", d2h " << links.d2h_bps / 1e9 << ", nvme read "
+       << " bytes, " << plan_->scheduled_capacity() << " of them scheduled; links GB/s: h2d " << links.h2d_bps / 1e9 << ", d2h " << links.d2h_bps / 1e9 << ", nvme read "
        << links.nvme_read_bps / 1e9 << ", nvme write " << links.nvme_write_bps / 1e9 << ", net "
        << links.collective_bps / 1e9 << " (measured:";
   for (const std::string& name : calibrator.measured()) line << " " << name;

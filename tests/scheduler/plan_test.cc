@@ -192,17 +192,49 @@ TEST(PlanTest, LayoutSpillsToNvmeAndChecksBudgets) {
   EXPECT_EQ(LayoutTiers(trace, seq, b).status().code(), StatusCode::kResourceExhausted);
 }
 
-TEST(PlanTest, DeviceBudgetForCapacityInvertsTheGradientReserve) {
-  const Trace trace = Synth("gpt2");
-  const AccessSequence seq = *AccessSequence::FromTrace(trace);
-  TierBudgets b;
-  b.host = 1ull << 40;
-  // Small capacities (reserve = budget / 8) and large ones (reserve = 2 x largest gradient).
-  for (uint64_t cap : {uint64_t(1) << 20, uint64_t(7777777), uint64_t(123456789), uint64_t(5) << 30}) {
-    b.device = DeviceBudgetForCapacity(trace, cap);
-    EXPECT_EQ(b.device - GradReserve(trace, b.device), cap) << cap;
-    EXPECT_LT(b.device - 1 - GradReserve(trace, b.device - 1), cap) << cap;
-    EXPECT_EQ(LayoutTiers(trace, seq, b)->device_capacity, cap) << cap;
+// Steady-step fetches of Belady's schedule on `capacity` bytes from empty (the plan's two warm-up steps).
+uint64_t SteadyMisses(const AccessSequence& seq, uint64_t capacity) {
+  const uint64_t n = seq.size();
+  const ResidencySchedule s = BuildBeladySchedule(seq, capacity, {}, DeviceAccessIndex(0), DeviceAccessIndex::At(3, n, 0));
+  uint64_t misses = 0;
+  for (const ScheduledFetch& f : s.fetches) misses += f.use >= DeviceAccessIndex::At(2, n, 0);
+  return misses;
+}
+
+// The whole device budget caches parameters (gradients take none of it); the
+// schedule keeps a staging reserve only where that lowers the predicted stall.
+TEST(PlanTest, ScheduledCapacityKeepsAReserveOnlyWhereItLowersTheStall) {
+  // Links so fast that no schedule stalls: no reserve, Belady's hits on the whole budget.
+  {
+    const Trace trace = Synth("gpt2");
+    const AccessSequence seq = *AccessSequence::FromTrace(trace);
+    TierBudgets b;
+    b.host = 64 * trace.TotalTensorBytes();
+    b.device = trace.TotalTensorBytes() / 10;
+    LinkSpeeds fast;
+    for (Link link : kLinks) fast.Bps(link) = 1e30;
+    const PrefetchPlan plan = *PrefetchPlan::Build(trace, fast, b);
+    EXPECT_EQ(plan.layout().device_capacity, b.device);
+    EXPECT_EQ(plan.scheduled_capacity(), b.device);
+    EXPECT_LT(plan.predicted_stall_s(), 1e-15);
+    EXPECT_EQ(plan.fetches().size(), SteadyMisses(seq, b.device));
+  }
+  // OPT-1.3B on a tenth of its parameter bytes: with the whole budget scheduled
+  // every fetch waits for a victim's last use; a reserve lowers the stall, at
+  // the price of hits.
+  {
+    const Trace trace = Synth("opt-1.3b");
+    const AccessSequence seq = *AccessSequence::FromTrace(trace);
+    TierBudgets b;
+    b.host = 64 * trace.TotalTensorBytes();
+    b.device = trace.TotalTensorBytes() / 10;
+    const PrefetchPlan plan = *PrefetchPlan::Build(trace, LinkSpeeds{}, b);
+    EXPECT_EQ(plan.layout().device_capacity, b.device);
+    EXPECT_LT(plan.scheduled_capacity(), b.device);
+    EXPECT_GT(plan.scheduled_capacity(), 0u);
+    EXPECT_EQ(plan.fetches().size(), SteadyMisses(seq, plan.scheduled_capacity()));
+    EXPECT_GT(plan.fetches().size(), SteadyMisses(seq, b.device));
+    EXPECT_EQ(ScheduledCapacity(seq, plan.layout().home, LinkSpeeds{}, b.device), plan.scheduled_capacity());
   }
 }
 
