@@ -207,7 +207,7 @@ void TimeFetches(const AccessSequence& seq, const LinkSpeeds& links,
 
 // The steady step's fetches of a Belady schedule on `capacity` bytes (two
 // warm-up steps from an empty device reach the periodic steady state), timed
-// by TimeFetches (`stall`: their summed lateness).
+// by TimeFetches (`stall`: the step's total wait).
 std::vector<PlannedFetch> SteadyFetches(const AccessSequence& seq, const std::vector<Tier>& home,
                                         const LinkSpeeds& links, uint64_t capacity, double* stall) {
   const uint64_t n = seq.size();
@@ -238,10 +238,16 @@ std::vector<PlannedFetch> SteadyFetches(const AccessSequence& seq, const std::ve
   return out;
 }
 
-}  // namespace
+// The steady step's schedule on ScheduledCapacity's bytes: the capacity, its
+// fetches and their predicted stall.
+struct SteadySchedule {
+  uint64_t capacity = 0;
+  std::vector<PlannedFetch> fetches;
+  double stall = 0;
+};
 
-uint64_t ScheduledCapacity(const AccessSequence& seq, const std::vector<Tier>& home, const LinkSpeeds& links,
-                           uint64_t device_capacity) {
+SteadySchedule LeastStallSchedule(const AccessSequence& seq, const std::vector<Tier>& home, const LinkSpeeds& links,
+                                  uint64_t device_capacity) {
   uint64_t largest = 0;
   for (TensorId id = 0; id < seq.num_tensors(); ++id) {
     if (seq.used(id)) largest = std::max(largest, seq.bytes(id));
@@ -249,18 +255,23 @@ uint64_t ScheduledCapacity(const AccessSequence& seq, const std::vector<Tier>& h
   std::vector<uint64_t> reserves = {0, largest, 2 * largest, 4 * largest, device_capacity / 8, device_capacity / 4};
   std::sort(reserves.begin(), reserves.end());
   reserves.erase(std::unique(reserves.begin(), reserves.end()), reserves.end());
-  uint64_t best = device_capacity;
-  double best_stall = 0;
+  SteadySchedule best;
+  best.capacity = device_capacity;
   for (uint64_t reserve : reserves) {  // ascending: a tie keeps the larger capacity (more hits)
     if (reserve >= device_capacity) break;
-    double stall = 0;
-    SteadyFetches(seq, home, links, device_capacity - reserve, &stall);
-    if (reserve == 0 || stall < best_stall) {
-      best = device_capacity - reserve;
-      best_stall = stall;
-    }
+    SteadySchedule s;
+    s.capacity = device_capacity - reserve;
+    s.fetches = SteadyFetches(seq, home, links, s.capacity, &s.stall);
+    if (reserve == 0 || s.stall < best.stall) best = std::move(s);
   }
   return best;
+}
+
+}  // namespace
+
+uint64_t ScheduledCapacity(const AccessSequence& seq, const std::vector<Tier>& home, const LinkSpeeds& links,
+                           uint64_t device_capacity) {
+  return LeastStallSchedule(seq, home, links, device_capacity).capacity;
 }
 
 StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds& links,
@@ -270,8 +281,10 @@ StatusOr<PrefetchPlan> PrefetchPlan::Build(const Trace& trace, const LinkSpeeds&
   TC_ASSIGN_OR_RETURN(p.seq_, AccessSequence::FromTrace(trace));
   TC_ASSIGN_OR_RETURN(p.layout_, LayoutTiers(trace, p.seq_, budgets));
   const uint64_t n = p.seq_.size();
-  p.scheduled_capacity_ = ScheduledCapacity(p.seq_, p.layout_.home, links, p.layout_.device_capacity);
-  p.fetches_ = SteadyFetches(p.seq_, p.layout_.home, links, p.scheduled_capacity_, &p.predicted_stall_s_);
+  SteadySchedule steady = LeastStallSchedule(p.seq_, p.layout_.home, links, p.layout_.device_capacity);
+  p.scheduled_capacity_ = steady.capacity;
+  p.fetches_ = std::move(steady.fetches);
+  p.predicted_stall_s_ = steady.stall;
   p.resident_tier_ = p.layout_.home;
   for (TensorId id = 0; id < p.seq_.num_tensors(); ++id) {
     if (p.seq_.used(id)) p.resident_tier_[id] = Tier::kDevice;
