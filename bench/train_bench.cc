@@ -32,10 +32,17 @@ struct Variant {
   const char* name;
   const char* policy;
   bool prefetch;
+  bool overlap = true;  // train.optimizer_overlap on; off: every update on the training thread
 };
-const Variant kVariants[] = {
-    {"none", "none", true},          {"tencache", "tencache", true}, {"no-prefetch", "tencache", false},
-    {"zero-infinity", "zero-infinity", true}, {"lru", "lru", true}};
+// The "-serial" variants update on the training thread (train.optimizer_overlap
+// off), for the side-by-side comparison with the optimizer lane.
+const Variant kVariants[] = {{"none", "none", true},
+                             {"tencache", "tencache", true},
+                             {"no-prefetch", "tencache", false},
+                             {"zero-infinity", "zero-infinity", true},
+                             {"lru", "lru", true},
+                             {"none-serial", "none", true, false},
+                             {"tencache-serial", "tencache", true, false}};
 
 struct Regime {
   const char* name;
@@ -97,6 +104,7 @@ struct Outcome {
   double nvme_read = 0, nvme_write = 0;  // bytes per steady-state step
   double nvme_held = 0;                  // most bytes on NVMe at a step's end
   double overlap = 0;  // median over steady-state steps of the busiest lane / step time
+  double optimizer_wait_s = 0;  // mean per steady-state step: the training thread's time in the optimizer
   LaneBusy lanes;      // mean busy seconds per steady-state step
 };
 
@@ -108,7 +116,8 @@ StatusOr<JobSpec> RegimeJob(const Variant& v, const Regime& r, const TrainFlags&
       "cache.policy=" + std::string(v.policy),        "cache.prefetch=" + std::string(v.prefetch ? "true" : "false"),
       "cache.device_budget=" + r.DeviceBudget(f.device_budget, f.ParamDType()), "cache.nvme_path=" + nvme,
       "train.micro_batch=" + std::to_string(r.micro_batch), "train.global_batch=" + std::to_string(r.micro_batch),
-      "model.seq_len=" + std::to_string(r.seq_len),   "model.dtype=" + f.dtype};
+      "model.seq_len=" + std::to_string(r.seq_len),   "model.dtype=" + f.dtype,
+      std::string("train.optimizer_overlap=") + (v.overlap ? "on" : "off")};
   const std::string job_text =
       "name: bench\nmodel: " + std::string(r.model) + "\ntrain: {data: " + corpus.path() + ", lr: 1.0e-3, seed: 1}\n";
   auto with_host = [&](const std::string& host_budget) {
@@ -164,6 +173,7 @@ StatusOr<std::vector<Outcome>> RunRegime(const Regime& r, const TrainFlags& f, i
       for (int l = 0; l < kStepLanes; ++l) out[i].lanes.seconds[l] += m.lanes.seconds[l] / counted;
       out[i].hit_rate += m.device_hit_rate / counted;
       out[i].stall_s += m.stall_s / counted;
+      out[i].optimizer_wait_s += m.optimizer_wait_s / counted;
       out[i].bytes_moved += m.bytes.Total() / counted;
       out[i].nvme_read += m.bytes[Link::kNvmeRead] / counted;
       out[i].nvme_write += m.bytes[Link::kNvmeWrite] / counted;
@@ -218,6 +228,7 @@ Status RunTrainBench(const TrainFlags& f) {
     for (const Outcome& o : results) {
       reg["results"].push_back({{"policy", o.variant}, {"step_time_s", o.step_s}, {"ratio_to_none", o.step_s / reference},
                                 {"device_hit_rate", o.hit_rate}, {"stall_s", o.stall_s},
+                                {"optimizer_wait_s", o.optimizer_wait_s},
                                 {"bytes_moved_per_step", o.bytes_moved}, {"nvme_read_per_step", o.nvme_read},
                                 {"nvme_write_per_step", o.nvme_write}, {"nvme_held_bytes", o.nvme_held},
                                 {"allocations_after_warmup", o.allocations},
@@ -259,8 +270,9 @@ Benchmark AddTrainBench(CLI::App& app) {
   cmd->add_option("--dtype", f->dtype, "bf16 (mixed precision: fp32 masters and AdamW) or fp32")->type_name("T")
       ->check(CliOneOf({"bf16", "fp32"}));
   cmd->add_option("--variants", f->variants,
-                  "the offloaded variants to run beside the in-memory reference (none), comma-separated; all by default")
-      ->type_name("LIST")->delimiter(',')->check(CliOneOf({"tencache", "no-prefetch", "zero-infinity", "lru"}));
+                  "the variants to run beside the in-memory reference (none), comma-separated; all by default. "
+                  "none-serial and tencache-serial update on the training thread (train.optimizer_overlap off)")
+      ->type_name("LIST")->delimiter(',')->check(CliOneOf({"tencache", "no-prefetch", "zero-infinity", "lru", "none-serial", "tencache-serial"}));
   cmd->add_option("--threads", f->threads,
                   "compute threads, torch's and OpenBLAS's (default 1: the other cores left to the cache's threads; a one-rank worker "
                   "would use " + std::to_string(ComputeThreadsPerRank(1)) + ")")

@@ -40,6 +40,8 @@ const Names<PositionKind> kPositionKinds = {
     {"learned", PositionKind::kLearned}, {"rotary", PositionKind::kRotary}, {"alibi", PositionKind::kAlibi}};
 const Names<LrSchedule> kLrSchedules = {
     {"constant", LrSchedule::kConstant}, {"cosine", LrSchedule::kCosine}, {"linear", LrSchedule::kLinear}};
+const Names<OptimizerOverlap> kOptimizerOverlaps = {
+    {"auto", OptimizerOverlap::kAuto}, {"on", OptimizerOverlap::kOn}, {"off", OptimizerOverlap::kOff}};
 const Names<Target> kTargets = {{"local", Target::kLocal}, {"k8s", Target::kK8s}, {"hosts", Target::kHosts}};
 const Names<Objective> kObjectives = {{"cost", Objective::kCost}, {"time", Objective::kTime}};
 const Names<NvmeVolume> kNvmeVolumes = {
@@ -472,6 +474,14 @@ std::vector<JobKey> MakeJobKeys() {
       "the share can be faster: the cache's copies and NVMe work need a core (docs/worker.md, "
       "\"Host memory and threads\").",
       "`0`", "`1`"}));
+  keys.push_back(Choice<OptimizerOverlap>("train.optimizer_overlap", kOptimizerOverlaps,
+      TC_FIELD(train.optimizer_overlap),
+      {"Where each block's AdamW update runs: `on` (and `auto`) on the rank's optimizer lane, a "
+      "thread beside the training thread, while the backward goes on (the deferred updates of "
+      "`grad_clip` and fp16 one after another, each beside the reading of the next one's gradient); "
+      "`off` on the training thread, in turn with the compute. The results are bit for bit the same"
+      " (docs/worker.md, \"The optimizer lane\").",
+      "`auto`", "`off`"}));
   keys.push_back(Int("train.checkpoint_every", 0, kIntMax, TC_FIELD(train.checkpoint_every),
       {"Steps between checkpoints; `0`: none but the one a stop writes (`train.checkpoint_on_stop`)."
       " A checkpoint holds every rank's fp32 masters and AdamW moments (those on NVMe included), "

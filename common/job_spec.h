@@ -22,6 +22,10 @@ namespace tencache {
 
 enum class LrSchedule { kConstant, kCosine, kLinear };
 const char* LrScheduleName(LrSchedule s);  // "constant", "cosine", "linear"
+// train.optimizer_overlap: where each block's AdamW update runs (docs/worker.md,
+// "The optimizer lane"). kAuto: on the optimizer lane (OptimizerOverlapOn).
+enum class OptimizerOverlap { kAuto, kOn, kOff };
+const char* OptimizerOverlapName(OptimizerOverlap o);  // "auto", "on", "off"
 
 struct TrainSpec {
   std::string data;               // text (byte-level tokens), .bin/.u16 (uint16) or .u32 (uint32 tokens)
@@ -50,6 +54,7 @@ struct TrainSpec {
   // Compute threads of each rank (torch's and OpenBLAS's); 0: the rank's share
   // of its machine's cores (worker/compute_device.h ComputeThreadsPerRank).
   int compute_threads = 0;
+  OptimizerOverlap optimizer_overlap = OptimizerOverlap::kAuto;
   int checkpoint_every = 0;       // 0: only at a stop (checkpoint_on_stop)
   bool checkpoint_on_stop = true; // a stop asked by a signal writes a checkpoint after its step
   std::string checkpoint_dir = "ckpt/";  // relative to the job file's folder
@@ -174,6 +179,8 @@ inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
 // lr x (step + 1) / warmup_steps during the warm-up, then constant, or from lr
 // down to min_lr at step train.steps along a half cosine or a line (and
 // min_lr after).
+// Whether the updates run on the optimizer lane, beside the training thread: on and auto.
+inline bool OptimizerOverlapOn(const TrainSpec& t) { return t.optimizer_overlap != OptimizerOverlap::kOff; }
 double LearningRateAt(const TrainSpec& t, int64_t step);
 
 // Bytes per token of a train.data file: 2 for .bin and .u16 (uint16 token ids),

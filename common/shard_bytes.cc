@@ -93,6 +93,7 @@ WorkerHostBuffers WorkerHostBufferBytes(const JobSpec& job, int ranks, bool on_g
   if (ranks > 1) b.scatter = (largest + 1) * 4;
   if (on_gpu) b.grad_staging = largest * uint64_t(ranks) * 4;
   if (DeferredUpdates(job)) b.deferred_grad = (largest + 1) * 4;
+  if (OptimizerOverlapOn(job.train)) b.optimizer_grad = largest * 4;
   if (SplitEmbeddingUpdate(job)) {
     b.embed_grad = counts[0] * 4;
     b.held_rows = kHeldRowArrays * HeldRowElements(job.model, ranks, job.train.micro_batch) * 4;

@@ -122,11 +122,12 @@ constexpr uint64_t kWorkerHostSlotsPerClass = 3;
 // output (more than one rank); a whole block's gradient staged on its way to
 // AdamW (on a GPU); the stored gradient of a deferred update (train.grad_clip
 // or fp16); and the split embedding update's copy of block 0's gradient shard
-// with its held rows (a tied embedding in mixed precision, not deferred). Each
-// is sized for the largest block; the trainer allocates exactly these.
+// with its held rows (a tied embedding in mixed precision, not deferred); the
+// optimizer lane's copy of the gradient it updates with (train.optimizer_overlap
+// on). Each is sized for the largest block; the trainer allocates exactly these.
 struct WorkerHostBuffers {
-  uint64_t scatter = 0, grad_staging = 0, deferred_grad = 0, embed_grad = 0, held_rows = 0;
-  uint64_t total() const { return scatter + grad_staging + deferred_grad + embed_grad + held_rows; }
+  uint64_t scatter = 0, grad_staging = 0, deferred_grad = 0, embed_grad = 0, held_rows = 0, optimizer_grad = 0;
+  uint64_t total() const { return scatter + grad_staging + deferred_grad + embed_grad + held_rows + optimizer_grad; }
 };
 // REQUIRES: job.model describes a model (layers, hidden, vocab > 0); ranks >= 1.
 WorkerHostBuffers WorkerHostBufferBytes(const JobSpec& job, int ranks, bool on_gpu);

@@ -65,6 +65,21 @@ Status AccessRecorder::EndAccess(int block, Phase phase, double start_s, double 
   return Status::Ok();
 }
 
+void AccessRecorder::EndLaneAccess(int block, double start_s, double end_s, double asked_s, double waited_s) {
+  if (!recording_) return;
+  AccessRecord a;
+  a.id = TensorId(block);
+  a.name = "block" + std::to_string(block) + ".param";
+  a.phase = Phase::kOptimizer;
+  a.block = block;
+  a.bytes = layout_->Bytes(block, ShardKind::kParam);
+  a.start_s = start_s - step_start_;
+  a.end_s = end_s - step_start_;
+  a.asked_s = asked_s - step_start_;
+  a.waited_s = waited_s;
+  profiler_->RecordAccess(a);
+}
+
 void AccessRecorder::RecordCollective(CollectiveKind kind, int block, uint64_t bytes, double start_s) {
   if (!recording_) return;
   profiler_->RecordCollective({kind, block, bytes, start_s - step_start_, MonotonicSeconds() - step_start_});

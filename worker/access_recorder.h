@@ -62,6 +62,21 @@ class AccessRecorder {
 
   // The store's Acquire, timed, and recorded as StepEvent::Acquire.
   StatusOr<ShardRef> Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode);
+  // An acquire made elsewhere (the optimizer lane acquires an issued update's
+  // shards itself): recorded as StepEvent::Acquire here, in the step's order.
+  void RecordAcquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode) {
+    if (recording_) events_.push_back(StepEvent::Acquire(block, ShardKindClass(kind), piece, tier, mode));
+  }
+  // An issued update's end, in the step's order: StepEvent::AccessEnd (its
+  // times reach the Profiler when it is retired: EndLaneAccess).
+  void RecordUpdateEnd(int block) {
+    if (recording_) events_.push_back(StepEvent::AccessEnd(block, Phase::kOptimizer, 0, 0));
+  }
+  // An update that ran on the optimizer lane, retired: its times for the
+  // Profiler (compute from start_s to end_s; issued at asked_s, when the
+  // training thread had waited waited_s in acquires since its previous access
+  // ended). Its StepEvents were recorded at its issue.
+  void EndLaneAccess(int block, double start_s, double end_s, double asked_s, double waited_s);
   // The store's Invalidate of a consumed stored piece (dropped without a
   // write-back), recorded as StepEvent::Invalidate.
   void Invalidate(int block, ShardKind kind, int piece);

@@ -45,6 +45,10 @@ struct StepMetrics {
   std::string job_dtype;
   LinkBytes bytes;           // summed over ranks
   double stall_s = 0;        // summed over ranks
+  // The training thread's seconds in the optimizer (mean over ranks): its
+  // updates' whole time, or with the optimizer lane issuing updates and
+  // waiting to retire them (docs/worker.md, "The optimizer lane").
+  double optimizer_wait_s = 0;
   double allocations_after_warmup = 0;  // summed over ranks
   double device_used_bytes = 0, device_reserved_bytes = 0;  // max over ranks
   double host_used_bytes = 0, host_reserved_bytes = 0;      // max over ranks

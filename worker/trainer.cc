@@ -238,7 +238,9 @@ std::string Trainer::Describe() const {
       << (defer_updates_ ? " (updates after the backward)" : "")
       << ", on " << device_.Describe() << "), " << ranks_ << " rank(s) over " << comm_->Describe() << ", micro_batch "
       << job_.train.micro_batch << " x " << accum_ << " accumulation steps, policy "
-      << CachePolicyName(job_.cache.policy) << "; store: " << store_->Describe();
+      << CachePolicyName(job_.cache.policy) << "; store: " << store_->Describe() << "; updates "
+      << (lane_ ? "on the optimizer lane (AdamW on " + std::to_string(optimizer_threads_) + " thread(s))"
+                : "on the training thread");
   return out.str();
 }
 
@@ -252,7 +254,7 @@ void Trainer::MakeCollaborators() {
                                               compute_dtype_, host, recorder_.get(), &lanes_);
   deferred_ = std::make_unique<DeferredUpdater>(job_.train, fp16_, &layout_, recorder_.get(), comm_, &lanes_,
                                                 floats(host.deferred_grad),
-                                                [this](int b, const float* grad) { return UpdateBlock(b, grad); });
+                                                [this](int b, const float* grad) { return Update(b, grad); });
   SplitEmbeddingUpdater::Hooks hooks;
   hooks.update_pieces = [this](const float* grad, int first, int last) {
     return UpdateBlock(0, grad, /*split=*/true, first, last);
@@ -264,11 +266,19 @@ void Trainer::MakeCollaborators() {
     AdamWStep(config, optimizer_steps_ + 1, n, master, grad, m, v, threads_);
   };
   hooks.write_compute_copy = [this](const ShardRef& param, size_t begin, size_t count, const float* master) {
-    WriteComputeCopy(param, begin, count, master);
+    WriteComputeCopy(param, begin, count, master, &lanes_);
   };
   split_ = std::make_unique<SplitEmbeddingUpdater>(&job_, &model_, &layout_, comm_->rank(), ranks_, accum_, &sampler_,
                                                    store_.get(), recorder_.get(), device_, &lanes_, decay_runs_[0],
                                                    floats(host.embed_grad), floats(host.held_rows), std::move(hooks));
+  if (OptimizerOverlapOn(job_.train)) {
+    // The lane's AdamW takes the cores the compute leaves, at least one.
+    optimizer_threads_ = std::max(1, threads_ - torch::get_num_threads());
+    lane_ = std::make_unique<OptimizerLane>(floats(host.optimizer_grad), [this](int b, const float* grad, LaneUpdate* done) {
+      return RunUpdate(b, grad, /*split=*/false, 0, layout_.Pieces(b, ShardKind::kAdamM), /*lane=*/true,
+                       optimizer_threads_, &done->lanes, done);
+    });
+  }
 }
 
 const std::vector<StepEvent>& Trainer::profiled_events() const { return recorder_->profiled_events(); }
@@ -433,7 +443,10 @@ StatusOr<StepMetrics> Trainer::Step() {
                                       failed_.message() + ")");
   }
   StatusOr<StepMetrics> m = RunStep();
-  if (!m.ok()) failed_ = m.status();
+  if (!m.ok()) {
+    failed_ = m.status();
+    (void)RetireUpdate();  // the lane stops touching the shards; the step's error is the one reported
+  }
   return m;
 }
 
@@ -444,12 +457,14 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   lanes_ = LaneBusy();     // what ran between steps (validation, sampling) is not this step's
   driver_->BeginStep();
   deferred_->BeginStep();
+  optimizer_wait_s_ = 0;
   std::fill(contributions_.begin(), contributions_.end(), 0);
   double loss_sum = 0;
   for (int micro = 0; micro < accum_; ++micro) {
     TC_ASSIGN_OR_RETURN(double loss, MicroStep(micro));
     loss_sum += loss;
   }
+  TC_RETURN_IF_ERROR(RetireUpdate());  // the backward's last update
   for (int b = 0; b < model_.num_blocks(); ++b) {
     if (contributions_[b] != needed_[b]) {
       return Status::Internal("block " + std::to_string(b) + " received " + std::to_string(contributions_[b]) +
@@ -457,7 +472,10 @@ StatusOr<StepMetrics> Trainer::RunStep() {
                               std::to_string(needed_[b]));
     }
   }
-  if (defer_updates_) TC_RETURN_IF_ERROR(deferred_->Apply(step_));  // every block's update, after the norm
+  if (defer_updates_) {
+    TC_RETURN_IF_ERROR(deferred_->Apply(step_));  // every block's update, after the norm
+    TC_RETURN_IF_ERROR(RetireUpdate());
+  }
   if (!deferred_->step_skipped()) ++optimizer_steps_;
   const double seconds = Now() - recorder_->step_start();
   const CacheMetrics cache = store_->EndStep();

@@ -26,9 +26,13 @@
 //    every block's update; fp16's loss scale;
 //  - SplitEmbeddingUpdater (worker/split_embedding_updater.h): the tied
 //    embedding's update (mixed precision), split around the backward;
+//  - OptimizerLane (worker/optimizer_lane.h): with train.optimizer_overlap
+//    on, the thread every whole-block update runs on, beside the training
+//    thread (IssueUpdate, RetireUpdate: docs/worker.md, "The optimizer lane");
 //  - PrefetchDriver, LinkCalibrator, DeviceHitCounter: the cache policy, the
 //    links the plan is built for, the device hits the simulator counts.
-// Single-threaded: the training thread owns the Trainer.
+// The training thread owns the Trainer; the optimizer lane touches only the
+// shards of the update it was issued, through the store.
 #pragma once
 
 #include <array>
@@ -53,6 +57,7 @@
 #include "worker/deferred_updater.h"
 #include "worker/device_hit_counter.h"
 #include "worker/link_calibrator.h"
+#include "worker/optimizer_lane.h"
 #include "worker/prefetch_driver.h"
 #include "worker/shard_gatherer.h"
 #include "worker/shard_store.h"
@@ -161,7 +166,7 @@ class Trainer {
   void PlanDecayRuns();
   // Rounds `count` fp32 master elements into the 16-bit parameter shard
   // `param` (mixed precision), from its element `begin` on.
-  void WriteComputeCopy(const ShardRef& param, size_t begin, size_t count, const float* master);
+  void WriteComputeCopy(const ShardRef& param, size_t begin, size_t count, const float* master, LaneBusy* lanes);
 
   // One step (Step() keeps its failure) and its micro-batches: each returns
   // the micro-batch's mean loss.
@@ -186,17 +191,43 @@ class Trainer {
   Status Release(Gathered* g);
   // The access of a gathered block ended: its times as Gather took them. An
   // error is the prefetch driver's (AfterAccess) and fails the step.
+  // An update in flight on the optimizer lane is retired first.
   Status EndAccess(int block, Phase phase, const Gathered& g) {
+    TC_RETURN_IF_ERROR(RetireUpdate());
     return recorder_->EndAccess(block, phase, g.start_s, g.asked_s, g.waited_s);
   }
   // Reduces one contribution to the block's gradient to this rank; the last
   // one of the step updates the block (trainer_grads.cc).
   Status ReduceGrad(int block, const torch::Tensor& dflat);
-  // AdamW on the block's shards with its complete gradient (this rank's shard).
+  // The whole update of `block` with its complete gradient shard `grad`: on
+  // the optimizer lane (IssueUpdate) when train.optimizer_overlap is on, else
+  // here (UpdateBlock). `grad` may be reused once it returns.
+  Status Update(int block, const float* grad) {
+    return lane_ ? IssueUpdate(block, grad) : UpdateBlock(block, grad);
+  }
+  // AdamW on the block's shards with its complete gradient (this rank's
+  // shard), on the training thread, once an update in flight is retired.
   // `split` (block 0, the split update): the held rows are left out, their
   // states swapped with the held arrays. `last` >= 0: only pieces [first,
   // last), a part of a streamed update (the parts in order).
   Status UpdateBlock(int block, const float* grad, bool split = false, int first = 0, int last = -1);
+  // Retires the update in flight, records the update's acquires and end as
+  // StepEvents (in the order UpdateBlock makes them), copies `grad` to the
+  // lane and issues it. REQUIRES: lane_.
+  Status IssueUpdate(int block, const float* grad);
+  // Waits for the update in flight on the lane (none: returns at once); its
+  // times reach the Profiler, its device copy is refreshed as UpdateBlock's.
+  Status RetireUpdate();
+  // The update's body, on either thread: the shards acquired through the
+  // recorder (`lane` false) or straight from the store, timed into
+  // done->acquire_waited_s (`lane`); AdamW on `threads` threads; its busy time
+  // into `lanes`; its compute seconds (waits left out) into done->compute_s.
+  Status RunUpdate(int block, const float* grad, bool split, int first, int last, bool lane, int threads,
+                   LaneBusy* lanes, LaneUpdate* done);
+  // After a whole update: the plan keeps the parameter on the device until
+  // its next use (device access `k` was the step's latest) and the device held
+  // it when the update began (`was_on_device`): it is copied back there.
+  void RefreshDeviceCopy(int block, DeviceAccessIndex k, bool was_on_device);
   // Whether the update of `block` reads a stored gradient (contributions
   // before it were stored).
   bool UpdateReadsStoredGradient(int block) const;
@@ -232,6 +263,16 @@ class Trainer {
   bool fp16_ = false;             // dynamic loss scaling
   int64_t optimizer_steps_ = 0;   // updates applied (AdamW's bias correction counts these)
   bool updated_on_device_ = false;  // UpdateBlock: the device held the parameter as its first part began
+  // The update in flight on the lane: when it was issued, the training
+  // thread's acquire waits before that, the device access it followed and
+  // whether the device held its parameter then.
+  struct Issued {
+    double asked_s = 0, waited_s = 0;
+    DeviceAccessIndex position;
+    bool on_device = false;
+  } issued_;
+  double optimizer_wait_s_ = 0;  // this step: the training thread's time in updates, or issuing and retiring them
+  int optimizer_threads_ = 1;    // AdamW's threads on the lane
   std::shared_ptr<const TokenCorpus> eval_corpus_;  // train.eval_data, or train.data's held-out tail
   uint64_t eval_first_ = 0, eval_count_ = 0;         // the validation windows
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget
@@ -256,6 +297,7 @@ class Trainer {
   std::unique_ptr<DeferredUpdater> deferred_;         // deferred updates, the loss scale (always made)
   std::unique_ptr<SplitEmbeddingUpdater> split_;      // the tied embedding's split update (always made)
   std::unique_ptr<PrefetchDriver> driver_;   // cache.policy's fetches ahead of use (MakePrefetchDriver)
+  std::unique_ptr<OptimizerLane> lane_;      // train.optimizer_overlap on; destroyed before the store
   int64_t steps_run_ = 0;                    // steps this process ran (a resumed run starts at step_ > 0)
   int64_t step_ = 0;
   uint64_t allocations_at_warmup_ = 0;

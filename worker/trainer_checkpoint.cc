@@ -196,7 +196,7 @@ Status Trainer::LoadRankFile(const std::string& path, const RankFileInfo& info) 
         s = ReadAll(fd, p->data(), piece, at, path);
         crc = Crc32c(crc, p->data(), piece);
         at += piece;
-        if (s.ok() && rounds) WriteComputeCopy(*param, layout_.PieceBegin(b, kind, j), p->count(), p->f32());
+        if (s.ok() && rounds) WriteComputeCopy(*param, layout_.PieceBegin(b, kind, j), p->count(), p->f32(), &lanes_);
       }
       if (s.ok() && (i >= info.shard_crc.size() || crc != info.shard_crc[i])) {
         s = Status::Corruption(path + ": checksum mismatch at offset " + std::to_string(offset) + " (block " +

@@ -20,7 +20,7 @@ Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
   if (complete && defer_updates_) return deferred_->Store(block, src, k > 0);
   if (complete && split_embedding_ && block == 0) return split_->Late(src);
   if (early && k == 0) return split_->Early(src, step_);
-  if (complete && k == 0) return UpdateBlock(block, src);  // in one piece: never stored
+  if (complete && k == 0) return Update(block, src);  // in one piece: never stored
   for (int i = 0; i < layout_.Pieces(block, ShardKind::kGrad); ++i) {  // the stored gradient, piece by piece
     float* mine = src + layout_.PieceBegin(block, ShardKind::kGrad, i);
     if (!complete && !early) {
@@ -42,7 +42,7 @@ Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
     recorder_->Invalidate(block, ShardKind::kGrad, i);  // consumed: never written back
   }
   if (early) return split_->Early(src, step_);
-  return complete ? UpdateBlock(block, src) : Status::Ok();
+  return complete ? Update(block, src) : Status::Ok();
 }
 
 bool Trainer::UpdateReadsStoredGradient(int block) const {

@@ -23,7 +23,8 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
                    double(hit_counter_->hits()),
                    double(hit_counter_->accesses()),
                    double(c.tier(Tier::kHost).hits),
-                   double(c.tier(Tier::kHost).misses)};
+                   double(c.tier(Tier::kHost).misses),
+                   optimizer_wait_s_};
   hit_counter_->Reset();
   TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
   // This rank's lanes: the training thread's (compute, collectives, optimizer)
@@ -74,6 +75,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.bytes[Link::kNvmeRead] = sums[3];
   m.bytes[Link::kNvmeWrite] = sums[4];
   m.stall_s = sums[5];
+  m.optimizer_wait_s = sums[14] / ranks_;
   m.allocations_after_warmup = steps_run_ == 0 ? 0 : sums[6];
   m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;
   auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 1.0; };
@@ -102,6 +104,7 @@ WorkerHostBuffers Trainer::HostBuffers() const {
   b.deferred_grad = deferred_->host_bytes();
   b.embed_grad = split_->embed_grad_bytes();
   b.held_rows = split_->held_rows_bytes();
+  b.optimizer_grad = lane_ ? uint64_t(lane_->grad_floats()) * sizeof(float) : 0;
   return b;
 }
 

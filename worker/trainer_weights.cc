@@ -71,7 +71,7 @@ Status Trainer::InitShards() {
       }
       if (layout_.mixed) {
         TC_ASSIGN_OR_RETURN(ShardRef param, store_->Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kOverwrite));
-        WriteComputeCopy(param, 0, layout_.counts[b], mine);
+        WriteComputeCopy(param, 0, layout_.counts[b], mine, &lanes_);
       }
       blocks[b - first] = std::vector<float>();
     }
@@ -80,8 +80,9 @@ Status Trainer::InitShards() {
 }
 
 // The bf16 or fp16 parameter shard rounded from the fp32 master (mixed precision).
-void Trainer::WriteComputeCopy(const ShardRef& param, size_t begin, size_t count, const float* master) {
-  LaneTimer busy(&lanes_, StepLane::kOptimizer);
+void Trainer::WriteComputeCopy(const ShardRef& param, size_t begin, size_t count, const float* master,
+                               LaneBusy* lanes) {
+  LaneTimer busy(lanes, StepLane::kOptimizer);
   void* at = static_cast<uint8_t*>(param.data()) + begin * layout_.ElementBytes(ShardKind::kParam);
   torch::from_blob(at, {int64_t(count)}, param_dtype_)
       .copy_(torch::from_blob(const_cast<float*>(master), {int64_t(count)}, torch::kFloat32));
@@ -115,10 +116,12 @@ Status Trainer::SaveWeights(const std::string& dir, uint64_t max_shard_bytes) {
 // of one piece at a time, so that the host holds three pieces, not three whole
 // shards, of a huge block. In mixed precision the 16-bit parameter (held from
 // the first piece's rounding on, and overwritten) is rounded from each piece
-// of the master once that piece is updated. A shard the plan keeps on the device until its next use is
-// copied back there right after its host update (the update invalidated the
-// device copy); otherwise the plan fetches it before its use.
+// of the master once that piece is updated. A shard the plan keeps on the
+// device until its next use is copied back there right after its host update
+// (the update invalidated the device copy: RefreshDeviceCopy); otherwise the
+// plan fetches it before its use.
 Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int last) {
+  TC_RETURN_IF_ERROR(RetireUpdate());
   const double asked = Now(), waited = recorder_->WaitedSinceLastAccess();  // the update asks for its first shard
   const TensorId param = ShardTensorId(b, ShardKind::kParam);
   TensorCache* cache = store_->cache();
@@ -127,7 +130,71 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
   if (!part) last = pieces;
   // Whether the device held the parameter when the (whole) update began.
   if (first == 0) updated_on_device_ = cache != nullptr && cache->IsResident(param, Tier::kDevice);
-  const bool on_device = updated_on_device_;
+  LaneUpdate done;
+  TC_RETURN_IF_ERROR(RunUpdate(b, grad, split, first, last, /*lane=*/false, threads_, &lanes_, &done));
+  if (last == pieces) RefreshDeviceCopy(b, profiler_.position(), updated_on_device_);
+  optimizer_wait_s_ += Now() - asked;
+  return recorder_->EndAccess(b, Phase::kOptimizer, Now() - done.compute_s, asked, waited, part ? first : 0,
+                              part ? last : 0);
+}
+
+Status Trainer::IssueUpdate(int b, const float* grad) {
+  TC_RETURN_IF_ERROR(RetireUpdate());
+  const double asked = Now();
+  issued_.asked_s = asked;
+  issued_.waited_s = recorder_->WaitedSinceLastAccess();
+  issued_.position = profiler_.position();
+  TensorCache* cache = store_->cache();
+  issued_.on_device = cache != nullptr && cache->IsResident(ShardTensorId(b, ShardKind::kParam), Tier::kDevice);
+  // The update's events, as UpdateBlock's acquires make them: fp32, the
+  // parameter (its own master) first; per piece the master (mixed precision)
+  // and both moments; mixed precision, the 16-bit parameter after the first piece's.
+  const int pieces = layout_.Pieces(b, ShardKind::kAdamM);
+  if (!layout_.mixed) recorder_->RecordAcquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kWrite);
+  for (int i = 0; i < pieces; ++i) {
+    if (layout_.mixed) recorder_->RecordAcquire(b, ShardKind::kMaster, i, Tier::kHost, AccessMode::kWrite);
+    recorder_->RecordAcquire(b, ShardKind::kAdamM, i, Tier::kHost, AccessMode::kWrite);
+    recorder_->RecordAcquire(b, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kWrite);
+    if (layout_.mixed && i == 0) recorder_->RecordAcquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kOverwrite);
+  }
+  recorder_->RecordUpdateEnd(b);
+  std::memcpy(lane_->grad_buffer(), grad, layout_.counts[size_t(b)] * sizeof(float));
+  lane_->Issue(b);
+  optimizer_wait_s_ += Now() - asked;
+  return Status::Ok();
+}
+
+Status Trainer::RetireUpdate() {
+  if (lane_ == nullptr || !lane_->in_flight()) return Status::Ok();
+  const double t0 = Now();
+  LaneUpdate done;
+  const Status st = lane_->Retire(&done);
+  optimizer_wait_s_ += Now() - t0;
+  for (int l = 0; l < kStepLanes; ++l) lanes_.seconds[l] += done.lanes.seconds[l];
+  TC_RETURN_IF_ERROR(st);
+  RefreshDeviceCopy(done.block, issued_.position, issued_.on_device);
+  recorder_->EndLaneAccess(done.block, done.end_s - done.compute_s, done.end_s, issued_.asked_s, issued_.waited_s);
+  return Status::Ok();
+}
+
+void Trainer::RefreshDeviceCopy(int b, DeviceAccessIndex k, bool was_on_device) {
+  const TensorId param = ShardTensorId(b, ShardKind::kParam);
+  TensorCache* cache = store_->cache();
+  if (recorder_->recording() && was_on_device && k.value() > 0 && driver_->KeepsOnDeviceAfterUpdate(b, k - 1) &&
+      !cache->IsResident(param, Tier::kDevice)) {
+    hit_counter_->NoteRefresh(b, store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice));
+  }
+}
+
+Status Trainer::RunUpdate(int b, const float* grad, bool split, int first, int last, bool lane, int threads,
+                          LaneBusy* lanes, LaneUpdate* done) {
+  auto acquire = [&](ShardKind kind, int piece, AccessMode mode) -> StatusOr<ShardRef> {
+    if (!lane) return recorder_->Acquire(b, kind, piece, Tier::kHost, mode);
+    const double t0 = Now();
+    StatusOr<ShardRef> ref = store_->Acquire(b, kind, piece, Tier::kHost, mode);
+    done->acquire_waited_s += Now() - t0;
+    return ref;
+  };
   double compute_s = 0;  // the update's own time, waits for its shards left out (the trace's access time)
   {
     // fp32: the parameter shard, its own master, held throughout. Mixed
@@ -136,7 +203,7 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
     // three pins of one size, as StatePieces keeps a piece and it apart).
     ShardRef whole;
     if (!layout_.mixed) {
-      TC_ASSIGN_OR_RETURN(whole, recorder_->Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kWrite));
+      TC_ASSIGN_OR_RETURN(whole, acquire(ShardKind::kParam, 0, AccessMode::kWrite));
     }
     AdamWConfig config = adamw_;
     config.lr = LearningRateAt(job_.train, step_);
@@ -145,15 +212,15 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
       const size_t end = begin + layout_.PieceCount(b, ShardKind::kAdamM, i);
       ShardRef master;  // the piece's fp32 master (mixed precision)
       if (layout_.mixed) {
-        TC_ASSIGN_OR_RETURN(master, recorder_->Acquire(b, ShardKind::kMaster, i, Tier::kHost, AccessMode::kWrite));
+        TC_ASSIGN_OR_RETURN(master, acquire(ShardKind::kMaster, i, AccessMode::kWrite));
       }
       float* p = layout_.mixed ? master.f32() : whole.f32() + begin;  // element `begin` of the shard
       double t0 = 0;
       {
-        TC_ASSIGN_OR_RETURN(ShardRef m, recorder_->Acquire(b, ShardKind::kAdamM, i, Tier::kHost, AccessMode::kWrite));
-        TC_ASSIGN_OR_RETURN(ShardRef v, recorder_->Acquire(b, ShardKind::kAdamV, i, Tier::kHost, AccessMode::kWrite));
+        TC_ASSIGN_OR_RETURN(ShardRef m, acquire(ShardKind::kAdamM, i, AccessMode::kWrite));
+        TC_ASSIGN_OR_RETURN(ShardRef v, acquire(ShardKind::kAdamV, i, AccessMode::kWrite));
         t0 = Now();
-        LaneTimer busy(&lanes_, StepLane::kOptimizer);
+        LaneTimer busy(lanes, StepLane::kOptimizer);
         if (split) split_->SwapHeldRows(begin, end, p, m.f32(), v.f32());
         for (const DecayRun& r : decay_runs_[b]) {  // the runs' parts within the piece
           const size_t lo = std::max(r.begin, begin), hi = std::min(r.end, end);
@@ -161,7 +228,7 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
           config.weight_decay = r.decay ? adamw_.weight_decay : 0.0;
           auto step = [&](size_t from, size_t to) {
             AdamWStep(config, optimizer_steps_ + 1, to - from, p + (from - begin), grad + from,
-                      m.f32() + (from - begin), v.f32() + (from - begin), threads_);
+                      m.f32() + (from - begin), v.f32() + (from - begin), threads);
           };
           if (split) split_->ForEachUnheld(lo, hi, step);
           else step(lo, hi);
@@ -170,21 +237,17 @@ Status Trainer::UpdateBlock(int b, const float* grad, bool split, int first, int
       if (layout_.mixed) {
         if (i == first) {  // the first part overwrites it; a later one writes into it
           compute_s += Now() - t0;  // the wait for the parameter's slot is not the update's
-          TC_ASSIGN_OR_RETURN(whole, recorder_->Acquire(b, ShardKind::kParam, 0, Tier::kHost,
-                                                        i == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
+          TC_ASSIGN_OR_RETURN(whole, acquire(ShardKind::kParam, 0, i == 0 ? AccessMode::kOverwrite : AccessMode::kWrite));
           t0 = Now();
         }
-        WriteComputeCopy(whole, begin, end - begin, p);
+        WriteComputeCopy(whole, begin, end - begin, p, lanes);
       }
       compute_s += Now() - t0;
     }
   }
-  const DeviceAccessIndex k = profiler_.position();  // device accesses so far this step
-  if (last == pieces && recorder_->recording() && on_device && k.value() > 0 && driver_->KeepsOnDeviceAfterUpdate(b, k - 1) &&
-      !cache->IsResident(param, Tier::kDevice)) {
-    hit_counter_->NoteRefresh(b, store_->Prefetch(b, ShardKind::kParam, 0, Tier::kDevice));
-  }
-  return recorder_->EndAccess(b, Phase::kOptimizer, Now() - compute_s, asked, waited, part ? first : 0, part ? last : 0);
+  done->compute_s = compute_s;
+  done->end_s = Now();
+  return Status::Ok();
 }
 
 }  // namespace tencache
