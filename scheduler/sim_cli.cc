@@ -45,6 +45,7 @@ struct SimFlags {
   double net_gbps = LinkSpeeds().collective_bps / 1e9;
   bool separate_pcie = false;
   double copy_latency_us = 0;
+  std::string optimizer_overlap = "off";
 };
 
 // The policies of a --policy list, each checked ("all": every policy).
@@ -107,6 +108,9 @@ void AddModelFlags(CLI::App& app, SynthOptions& s, SimFlags& f) {
       ->check(PositiveNumber())->group(group);
   app.add_option("--host-adam-rate", f.host_adam_rate, "host Adam updates, parameters per second")->type_name("X")
       ->check(PositiveNumber())->default_str("1000000000")->group(group);
+  app.add_option("--optimizer-overlap", f.optimizer_overlap,
+                 "on: every update runs on the optimizer lane beside the training thread (train.optimizer_overlap)")
+      ->type_name("on|off")->check(CliOneOf({"on", "off"}))->group(group);
 }
 
 void AddLinkFlags(CLI::App& app, SimFlags& f) {
@@ -133,6 +137,7 @@ void ApplyFlags(const SimFlags& f, SimCliOptions* o) {
   o->synth.dtype = f.dtype == "fp16" ? DType::kFp16 : f.dtype == "fp32" ? DType::kFp32 : DType::kBf16;
   o->synth.device_flops = f.device_tflops * 1e12;
   o->synth.host_adam_params_per_s = f.host_adam_rate;
+  o->synth.optimizer_lane = f.optimizer_overlap == "on";
   for (Link l : kLinks) o->sim.links.Bps(l) = f.link_gbps[int(l)] * 1e9;
   o->sim.links.collective_bps = o->synth.collective_bps = f.net_gbps * 1e9;
   o->sim.links.collectives_share_pcie = !f.separate_pcie;
