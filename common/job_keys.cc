@@ -40,6 +40,7 @@ const Names<PositionKind> kPositionKinds = {
     {"learned", PositionKind::kLearned}, {"rotary", PositionKind::kRotary}, {"alibi", PositionKind::kAlibi}};
 const Names<LrSchedule> kLrSchedules = {
     {"constant", LrSchedule::kConstant}, {"cosine", LrSchedule::kCosine}, {"linear", LrSchedule::kLinear}};
+const Names<std::string> kOverlapModes = {{"auto", "auto"}, {"on", "on"}, {"off", "off"}};
 const Names<Target> kTargets = {{"local", Target::kLocal}, {"k8s", Target::kK8s}, {"hosts", Target::kHosts}};
 const Names<Objective> kObjectives = {{"cost", Objective::kCost}, {"time", Objective::kTime}};
 const Names<NvmeVolume> kNvmeVolumes = {
@@ -472,6 +473,16 @@ std::vector<JobKey> MakeJobKeys() {
       "the share can be faster: the cache's copies and NVMe work need a core (docs/worker.md, "
       "\"Host memory and threads\").",
       "`0`", "`1`"}));
+  keys.push_back(Choice<std::string>("train.optimizer_overlap", kOverlapModes, TC_FIELD(train.optimizer_overlap),
+      {"Where each block's AdamW update runs: `on`, on the optimizer lane, a thread of its own: the "
+      "training thread hands the update over and goes on with the next block while it runs (at most "
+      "one in flight; it waits for it before that block's access ends, before the next update and at"
+      " the step's end), so the update overlaps the next block's backward, or with deferred updates "
+      "(`train.grad_clip`, `fp16`) the preparation of the next update; `off`, on the training thread "
+      "between the blocks; `auto` lets the worker choose (docs/worker.md). The planner models `on` "
+      "and `auto` as hiding each update behind the next block's backward on a GPU "
+      "(docs/resource-model.md); the trace marks updates the lane ran (docs/trace-format.md).",
+      "`auto`", "`off`"}));
   keys.push_back(Int("train.checkpoint_every", 0, kIntMax, TC_FIELD(train.checkpoint_every),
       {"Steps between checkpoints; `0`: none but the one a stop writes (`train.checkpoint_on_stop`)."
       " A checkpoint holds every rank's fp32 masters and AdamW moments (those on NVMe included), "

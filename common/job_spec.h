@@ -50,6 +50,9 @@ struct TrainSpec {
   // Compute threads of each rank (torch's and OpenBLAS's); 0: the rank's share
   // of its machine's cores (worker/compute_device.h ComputeThreadsPerRank).
   int compute_threads = 0;
+  // Whether each block's AdamW update runs on the optimizer lane, a thread of
+  // its own beside the training thread (docs/worker.md): "auto", "on" or "off".
+  std::string optimizer_overlap = "auto";
   int checkpoint_every = 0;       // 0: only at a stop (checkpoint_on_stop)
   bool checkpoint_on_stop = true; // a stop asked by a signal writes a checkpoint after its step
   std::string checkpoint_dir = "ckpt/";  // relative to the job file's folder

@@ -66,6 +66,7 @@ inline std::map<std::string, std::string> EveryKeyValues(const std::filesystem::
       {"train.eval_sequences", "16"},
       {"train.seed", "42"},
       {"train.compute_threads", "3"},
+      {"train.optimizer_overlap", "off"},
       {"train.checkpoint_every", "20"},
       {"train.checkpoint_on_stop", "false"},
       {"train.checkpoint_dir", "ck"},
