@@ -476,11 +476,15 @@ std::vector<JobKey> MakeJobKeys() {
       "`0`", "`1`"}));
   keys.push_back(Choice<OptimizerOverlap>("train.optimizer_overlap", kOptimizerOverlaps,
       TC_FIELD(train.optimizer_overlap),
-      {"Where each block's AdamW update runs: `on` (and `auto`) on the rank's optimizer lane, a "
-      "thread beside the training thread, while the backward goes on (the deferred updates of "
-      "`grad_clip` and fp16 one after another, each beside the reading of the next one's gradient); "
-      "`off` on the training thread, in turn with the compute. The results are bit for bit the same"
-      " (docs/worker.md, \"The optimizer lane\").",
+      {"Where each block's AdamW update runs: `on` (and `auto`), on the rank's optimizer lane, a "
+      "thread of its own: the training thread hands the update over and goes on with the next block "
+      "while it runs (at most one in flight; it waits for it before that block's access ends, before "
+      "the next update and at the step's end), so the update overlaps the next block's backward, or "
+      "with deferred updates (`train.grad_clip`, `fp16`) the preparation of the next update; `off`, "
+      "on the training thread between the blocks. The results are bit for bit the same "
+      "(docs/worker.md, \"The optimizer lane\"). The planner models `on` and `auto` as hiding each "
+      "update behind the backward on a GPU (docs/resource-model.md); the trace marks updates the "
+      "lane ran (docs/trace-format.md).",
       "`auto`", "`off`"}));
   keys.push_back(Int("train.checkpoint_every", 0, kIntMax, TC_FIELD(train.checkpoint_every),
       {"Steps between checkpoints; `0`: none but the one a stop writes (`train.checkpoint_on_stop`)."

@@ -60,7 +60,8 @@ bool operator==(const TrainSpec& a, const TrainSpec& b) {
     return std::tie(t.data, t.tokens_per_epoch, t.micro_batch, t.global_batch, t.steps, t.lr, t.lr_schedule,
                     t.warmup_steps, t.min_lr, t.beta1, t.beta2, t.eps, t.weight_decay, t.grad_clip,
                     t.initial_loss_scale, t.loss_scale_window, t.eval_every, t.eval_data, t.eval_split,
-                    t.eval_sequences, t.seed, t.compute_threads, t.optimizer_overlap, t.checkpoint_every, t.checkpoint_on_stop,
+                    t.eval_sequences, t.seed, t.compute_threads, t.optimizer_overlap, t.checkpoint_every,
+                    t.checkpoint_on_stop,
                     t.checkpoint_dir, t.keep_checkpoints);
   };
   return fields(a) == fields(b);

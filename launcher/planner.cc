@@ -297,6 +297,10 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
     const Candidate& c = plan.candidates[plan.chosen];
     out << "\nChosen: " << c.nodes << " x " << c.instance->type << " (" << c.ranks << " rank" << (c.ranks == 1 ? "" : "s") << "), "
         << FormatUsd(c.cost_per_epoch_usd) << " and " << FormatDuration(c.epoch_hours * 3600) << " per epoch\n";
+    if (c.step.optimizer_hidden_s > 0) {
+      out << "  optimizer lane (train.optimizer_overlap): " << FormatDuration(c.step.optimizer_hidden_s)
+          << " of the updates hidden per step, " << FormatDuration(c.step.optimizer_exposed_s) << " on the step\n";
+    }
   }
   return out.str();
 }
@@ -335,7 +339,8 @@ nlohmann::ordered_json CandidateJson(const Candidate& c) {
   j["step"] = {{"accum_steps", c.step.accum_steps},   {"compute_s", c.step.compute_s},
                {"h2d_s", c.step.h2d_s},               {"d2h_s", c.step.d2h_s},
                {"nvme_s", c.step.nvme_s},             {"collective_s", c.step.collective_s},
-               {"micro_step_s", c.step.micro_step_s}, {"optimizer_s", c.step.optimizer_s}};
+               {"micro_step_s", c.step.micro_step_s}, {"optimizer_s", c.step.optimizer_s},
+               {"optimizer_hidden_s", c.step.optimizer_hidden_s}, {"optimizer_exposed_s", c.step.optimizer_exposed_s}};
   for (Link l : kLinks) j["step"][std::string("bytes_") + LinkName(l)] = c.step.bytes[l];
   j["tokens_per_s"] = c.tokens_per_s;
   j["epoch_hours"] = c.epoch_hours;

@@ -212,6 +212,14 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   // backward lanes, in proportion to the block's parameters: its arithmetic the
   // compute lane, its transfers theirs.
   const bool in_backward = !DeferredUpdates(job);
+  // train.optimizer_overlap on (and auto): the updates run on the worker's
+  // optimizer lane beside the training thread. In the backward, a block's
+  // update overlaps the backward after it: each block takes the longer of its
+  // backward lanes and its update instead of their sum. Where the compute
+  // runs on the CPU (no GPU) the lane takes cores from it and hides nothing.
+  // Deferred updates follow the backward: their transfers, the stored
+  // gradients' reads among them, already overlap the arithmetic.
+  const bool overlap = OptimizerOverlapOn(job.train) && !a.device_in_host_memory;
   // Seconds of the compute cores the cache takes to move these bytes (0 where
   // its work does not run on them).
   const double per_copied = a.cache_copy_cpu_bps > 0 ? 1.0 / a.cache_copy_cpu_bps : 0.0;
@@ -219,7 +227,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   const auto cache_cpu = [&](double copied, double nvme) { return copied * per_copied + nvme * per_checksummed; };
   const double opt_cpu_s = cache_cpu(k(Link::kH2D) * opt_h2d, k(Link::kNvmeRead) * opt_rd + k(Link::kNvmeWrite) * opt_wr);
 
-  double fill = 0, sum = 0, sum_last = 0, exposed = 0, exposed_last = 0;
+  double fill = 0, sum = 0, sum_last = 0, exposed = 0, exposed_last = 0, hidden = 0;
   double h2d_bytes = 0, d2h_bytes = 0, rd_bytes = 0, wr_bytes = 0;
   for (int blk = 0; blk < m.num_blocks(); ++blk) {
     const double full = gathered[blk] * wb, shard = full / ranks, grad_shard = gathered[blk] * gb / ranks;
@@ -251,13 +259,20 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
     sum += fwd.Slowest() + bwd.Slowest();
     exposed += a.exposed_transfer_fraction * (std::max({fwd.h2d, fwd.nvme}) + std::max({bwd.h2d, bwd.d2h, bwd.nvme}));
     Lanes last = bwd;  // the backward of the step's last micro-batch, with the block's update
+    double last_s = 0;
     if (in_backward) {
       const double share = params_total > 0 ? own[blk] / params_total : 0.0;
-      last.compute += share * (adam + opt_cpu_s);
       last.h2d += share * opt_pcie_in;
       last.nvme += share * opt_nvme;
+      Lanes thread = last;  // the update's arithmetic on the training thread
+      thread.compute += share * (adam + opt_cpu_s);
+      last_s = overlap ? std::max(last.Slowest(), share * (adam + opt_cpu_s)) : thread.Slowest();
+      hidden += thread.Slowest() - last_s;
+      last = thread;
+    } else {
+      last_s = last.Slowest();
     }
-    sum_last += fwd.Slowest() + last.Slowest();
+    sum_last += fwd.Slowest() + last_s;
     exposed_last += a.exposed_transfer_fraction * (std::max({fwd.h2d, fwd.nvme}) + std::max({last.h2d, last.d2h, last.nvme}));
     out.compute_s += fwd.compute + bwd.compute;
     out.h2d_s += fwd.h2d + bwd.h2d;
@@ -273,6 +288,8 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   out.last_micro_step_s = in_backward ? fill + sum_last + exposed_last : out.micro_step_s;
   out.optimizer_io_s = opt_io;
   out.optimizer_s = in_backward ? adam : std::max(adam + opt_cpu_s, opt_io) + a.exposed_transfer_fraction * opt_io;
+  out.optimizer_hidden_s = hidden;
+  out.optimizer_exposed_s = std::max(0.0, adam + opt_cpu_s - hidden);
   out.step_s = (out.accum_steps - 1) * out.micro_step_s + out.last_micro_step_s +
                (in_backward ? 0.0 : out.optimizer_s) + a.step_overhead_s;
   out.bytes[Link::kH2D] = out.accum_steps * h2d_bytes + opt_h2d;

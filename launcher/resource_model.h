@@ -147,10 +147,17 @@ struct StepBreakdown {
   double micro_step_s = 0;    // with overlap: sum over blocks of the slowest lane, plus pipeline fill
   // The step's last micro-step: micro_step_s or, with updates in the
   // backward, each block's update in its backward lanes (the arithmetic in
-  // compute, the transfers in theirs).
+  // compute, the transfers in theirs; on the optimizer lane, the arithmetic
+  // beside them).
   double last_micro_step_s = 0;
   double optimizer_s = 0;     // the update's arithmetic; deferred updates: also its transfers beyond it
   double optimizer_io_s = 0;  // the optimizer's own transfers, the slowest link's
+  // train.optimizer_overlap on or auto: the step's seconds the optimizer lane
+  // takes off by running the updates beside the training thread (0 when off),
+  // and the updates' arithmetic (with the cache's CPU work for them) still on
+  // the step's path, that less the hidden seconds.
+  double optimizer_hidden_s = 0;
+  double optimizer_exposed_s = 0;
   // (accum_steps - 1) x micro_step_s + last_micro_step_s + overhead, and
   // optimizer_s after them where the updates are deferred.
   double step_s = 0;

@@ -29,9 +29,13 @@ void Profiler::RecordAccess(const AccessRecord& a) {
   e.end_s = a.end_s;
   e.pieces_begin = a.pieces_begin;
   e.pieces_end = a.pieces_end;
-  e.lead_s = a.asked_s < 0 ? 0 : std::max(0.0, a.asked_s - last_end_ - a.waited_s);
-  e.wait_s = a.asked_s < 0 ? 0 : std::max(0.0, a.start_s - last_end_ - e.lead_s);
-  last_end_ = std::max(last_end_, a.end_s);
+  e.optimizer_lane = a.optimizer_lane;
+  // The training thread's accesses from its previous event's end, a lane's update from its issue.
+  const double from = a.optimizer_lane ? a.issued_s : last_end_;
+  const bool timed = a.asked_s >= 0 && (!a.optimizer_lane || a.issued_s >= 0);
+  e.lead_s = timed ? std::max(0.0, a.asked_s - from - a.waited_s) : 0;
+  e.wait_s = timed ? std::max(0.0, a.start_s - from - e.lead_s) : 0;
+  if (!a.optimizer_lane) last_end_ = std::max(last_end_, a.end_s);
   const bool device = e.is_device_access();
   if (has_profile() && followed_steps_timed_) {
     const std::vector<size_t>& at = profile_accesses_;
@@ -150,7 +154,7 @@ Trace Profiler::timed_profile() const {
     const double median = std::max(0.0, Median(durations_[a])) * duration_scale;
     e.lead_s = std::max(0.0, Median(leads_[a])) * lead_scale;
     e.wait_s = Median(waits_[a++]);
-    shift += median - e.duration_s();
+    if (!e.optimizer_lane) shift += median - e.duration_s();
     e.end_s = e.start_s + median;
   }
   return t;

@@ -41,6 +41,14 @@ struct AccessRecord {
   double asked_s = -1;
   double waited_s = 0;  // of that time, spent waiting (in acquires), not in its own work
   int pieces_begin = 0, pieces_end = 0;  // an update's state pieces (TraceEvent); 0, 0: all
+  // An update that ran on the optimizer lane (TraceEvent::optimizer_lane):
+  // start_s and end_s are the lane's compute, asked_s when the lane asked for
+  // its states, and its lead_s and wait_s are measured from issued_s, when the
+  // training thread issued it (< 0: not recorded), instead of from the
+  // previous event's end. It is no event of the training thread's: the next
+  // access's lead and wait are measured from the event before it.
+  bool optimizer_lane = false;
+  double issued_s = -1;
 };
 
 struct CollectiveRecord {
@@ -89,7 +97,8 @@ class Profiler {
   // start_s), lead_s and wait_s the medians over the last kTimedSteps timed steps
   // where there are any; the durations, and the leads, scaled alike so that they
   // sum to the median over those steps of their step's sum. Every later event is
-  // moved by the duration's change, so gaps and order stay.
+  // moved by the duration's change of each training-thread access before it (an
+  // optimizer lane's update runs beside them), so gaps and order stay.
   Trace timed_profile() const;
 
  private:
@@ -109,7 +118,7 @@ class Profiler {
   size_t accesses_ = 0;
   bool accesses_match_ = true;
   std::vector<double> step_durations_, step_leads_, step_waits_;
-  double last_end_ = 0;  // end of the current step's latest event
+  double last_end_ = 0;  // end of the current step's latest event on the training thread
   // Per access event of the profile: durations, leads and waits of the last
   // kTimedSteps timed steps, timed_steps_ % kTimedSteps the next to replace.
   std::vector<std::vector<double>> durations_, leads_, waits_;

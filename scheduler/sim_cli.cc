@@ -45,6 +45,7 @@ struct SimFlags {
   double net_gbps = LinkSpeeds().collective_bps / 1e9;
   bool separate_pcie = false;
   double copy_latency_us = 0;
+  std::string optimizer_overlap = "off";
 };
 
 // The policies of a --policy list, each checked ("all": every policy).
@@ -107,6 +108,9 @@ void AddModelFlags(CLI::App& app, SynthOptions& s, SimFlags& f) {
       ->check(PositiveNumber())->group(group);
   app.add_option("--host-adam-rate", f.host_adam_rate, "host Adam updates, parameters per second")->type_name("X")
       ->check(PositiveNumber())->default_str("1000000000")->group(group);
+  app.add_option("--optimizer-overlap", f.optimizer_overlap,
+                 "on: every update runs on the optimizer lane beside the training thread (train.optimizer_overlap)")
+      ->type_name("on|off")->check(CliOneOf({"on", "off"}))->group(group);
 }
 
 void AddLinkFlags(CLI::App& app, SimFlags& f) {
@@ -133,6 +137,7 @@ void ApplyFlags(const SimFlags& f, SimCliOptions* o) {
   o->synth.dtype = f.dtype == "fp16" ? DType::kFp16 : f.dtype == "fp32" ? DType::kFp32 : DType::kBf16;
   o->synth.device_flops = f.device_tflops * 1e12;
   o->synth.host_adam_params_per_s = f.host_adam_rate;
+  o->synth.optimizer_lane = f.optimizer_overlap == "on";
   for (Link l : kLinks) o->sim.links.Bps(l) = f.link_gbps[int(l)] * 1e9;
   o->sim.links.collective_bps = o->synth.collective_bps = f.net_gbps * 1e9;
   o->sim.links.collectives_share_pcie = !f.separate_pcie;
@@ -168,6 +173,7 @@ std::string FormatResultsJson(const std::vector<PolicyResult>& results) {
                         {"device_hit_rate", r.device_hit_rate},
                         {"host_hit_rate", r.host_hit_rate},
                         {"stall_s", r.stall_s},
+                        {"optimizer_wait_s", r.optimizer_wait_s},
                         {"step_time_s", r.step_time_s},
                         {"collective_delay_s", r.collective_delay_s},
                         {"lane_busy_s", r.lanes.ToJson()},
@@ -179,23 +185,26 @@ std::string FormatResultsJson(const std::vector<PolicyResult>& results) {
   return nlohmann::json{{"results", arr}}.dump(2) + "\n";
 }
 
-std::string FormatResultsTable(const std::vector<PolicyResult>& results) {
+std::string FormatResultsTable(const std::vector<PolicyResult>& results, bool optimizer_lane) {
   std::string out;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-15s %9s %9s %11s %11s %11s %11s %10s %10s %8s %-11s\n", "POLICY",
-                "DEV_HIT", "HOST_HIT", "H2D", "D2H", "NVME_READ", "NVME_WRITE", "STALL_S", "STEP_S", "OVERLAP",
+  char line[256], wait[32] = "";
+  if (optimizer_lane) std::snprintf(wait, sizeof wait, " %10s", "OPT_WAIT_S");
+  std::snprintf(line, sizeof line, "%-15s %9s %9s %11s %11s %11s %11s %10s%s %10s %8s %-11s\n", "POLICY",
+                "DEV_HIT", "HOST_HIT", "H2D", "D2H", "NVME_READ", "NVME_WRITE", "STALL_S", wait, "STEP_S", "OVERLAP",
                 "BOUND_LANE");
   out += line;
   for (const PolicyResult& r : results) {
-    std::snprintf(line, sizeof line, "%-15s %8.2f%% %8.2f%% %11s %11s %11s %11s %10.4f %10.4f %8.3f %-11s\n",
+    if (optimizer_lane) std::snprintf(wait, sizeof wait, " %10.4f", r.optimizer_wait_s);
+    std::snprintf(line, sizeof line, "%-15s %8.2f%% %8.2f%% %11s %11s %11s %11s %10.4f%s %10.4f %8.3f %-11s\n",
                   r.policy.c_str(), 100 * r.device_hit_rate, 100 * r.host_hit_rate,
                   FormatBytes(r.bytes[Link::kH2D]).c_str(), FormatBytes(r.bytes[Link::kD2H]).c_str(),
                   FormatBytes(r.bytes[Link::kNvmeRead]).c_str(), FormatBytes(r.bytes[Link::kNvmeWrite]).c_str(),
-                  r.stall_s, r.step_time_s, r.overlap_efficiency, StepLaneName(r.lanes.Largest()));
+                  r.stall_s, wait, r.step_time_s, r.overlap_efficiency, StepLaneName(r.lanes.Largest()));
     out += line;
   }
   out += "(per steady-state step, after 2 warm-up steps; hit rates over device accesses; OVERLAP: the busiest "
-         "lane's time over the step time, BOUND_LANE that lane)\n";
+         "lane's time over the step time, BOUND_LANE that lane";
+  out += optimizer_lane ? "; OPT_WAIT_S: the training thread's wait for the optimizer lane, in STEP_S)\n" : ")\n";
   return out;
 }
 
@@ -227,7 +236,9 @@ StatusOr<std::string> RunSim(const SimCliOptions& o) {
     results.push_back(sim->Run(*policy));
   }
   if (o.json) return FormatResultsJson(results);
-  return FormatResultsTable(results) + "NVMe traffic: the " + sim->host().Describe() + "\n";
+  const bool lane = std::any_of(trace.events.begin(), trace.events.end(),
+                                [](const TraceEvent& e) { return e.optimizer_lane; });
+  return FormatResultsTable(results, lane) + "NVMe traffic: the " + sim->host().Describe() + "\n";
 }
 
 int SimMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -39,7 +39,9 @@ int ParseSimArgs(const std::vector<std::string>& args, SimCliOptions* options, s
 // Runs the simulation; the table or JSON text on success.
 StatusOr<std::string> RunSim(const SimCliOptions& options);
 std::string FormatResultsJson(const std::vector<PolicyResult>& results);
-std::string FormatResultsTable(const std::vector<PolicyResult>& results);
+// `optimizer_lane`: the trace runs updates on the optimizer lane; the table
+// then shows the training thread's wait for it (OPT_WAIT_S) after the stall.
+std::string FormatResultsTable(const std::vector<PolicyResult>& results, bool optimizer_lane = false);
 // main(): prints to out / err and returns the exit code.
 int SimMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -288,6 +288,7 @@ void CacheSimulator::RunAccess(const TraceEvent& e, DeviceAccessIndex g, SimPoli
   s.fresh_[x] = false;
   policy.OnAccess(g, s);
   s.now_ += e.duration_s();
+  RetireUpdate(s);  // before the access ends
   std::copy_backward(s.access_ends_.begin(), s.access_ends_.end() - 1, s.access_ends_.end());
   s.access_ends_[0] = s.now_;
   s.compute_busy_ += e.duration_s();
@@ -354,16 +355,26 @@ void CacheSimulator::RunCollective(const TraceEvent& e, SimContext& s) const {
 // backward, or after it): it goes on once the update is done. The update's
 // waits for its states count as stall; the wait for its gradient's copy to the
 // host does not (the worker's stall is its waits for the cache).
+// An optimizer lane's update: the training thread reads the stored gradient
+// (its waits are stall), retires the update in flight and issues this one;
+// the lane runs the rest from then (after its lead), waiting for the
+// gradient's copy and its states on its own timeline, and the training thread
+// goes on at once. Every acquire is asked for when it would be on the
+// training thread: only the timeline that waits for it differs.
 void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const {
   const TensorId x = e.id;
   const uint64_t b = e.bytes;
   const uint32_t param = host_.param(x);
+  const bool lane = e.optimizer_lane;
+  if (!lane) RetireUpdate(s);  // an update of the training thread's own is the next update's issue
   // Issued at the release of the access before the one the update follows (the latest).
   const double issue = policy.PrefetchesStates() ? std::min(s.now_, s.HostIssueTime(1)) : s.now_;
-  double cpu = std::max(s.now_, s.grad_ready_[x]);  // the training thread, running the update
+  // The training thread, running the update (the lane's: reading its stored gradient).
+  double cpu = lane ? s.now_ : std::max(s.now_, s.grad_ready_[x]);
+  bool stall = true;  // the training thread waits (not the lane)
   auto wait_until = [&](double t) {
     if (t <= cpu) return;
-    if (s.counting_) s.totals_.stall_s += t - cpu;
+    if (s.counting_ && stall) s.totals_.stall_s += t - cpu;
     cpu = t;
   };
   // The pieces this access updates (a part of a streamed update, or all).
@@ -385,6 +396,13 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
     ++s.host_.pos;
   }
   for (uint32_t t : consumed) s.DropHost(t, cpu);
+  if (lane) {  // the issue: the lane starts the update, the training thread goes on
+    s.now_ = cpu;
+    RetireUpdate(s);
+    const double start = s.optimizer_lane_.Issue(s.now_);
+    cpu = std::max(start + e.lead_s, s.grad_ready_[x]);
+    stall = false;
+  }
   // Piece by piece: its states acquired (read ahead from `issue`), held while
   // the CPU updates it, then released dirty. The parameter: fp32, acquired
   // first and held throughout; mixed precision, acquired once the part's
@@ -432,11 +450,21 @@ void CacheSimulator::RunOptimizer(const TraceEvent& e, const SimPolicy& policy, 
   for (uint32_t t : s.held_) s.host_.free_at[t] = std::max(s.host_.free_at[t], cpu);  // the parameter
   s.held_.clear();
   s.cpu_busy_ += e.duration_s();
-  s.now_ = cpu;
+  if (lane) {
+    s.optimizer_lane_.Finish(cpu);
+  } else {
+    s.now_ = cpu;
+  }
   if (s.resident_[x] && last == host_.pieces(x)) {  // the device copy is updated in place
-    s.arrival_[x] = std::max(s.arrival_[x], s.Copy(Link::kH2D, s.now_, b));
+    s.arrival_[x] = std::max(s.arrival_[x], s.Copy(Link::kH2D, cpu, b));
   }
   RunAfterEnd(s.pos_, s);  // a tied embedding's contribution reduced after the head's update
+}
+
+void CacheSimulator::RetireUpdate(SimContext& s) const {
+  const double t = s.optimizer_lane_.Retire(s.now_);
+  if (s.counting_) s.totals_.optimizer_wait_s += t - s.now_;
+  s.now_ = t;
 }
 
 PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
@@ -466,7 +494,8 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       const TraceEvent& e = trace_.events[i];
       s.pos_ = i;
-      if (e.kind == EventKind::kAccess) s.now_ += e.lead_s;  // the training thread's own work before it asks
+      // The training thread's own work before it asks (a lane's update: the lane's, after its issue).
+      if (e.kind == EventKind::kAccess && !e.optimizer_lane) s.now_ += e.lead_s;
       if (e.kind == EventKind::kCollective) {
         RunCollective(e, s);
       } else if (e.is_device_access()) {
@@ -476,6 +505,7 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
       }
     }
     s.pos_ = trace_.events.size();
+    RetireUpdate(s);
     for (const Lane& lane : s.links_) s.now_ = std::max(s.now_, lane.free_at);
     s.now_ = std::max(s.now_, s.net_.free_at);
     if (s.counting_) {
@@ -493,6 +523,7 @@ PolicyResult CacheSimulator::Run(SimPolicy& policy) const {
   r.host_hit_rate = double(s.host_served_) / accesses;
   for (Link l : kLinks) r.bytes[l] = uint64_t(double(r.bytes[l]) / steps);
   r.stall_s /= steps;
+  r.optimizer_wait_s /= steps;
   r.collective_delay_s /= steps;
   r.step_time_s = counted_time / steps;
   for (int l = 0; l < kStepLanes; ++l) r.lanes.seconds[l] = counted_lanes.seconds[l] / steps;

@@ -10,6 +10,9 @@
 // identically for every policy. An access
 // is a device hit when its tensor has stayed on the device since the tensor's
 // previous access (any fetch since then, demand or prefetch, makes it a miss).
+// An update the trace marks as the optimizer lane's runs on that lane's
+// timeline beside the training thread (common/optimizer_lane_timeline.h), which waits
+// for it only where it retires it.
 // The first `warmup_steps` steps (profiling) are simulated but not counted.
 // A CacheSimulator is immutable; Run builds fresh state, so concurrent Runs on
 // one simulator are safe. A SimContext belongs to one Run.
@@ -25,6 +28,7 @@
 
 #include "cachemgr/types.h"
 #include "common/link.h"
+#include "common/optimizer_lane_timeline.h"
 #include "common/status.h"
 #include "common/step_lanes.h"
 #include "scheduler/access_sequence.h"
@@ -51,6 +55,9 @@ struct PolicyResult {
   double host_hit_rate = 0;    // device misses whose parameter was in host memory / device accesses
   LinkByteCounts bytes;        // per link
   double stall_s = 0;          // compute waiting for tensors and all-gathers
+  // The training thread waiting for the optimizer lane to finish an update it
+  // retires (0 without optimizer-lane updates); in the step time, not in stall_s.
+  double optimizer_wait_s = 0;
   double step_time_s = 0;
   // All-gathers started late because the host->device lane was busy (shared PCIe).
   double collective_delay_s = 0;
@@ -170,6 +177,7 @@ class SimContext {
   HostTierState host_;
   std::vector<uint32_t> held_;  // host tensors the update in progress holds
   double compute_busy_ = 0, cpu_busy_ = 0;  // seconds the device computed and the CPU ran Adam
+  OptimizerLaneTimeline optimizer_lane_;  // the updates the trace runs beside the training thread
   // When the compute of the latest device accesses ended, the latest first:
   // the releases at which the worker issues host-tier work (kHostTierLead).
   static_assert(kHostTierLead >= 1, "the states' issue point, one release back, must be kept");
@@ -217,6 +225,9 @@ class CacheSimulator {
   void RunAccess(const TraceEvent& e, DeviceAccessIndex g, SimPolicy& policy, SimContext& s) const;
   void RunCollective(const TraceEvent& e, SimContext& s) const;
   void RunOptimizer(const TraceEvent& e, const SimPolicy& policy, SimContext& s) const;
+  // The training thread retires the optimizer lane's update in flight: it
+  // waits for its end (optimizer_wait_s).
+  void RetireUpdate(SimContext& s) const;
   // The step protocol's events after trace event `event`'s AccessEnd: gradient
   // stores (the training thread waits for their slots) and held-row writes.
   void RunAfterEnd(size_t event, SimContext& s) const;

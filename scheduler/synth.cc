@@ -38,6 +38,7 @@ struct Builder {
     if (phase == Phase::kBackward) seconds = 6.0 * double(t.numel) * tokens / opt.device_flops;
     if (phase == Phase::kOptimizer) {
       seconds = double(t.numel) / opt.ranks / opt.host_adam_params_per_s;
+      e.optimizer_lane = opt.optimizer_lane;
     }
     clock += seconds;
     e.end_s = clock;

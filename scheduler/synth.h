@@ -7,8 +7,9 @@
 // gradient), then the optimizer updates every shard on the host. Compute time per
 // access is its FLOPs over the device speed: 2·numel·tokens forward,
 // (2+4)·numel·tokens backward; optimizer time is shard numel over the host Adam
-// rate. With ranks > 1, all-gathers are issued one block ahead and every
-// backward block is followed by a reduce-scatter. Pure functions; thread-safe.
+// rate, on the training thread or (optimizer_lane) on the optimizer lane. With
+// ranks > 1, all-gathers are issued one block ahead and every backward block is
+// followed by a reduce-scatter. Pure functions; thread-safe.
 #pragma once
 
 #include "common/model_shape.h"
@@ -25,6 +26,9 @@ struct SynthOptions {
   double device_flops = 2.5e14;     // sustained FLOP/s of one device
   double host_adam_params_per_s = 1e9;  // fp32 Adam updates per second on the host
   double collective_bps = 12.5e9;   // only for the nominal collective times in the trace
+  // Every update runs on the optimizer lane (TraceEvent::optimizer_lane), as
+  // the worker runs them with train.optimizer_overlap on.
+  bool optimizer_lane = false;
 };
 
 // REQUIRES nothing; returns InvalidArgument for non-positive options.

@@ -76,6 +76,9 @@ Status ValidateTrace(const Trace& trace, const std::string& ctx) {
     if (e.pieces_end != 0 && !(e.phase == Phase::kOptimizer && e.pieces_begin >= 0 && e.pieces_begin < e.pieces_end)) {
       return Status::InvalidArgument(where + ": expected pieces [begin, end) with 0 <= begin < end, on an optimizer access");
     }
+    if (e.optimizer_lane && e.phase != Phase::kOptimizer) {
+      return Status::InvalidArgument(where + ": expected the optimizer lane only on an optimizer access");
+    }
     any_device |= e.is_device_access();
     const TraceEvent*& f = first[e.id];
     if (f == nullptr) {
@@ -169,6 +172,17 @@ StatusOr<Phase> ParsePhase(const Fields& f) {
                                  p + "\"");
 }
 
+// The optional "lane": absent, the training thread; "optimizer", the
+// optimizer lane, only on an optimizer access.
+StatusOr<bool> ParseLane(const Fields& f, Phase phase) {
+  if (!f.j.contains("lane")) return false;
+  StatusOr<std::string> lane = f.Str("lane");
+  if (!lane.ok() || *lane != "optimizer" || phase != Phase::kOptimizer) {
+    return f.Missing("lane", "\"optimizer\" on an optimizer access, or no key");
+  }
+  return true;
+}
+
 StatusOr<TraceEvent> ParseEvent(const Fields& f) {
   TraceEvent e;
   TC_ASSIGN_OR_RETURN(std::string type, f.Str("type"));
@@ -193,6 +207,7 @@ StatusOr<TraceEvent> ParseEvent(const Fields& f) {
     }
     e.pieces_begin = int(pieces_begin);
     e.pieces_end = int(pieces_end);
+    TC_ASSIGN_OR_RETURN(e.optimizer_lane, ParseLane(f, e.phase));
     return e;
   }
   if (type == "collective") {
@@ -275,6 +290,7 @@ void WriteTrace(const Trace& trace, std::ostream& out) {
       j["pieces_begin"] = e.pieces_begin;
       j["pieces_end"] = e.pieces_end;
     }
+    if (e.kind == EventKind::kAccess && e.optimizer_lane) j["lane"] = "optimizer";
     out << j.dump() << "\n";
   }
 }

@@ -50,6 +50,12 @@ struct TraceEvent {
   // updates (the worker streams a tied embedding's update in parts); both 0:
   // every piece, as in older traces.
   int pieces_begin = 0, pieces_end = 0;
+  // An optimizer access's: the update ran on the optimizer lane (trace key
+  // "lane":"optimizer"): the training thread issued it and went on, and
+  // retired it later (docs/trace-format.md). start_s and end_s are the lane's
+  // compute; lead_s and wait_s are measured from the issue. False: the
+  // training thread ran it.
+  bool optimizer_lane = false;
   CollectiveKind collective = CollectiveKind::kAllGather;
 
   double duration_s() const { return end_s - start_s; }
@@ -94,8 +100,8 @@ struct Trace {
   std::vector<std::string> TensorNames() const;
 };
 
-// Dense ids, one size and name per id, bytes > 0, end >= start, at least one
-// device access. Errors start with `context`.
+// Dense ids, one size and name per id, bytes > 0, end >= start, the lane only
+// on optimizer accesses, at least one device access. Errors start with `context`.
 Status ValidateTrace(const Trace& trace, const std::string& context);
 
 // JSON lines; `source` (a file name) prefixes every error as "source:line: ".

@@ -31,9 +31,17 @@ void AccessRecorder::BeginStep() {
 
 StatusOr<ShardRef> AccessRecorder::Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode) {
   if (recording_) events_.push_back(StepEvent::Acquire(block, ShardKindClass(kind), piece, tier, mode));
-  const double t0 = MonotonicSeconds();
+  double t0 = MonotonicSeconds();
   StatusOr<ShardRef> ref = store_->Acquire(block, kind, piece, tier, mode);
   acquire_s_ += MonotonicSeconds() - t0;
+  if (!ref.ok() && ref.status().code() == StatusCode::kResourceExhausted && pin_release_) {
+    TC_ASSIGN_OR_RETURN(const bool released, pin_release_());  // counts its own wait
+    if (released) {
+      t0 = MonotonicSeconds();
+      ref = store_->Acquire(block, kind, piece, tier, mode);
+      acquire_s_ += MonotonicSeconds() - t0;
+    }
+  }
   return ref;
 }
 
@@ -42,10 +50,15 @@ void AccessRecorder::Invalidate(int block, ShardKind kind, int piece) {
   store_->Invalidate(block, kind, piece);
 }
 
+double AccessRecorder::ComputeEnd() const {
+  if (recording_ && !profiler_->following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
+  return MonotonicSeconds();
+}
+
 Status AccessRecorder::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s,
-                                 int pieces_begin, int pieces_end) {
+                                 int pieces_begin, int pieces_end, double end_s) {
   if (!recording_) return Status::Ok();
-  if (!profiler_->following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
+  if (end_s < 0) end_s = ComputeEnd();
   AccessRecord a;
   a.id = TensorId(block);
   a.name = "block" + std::to_string(block) + ".param";
@@ -53,7 +66,7 @@ Status AccessRecorder::EndAccess(int block, Phase phase, double start_s, double 
   a.block = block;
   a.bytes = layout_->Bytes(block, ShardKind::kParam);
   a.start_s = start_s - step_start_;
-  a.end_s = MonotonicSeconds() - step_start_;
+  a.end_s = end_s - step_start_;
   a.asked_s = asked_s - step_start_;
   a.waited_s = waited_s;
   a.pieces_begin = pieces_begin;
@@ -65,7 +78,8 @@ Status AccessRecorder::EndAccess(int block, Phase phase, double start_s, double 
   return Status::Ok();
 }
 
-void AccessRecorder::EndLaneAccess(int block, double start_s, double end_s, double asked_s, double waited_s) {
+void AccessRecorder::EndLaneAccess(int block, double issued_s, double asked_s, double waited_s, double start_s,
+                                   double end_s) {
   if (!recording_) return;
   AccessRecord a;
   a.id = TensorId(block);
@@ -77,6 +91,8 @@ void AccessRecorder::EndLaneAccess(int block, double start_s, double end_s, doub
   a.end_s = end_s - step_start_;
   a.asked_s = asked_s - step_start_;
   a.waited_s = waited_s;
+  a.optimizer_lane = true;
+  a.issued_s = issued_s - step_start_;
   profiler_->RecordAccess(a);
 }
 

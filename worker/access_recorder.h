@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/status.h"
@@ -60,6 +61,13 @@ class AccessRecorder {
   // Forgets what was recorded since the last BeginStep (initialisation is no step).
   void Discard() { events_.clear(); }
 
+  // Called when an acquire finds every slot of its size pinned
+  // (ResourceExhausted): releases the pins held beside the training thread
+  // (the optimizer lane's update, retired) and says whether it released any;
+  // the acquire is then tried once more. An error fails the acquire.
+  using PinRelease = std::function<StatusOr<bool>()>;
+  void set_pin_release(PinRelease release) { pin_release_ = std::move(release); }
+
   // The store's Acquire, timed, and recorded as StepEvent::Acquire.
   StatusOr<ShardRef> Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode);
   // An acquire made elsewhere (the optimizer lane acquires an issued update's
@@ -73,10 +81,10 @@ class AccessRecorder {
     if (recording_) events_.push_back(StepEvent::AccessEnd(block, Phase::kOptimizer, 0, 0));
   }
   // An update that ran on the optimizer lane, retired: its times for the
-  // Profiler (compute from start_s to end_s; issued at asked_s, when the
-  // training thread had waited waited_s in acquires since its previous access
-  // ended). Its StepEvents were recorded at its issue.
-  void EndLaneAccess(int block, double start_s, double end_s, double asked_s, double waited_s);
+  // Profiler (AccessRecord::optimizer_lane): issued by the training thread at
+  // issued_s, begun by the lane at asked_s, waiting waited_s in its acquires,
+  // computing from start_s to end_s. Its StepEvents were recorded at its issue.
+  void EndLaneAccess(int block, double issued_s, double asked_s, double waited_s, double start_s, double end_s);
   // The store's Invalidate of a consumed stored piece (dropped without a
   // write-back), recorded as StepEvent::Invalidate.
   void Invalidate(int block, ShardKind kind, int piece);
@@ -89,8 +97,14 @@ class AccessRecorder {
   // Profiler and as StepEvent::AccessEnd; a device access's end reaches the
   // driver's AfterAccess, whose error (a cache I/O failure) is returned and
   // fails the step.
+  // `end_s` >= 0: the compute ended then (ComputeEnd), not now.
   Status EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s, int pieces_begin = 0,
-                   int pieces_end = 0);
+                   int pieces_end = 0, double end_s = -1);
+  // Now, as an access's end: on a device being profiled, once its compute is done.
+  double ComputeEnd() const;
+  // The training thread waited `seconds` outside an acquire (for the optimizer
+  // lane): counted in WaitedSinceLastAccess like an acquire's wait.
+  void AddWait(double seconds) { acquire_s_ += seconds; }
   // A collective of this rank from `start_s` until now, for the Profiler.
   void RecordCollective(CollectiveKind kind, int block, uint64_t bytes, double start_s);
 
@@ -109,6 +123,7 @@ class AccessRecorder {
   Profiler* const profiler_;
   const ComputeDevice device_;
   PrefetchDriver* driver_ = nullptr;
+  PinRelease pin_release_;
   bool recording_ = true;
   double step_start_ = 0;
   double acquire_s_ = 0;     // seconds inside Acquire, cumulative

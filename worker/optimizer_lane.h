@@ -20,12 +20,13 @@
 
 namespace tencache {
 
-// What one update did on the lane: its compute (AdamW and rounding; waits
-// for its shards left out) ending at end_s (MonotonicSeconds), the seconds
-// its acquires waited, and its busy time by lane.
+// What one update did on the lane: when it began (asked for its first
+// shard), its compute (AdamW and rounding; waits for its shards left out)
+// ending at end_s (both MonotonicSeconds), the seconds its acquires waited,
+// and its busy time by lane.
 struct LaneUpdate {
   int block = -1;
-  double compute_s = 0, end_s = 0, acquire_waited_s = 0;
+  double begin_s = 0, compute_s = 0, end_s = 0, acquire_waited_s = 0;
   LaneBusy lanes;
 };
 

@@ -28,6 +28,7 @@ std::string StepMetrics::ToJson() const {
   for (Link l : kLinks) j[std::string("bytes_") + LinkName(l)] = bytes[l];
   j["stall_s"] = stall_s;
   j["optimizer_wait_s"] = optimizer_wait_s;
+  j["lane_fallbacks"] = lane_fallbacks;
   j["allocations_after_warmup"] = allocations_after_warmup;
   j["device_used_bytes"] = device_used_bytes;
   j["device_reserved_bytes"] = device_reserved_bytes;

@@ -49,6 +49,9 @@ struct StepMetrics {
   // updates' whole time, or with the optimizer lane issuing updates and
   // waiting to retire them (docs/worker.md, "The optimizer lane").
   double optimizer_wait_s = 0;
+  // This rank's acquires that found every slot of their size pinned by the
+  // optimizer lane's update and waited for it (at the least host budget).
+  int lane_fallbacks = 0;
   double allocations_after_warmup = 0;  // summed over ranks
   double device_used_bytes = 0, device_reserved_bytes = 0;  // max over ranks
   double host_used_bytes = 0, host_reserved_bytes = 0;      // max over ranks

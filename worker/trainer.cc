@@ -272,6 +272,14 @@ void Trainer::MakeCollaborators() {
                                                    store_.get(), recorder_.get(), device_, &lanes_, decay_runs_[0],
                                                    floats(host.embed_grad), floats(host.held_rows), std::move(hooks));
   if (OptimizerOverlapOn(job_.train)) {
+    // At the least host budget the lane's update may pin every slot of a
+    // size the training thread then needs: it waits for the update instead.
+    recorder_->set_pin_release([this]() -> StatusOr<bool> {
+      if (!lane_->in_flight()) return false;
+      ++lane_fallbacks_;
+      TC_RETURN_IF_ERROR(RetireUpdate());
+      return true;
+    });
     // The lane's AdamW takes the cores the compute leaves, at least one.
     optimizer_threads_ = std::max(1, threads_ - torch::get_num_threads());
     lane_ = std::make_unique<OptimizerLane>(floats(host.optimizer_grad), [this](int b, const float* grad, LaneUpdate* done) {
@@ -458,6 +466,7 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   driver_->BeginStep();
   deferred_->BeginStep();
   optimizer_wait_s_ = 0;
+  lane_fallbacks_ = 0;
   std::fill(contributions_.begin(), contributions_.end(), 0);
   double loss_sum = 0;
   for (int micro = 0; micro < accum_; ++micro) {

@@ -191,10 +191,12 @@ class Trainer {
   Status Release(Gathered* g);
   // The access of a gathered block ended: its times as Gather took them. An
   // error is the prefetch driver's (AfterAccess) and fails the step.
-  // An update in flight on the optimizer lane is retired first.
+  // An update in flight on the optimizer lane is retired first, once the
+  // access's compute has ended (the wait for it is not the access's).
   Status EndAccess(int block, Phase phase, const Gathered& g) {
+    const double end = recorder_->ComputeEnd();
     TC_RETURN_IF_ERROR(RetireUpdate());
-    return recorder_->EndAccess(block, phase, g.start_s, g.asked_s, g.waited_s);
+    return recorder_->EndAccess(block, phase, g.start_s, g.asked_s, g.waited_s, 0, 0, end);
   }
   // Reduces one contribution to the block's gradient to this rank; the last
   // one of the step updates the block (trainer_grads.cc).
@@ -263,16 +265,16 @@ class Trainer {
   bool fp16_ = false;             // dynamic loss scaling
   int64_t optimizer_steps_ = 0;   // updates applied (AdamW's bias correction counts these)
   bool updated_on_device_ = false;  // UpdateBlock: the device held the parameter as its first part began
-  // The update in flight on the lane: when it was issued, the training
-  // thread's acquire waits before that, the device access it followed and
-  // whether the device held its parameter then.
+  // The update in flight on the lane: when it was issued, the device access
+  // it followed and whether the device held its parameter then.
   struct Issued {
-    double asked_s = 0, waited_s = 0;
+    double asked_s = 0;
     DeviceAccessIndex position;
     bool on_device = false;
   } issued_;
   double optimizer_wait_s_ = 0;  // this step: the training thread's time in updates, or issuing and retiring them
   int optimizer_threads_ = 1;    // AdamW's threads on the lane
+  int lane_fallbacks_ = 0;       // this step: acquires that waited for the lane's update to free a slot
   std::shared_ptr<const TokenCorpus> eval_corpus_;  // train.eval_data, or train.data's held-out tail
   uint64_t eval_first_ = 0, eval_count_ = 0;         // the validation windows
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget

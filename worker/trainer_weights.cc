@@ -142,7 +142,6 @@ Status Trainer::IssueUpdate(int b, const float* grad) {
   TC_RETURN_IF_ERROR(RetireUpdate());
   const double asked = Now();
   issued_.asked_s = asked;
-  issued_.waited_s = recorder_->WaitedSinceLastAccess();
   issued_.position = profiler_.position();
   TensorCache* cache = store_->cache();
   issued_.on_device = cache != nullptr && cache->IsResident(ShardTensorId(b, ShardKind::kParam), Tier::kDevice);
@@ -169,11 +168,14 @@ Status Trainer::RetireUpdate() {
   const double t0 = Now();
   LaneUpdate done;
   const Status st = lane_->Retire(&done);
-  optimizer_wait_s_ += Now() - t0;
+  const double waited = Now() - t0;
+  optimizer_wait_s_ += waited;
+  recorder_->AddWait(waited);  // not the training thread's own time
   for (int l = 0; l < kStepLanes; ++l) lanes_.seconds[l] += done.lanes.seconds[l];
   TC_RETURN_IF_ERROR(st);
   RefreshDeviceCopy(done.block, issued_.position, issued_.on_device);
-  recorder_->EndLaneAccess(done.block, done.end_s - done.compute_s, done.end_s, issued_.asked_s, issued_.waited_s);
+  recorder_->EndLaneAccess(done.block, issued_.asked_s, done.begin_s, done.acquire_waited_s,
+                           done.end_s - done.compute_s, done.end_s);
   return Status::Ok();
 }
 
@@ -195,6 +197,7 @@ Status Trainer::RunUpdate(int b, const float* grad, bool split, int first, int l
     done->acquire_waited_s += Now() - t0;
     return ref;
   };
+  done->begin_s = Now();
   double compute_s = 0;  // the update's own time, waits for its shards left out (the trace's access time)
   {
     // fp32: the parameter shard, its own master, held throughout. Mixed

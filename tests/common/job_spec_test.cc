@@ -411,3 +411,29 @@ TEST(LearningRate, BadRecipeKeysNameTheKey) {
 
 }  // namespace
 }  // namespace tencache
+
+namespace tencache {
+namespace {
+
+// train.optimizer_overlap: auto unless set; auto, on or off; anything else an
+// error naming the file, the key, the value's expected form and the nearest.
+TEST(OptimizerOverlap, ReadsAutoOnOrOffAndNamesABadValue) {
+  const char* base = "model: {preset: tiny}\ntrain: {tokens_per_epoch: 10}\n";
+  StatusOr<JobSpec> j = ParseJobText(base, "o.yaml", {});
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->train.optimizer_overlap, OptimizerOverlap::kAuto);
+  for (const char* mode : {"auto", "on", "off"}) {
+    j = ParseJobText(base, "o.yaml", {std::string("train.optimizer_overlap=") + mode});
+    ASSERT_TRUE(j.ok()) << j.status().ToString();
+    EXPECT_STREQ(OptimizerOverlapName(j->train.optimizer_overlap), mode);
+  }
+  j = ParseJobText("model: {preset: tiny}\ntrain: {tokens_per_epoch: 10, optimizer_overlap: onn}\n", "o.yaml", {});
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().code(), StatusCode::kInvalidArgument);
+  for (const char* says : {"o.yaml:2", "train.optimizer_overlap", "one of", "on"}) {
+    EXPECT_NE(j.status().message().find(says), std::string::npos) << j.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tencache

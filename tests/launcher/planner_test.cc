@@ -157,6 +157,32 @@ TEST_F(PlannerTest, JsonCarriesTheDocumentedFields) {
   EXPECT_EQ(j["chosen"], plan.candidates[0].instance->type);
 }
 
+// The optimizer lane's share of the step (train.optimizer_overlap, auto by
+// default): in every feasible candidate's JSON step, and in the text under
+// the chosen plan where it hides anything; off, it hides nothing and the
+// chosen plan's step is longer by what on hid.
+TEST_F(PlannerTest, ThePlanShowsWhatTheOptimizerLaneHides) {
+  PlanResult on = *PlanJob(Job(kLlama7b), catalog_, ModelAssumptions());
+  PlanResult off = *PlanJob(Job(kLlama7b, {"train.optimizer_overlap=off"}), catalog_, ModelAssumptions());
+  ASSERT_GE(on.chosen, 0);
+  ASSERT_GE(off.chosen, 0);
+  const Candidate& c = on.candidates[on.chosen];
+  ASSERT_GT(c.step.optimizer_hidden_s, 0.0);
+  const nlohmann::ordered_json j = PlanToJson(on, false);
+  EXPECT_EQ(j["candidates"][on.chosen]["step"]["optimizer_hidden_s"], c.step.optimizer_hidden_s);
+  EXPECT_EQ(j["candidates"][on.chosen]["step"]["optimizer_exposed_s"], c.step.optimizer_exposed_s);
+  EXPECT_NE(RenderPlanTable(on, false).find("optimizer lane (train.optimizer_overlap): "), std::string::npos)
+      << RenderPlanTable(on, false);
+  EXPECT_EQ(RenderPlanTable(off, false).find("optimizer lane"), std::string::npos);
+  for (const Candidate& o : off.candidates) {
+    if (o.feasible) {
+      EXPECT_EQ(o.step.optimizer_hidden_s, 0.0) << o.instance->type;
+    }
+    if (o.instance != c.instance || o.nodes != c.nodes) continue;
+    EXPECT_NEAR(o.step.step_s - c.step.step_s, c.step.optimizer_hidden_s, 1e-9 * o.step.step_s);
+  }
+}
+
 TEST_F(PlannerTest, MultiNodePlansArePricedForAllTheirNodes) {
   // cost per epoch = epoch hours x price per node-hour x nodes, for every
   // instance type and node count of the whole catalog; the JSON's

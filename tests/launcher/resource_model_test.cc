@@ -276,8 +276,10 @@ TEST_F(ResourceModelTest, ComputeBoundStepRecomputedByHand) {
   // plus 1e-4 s per block and pass, plus CPU AdamW over every parameter (1e8
   // parameters/s per vCPU, 16 vCPUs) inside the backward; every transfer (the
   // fp32 gradients out, the updated weights back, over 50 GB/s PCIe) is hidden
-  // under a block's compute.
+  // under a block's compute. The updates on the training thread
+  // (train.optimizer_overlap off).
   JobSpec job = Job("gpt2", 8, 8);
+  job.train.optimizer_overlap = OptimizerOverlap::kOff;
   Candidate c = Eval(job, "p5.4xlarge", 1);
   ASSERT_TRUE(c.feasible);
   const ModelShape& m = job.model;
@@ -288,6 +290,65 @@ TEST_F(ResourceModelTest, ComputeBoundStepRecomputedByHand) {
   const double optimizer = m.ParamCount() / (1e8 * 16);
   EXPECT_NEAR(c.step.step_s, compute + optimizer, 1e-9);
   EXPECT_NEAR(c.step.d2h_s, 4.0 * (m.ParamCount() + 50257.0 * 768) / 50e9, 1e-12);
+}
+
+// train.optimizer_overlap on (and auto): each block's update runs on the
+// optimizer lane beside the backward, the block taking the longer of the two:
+// gpt2 on one H100 is compute-bound, so every update is hidden but where it
+// is longer than its block's backward. Never slower than off, never faster
+// than without updates; what it hides is the step's difference.
+TEST_F(ResourceModelTest, OptimizerOverlapHidesEachUpdateBehindTheBackward) {
+  JobSpec job = Job("gpt2", 8, 8);
+  StepBreakdown step[3];
+  const OptimizerOverlap modes[3] = {OptimizerOverlap::kOff, OptimizerOverlap::kOn, OptimizerOverlap::kAuto};
+  for (int i = 0; i < 3; ++i) {
+    job.train.optimizer_overlap = modes[i];
+    Candidate c = Eval(job, "p5.4xlarge", 1);
+    ASSERT_TRUE(c.feasible) << c.reason;
+    step[i] = c.step;
+  }
+  const StepBreakdown &off = step[0], &on = step[1];
+  EXPECT_EQ(off.optimizer_hidden_s, 0.0);
+  EXPECT_DOUBLE_EQ(off.optimizer_exposed_s, off.optimizer_s);
+  EXPECT_LT(on.step_s, off.step_s);
+  EXPECT_DOUBLE_EQ(step[2].step_s, on.step_s);  // auto plans as on
+  EXPECT_NEAR(on.step_s, off.step_s - on.optimizer_hidden_s, 1e-12);
+  EXPECT_GE(on.step_s, off.step_s - off.optimizer_s - 1e-12);
+  EXPECT_NEAR(on.optimizer_hidden_s + on.optimizer_exposed_s, off.optimizer_s, 1e-12);
+  EXPECT_GT(on.optimizer_exposed_s, 0.0);  // the embedding's update has no backward compute to hide behind
+  EXPECT_EQ(on.micro_step_s, off.micro_step_s);  // only the last micro-step updates
+  EXPECT_EQ(on.optimizer_s, off.optimizer_s);
+}
+
+// Where there is no backward to hide an update behind, the lane hides
+// nothing: deferred updates (train.grad_clip) follow the whole backward, their
+// transfers, the stored gradients' reads among them, already overlapping the
+// arithmetic; and where the compute runs on the CPU (no GPU) the lane would
+// take its cores. What the lane costs remains: its gradient buffer's host
+// memory, which the states then cannot use.
+TEST_F(ResourceModelTest, OptimizerOverlapHidesNothingWithoutABackwardToHideBehind) {
+  const InstanceSpec* inst = *catalog_.FindInstance("g6.2xlarge");
+  for (const bool cpu : {false, true}) {
+    // llama-2-7b: mostly on NVMe on one g6.2xlarge, gradients included.
+    JobSpec job = Job(cpu ? "gpt2" : "llama-2-7b", 1, 8);
+    ModelAssumptions a;
+    a.device_in_host_memory = cpu;
+    job.train.grad_clip = cpu ? 0.0 : 1.0;
+    Candidate c[2];
+    for (int i = 0; i < 2; ++i) {
+      job.train.optimizer_overlap = i == 0 ? OptimizerOverlap::kOff : OptimizerOverlap::kOn;
+      c[i] = EvaluateCandidate(job, *inst, *catalog_.FindGpu(inst->gpu), 1, a);
+      ASSERT_TRUE(c[i].feasible) << c[i].reason;
+    }
+    if (!cpu) {
+      ASSERT_GT(c[0].placement.fraction[kStateGrad][kNvme], 0.0);
+    }
+    EXPECT_GE(c[1].step.step_s, c[0].step.step_s) << cpu;
+    EXPECT_EQ(c[1].step.optimizer_hidden_s, 0.0) << cpu;
+    EXPECT_DOUBLE_EQ(c[1].step.optimizer_exposed_s, c[0].step.optimizer_exposed_s) << cpu;
+    EXPECT_EQ(c[1].host_overhead_bytes - c[0].host_overhead_bytes,
+              WorkerHostBufferBytes(job, 1, !cpu).optimizer_grad) << cpu;
+  }
 }
 
 TEST_F(ResourceModelTest, TheRowRecomputedByHandInTheDocs) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -209,6 +210,86 @@ TEST(ProfilerTest, AnAccesssLeadIsTheThreadsOwnTimeSinceThePreviousEvent) {
   EXPECT_NEAR(back->events[1].wait_s, 0.1, 1e-12);
   EXPECT_EQ(back->events[2].lead_s, 0.0);
   EXPECT_EQ(back->events[2].wait_s, 0.0);
+}
+
+// A backward access (0.1 s of lead, 0.1 s of wait, 0.2 s of compute), its
+// update issued 0.05 s after it ends and run on the optimizer lane for
+// `update_s` (0.05 s in acquires first) beside the next access, whose lead is
+// 0.3 s from the first's end: recorded, as the worker does, when the next
+// access retires it, before the next access itself.
+void LaneStep(Profiler& p, double update_s) {
+  AccessRecord first;
+  first.id = 0;
+  first.name = "w0";
+  first.phase = Phase::kBackward;
+  first.bytes = 100;
+  first.asked_s = 0.1;
+  first.start_s = 0.2;
+  first.end_s = 0.4;
+  AccessRecord update = first;
+  update.phase = Phase::kOptimizer;
+  update.optimizer_lane = true;
+  update.issued_s = update.asked_s = 0.45;
+  update.waited_s = 0.05;
+  update.start_s = 0.5;
+  update.end_s = 0.5 + update_s;
+  AccessRecord next = first;
+  next.id = 1;
+  next.name = "w1";
+  next.asked_s = 0.7;
+  next.start_s = 0.8;
+  next.end_s = std::max(1.0, update.end_s);  // retired before it ends
+  p.RecordAccess(first);
+  p.RecordAccess(update);
+  p.RecordAccess(next);
+}
+
+// An update on the optimizer lane is marked so in the trace, its lead and wait
+// are measured from its issue, and it moves neither the next access's lead
+// (measured from the training thread's previous event) nor, in the timed
+// profile, the events after it.
+TEST(ProfilerTest, AnOptimizerLaneUpdateIsNoEventOfTheTrainingThread) {
+  Profiler p(TraceHeader{}, nullptr);
+  p.set_followed_steps_timed(true);
+  LaneStep(p, 0.4);
+  ASSERT_TRUE(p.EndStep().ok());
+  const Trace& profiled = p.profile();
+  ASSERT_EQ(profiled.events.size(), 3u);
+  EXPECT_FALSE(profiled.events[0].optimizer_lane);
+  EXPECT_TRUE(profiled.events[1].optimizer_lane);
+  EXPECT_FALSE(profiled.events[2].optimizer_lane);
+  EXPECT_NEAR(profiled.events[1].lead_s, 0.0, 1e-12);  // it asked at its issue
+  EXPECT_NEAR(profiled.events[1].wait_s, 0.05, 1e-12);
+  EXPECT_NEAR(profiled.events[2].lead_s, 0.3, 1e-12);  // from the first access's end, not the update's
+  EXPECT_NEAR(profiled.events[2].wait_s, 0.1, 1e-12);
+  for (double update_s : {0.1, 0.2, 0.3}) {
+    LaneStep(p, update_s);
+    ASSERT_TRUE(p.EndStep().ok());
+  }
+  const Trace t = p.timed_profile();
+  ASSERT_EQ(p.timed_steps(), 3);
+  EXPECT_TRUE(t.events[1].optimizer_lane);
+  EXPECT_GT(t.events[1].duration_s(), 0.0);
+  EXPECT_LT(t.events[1].duration_s(), 0.4);  // its medians, not the profiled step's
+  // The next access starts where it did: the update's shorter time is the lane's, not the thread's.
+  EXPECT_NEAR(t.events[2].start_s, profiled.events[2].start_s, 1e-12);
+  EXPECT_NEAR(t.events[2].lead_s, 0.3, 1e-9);
+  EXPECT_TRUE(ValidateTrace(t, "timed").ok());
+  // An update not recorded from its issue carries no lead or wait.
+  Profiler q(TraceHeader{}, nullptr);
+  AccessRecord a;
+  a.name = "w";
+  a.bytes = 1;
+  a.asked_s = 1;
+  a.start_s = 2;
+  a.end_s = 3;
+  q.RecordAccess(a);
+  a.phase = Phase::kOptimizer;
+  a.optimizer_lane = true;
+  q.RecordAccess(a);
+  ASSERT_TRUE(q.EndStep().ok());
+  EXPECT_EQ(q.profile().events[1].lead_s, 0.0);
+  EXPECT_EQ(q.profile().events[1].wait_s, 0.0);
 }
 
 // A noisy CPU slows a stretch of each step, a different access each time:

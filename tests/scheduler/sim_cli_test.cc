@@ -134,6 +134,34 @@ TEST(SimCliTest, UnknownFlagOrBadValueIsOneLineNamingTheFlag) {
   }
 }
 
+// --optimizer-overlap on runs the synthesised updates on the optimizer lane:
+// the written trace marks them, and the table gains the training thread's wait
+// for the lane (the JSON always has it); off, the default, is the table as it was.
+TEST(SimCliTest, OptimizerOverlapRunsUpdatesOnTheLane) {
+  const std::string path = ::testing::TempDir() + "/sim_cli_test_lane.jsonl";
+  const std::vector<std::string> base = {"--model", "tiny", "--device-budget", "1MiB", "--host-budget", "1GiB"};
+  std::string off, on, err;
+  ASSERT_EQ(RunCli(base, &off, &err), 0) << err;
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--optimizer-overlap", "on", "--write-trace", path});
+  ASSERT_EQ(RunCli(args, &on, &err), 0) << err;
+  EXPECT_EQ(off.find("OPT_WAIT_S"), std::string::npos) << off;
+  EXPECT_NE(on.find("OPT_WAIT_S"), std::string::npos) << on;
+  StatusOr<Trace> trace = ReadTraceFile(path);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  for (const TraceEvent& e : trace->events) {
+    EXPECT_EQ(e.optimizer_lane, e.kind == EventKind::kAccess && e.phase == Phase::kOptimizer);
+  }
+  std::remove(path.c_str());
+  args = base;
+  args.insert(args.end(), {"--json"});
+  ASSERT_EQ(RunCli(args, &off, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(off)["results"][0]["optimizer_wait_s"], 0.0);
+  args.insert(args.end(), {"--optimizer-overlap", "maybe"});
+  EXPECT_EQ(RunCli(args, &off, &err), 2);
+  EXPECT_NE(err.find("--optimizer-overlap"), std::string::npos) << err;
+}
+
 TEST(SimCliTest, WrittenTraceReplaysToTheSameResults) {
   const std::string path = ::testing::TempDir() + "/sim_cli_test_trace.jsonl";
   std::string from_model, from_trace, err;

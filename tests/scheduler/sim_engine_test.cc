@@ -341,3 +341,141 @@ TEST(SimEngineTest, LanesAreBytesOverSpeedAndTheBusiestBoundsTheStep) {
 
 }  // namespace
 }  // namespace tencache
+
+namespace tencache {
+namespace {
+
+// Three one-rank tensors (block = id) of 4 KiB: forward 1 s each, backward
+// 2 s each; each update (`update_s[id]` seconds) right after its tensor's
+// backward, as the worker runs them, or with `deferred` all after the
+// backward, each on the optimizer lane where `lane[id]`.
+Trace ThreeBlocks(const std::vector<double>& update_s, const std::vector<bool>& lane, bool deferred = false) {
+  Trace t;
+  t.header.deferred_updates = deferred;
+  double clock = 0;
+  auto access = [&](TensorId id, Phase phase, double seconds) {
+    TraceEvent e;
+    e.id = id;
+    e.name = "w" + std::to_string(id);
+    e.phase = phase;
+    e.block = int(id);
+    e.bytes = 4096;
+    e.start_s = clock;
+    e.end_s = clock += seconds;
+    e.optimizer_lane = phase == Phase::kOptimizer && lane[id];
+    t.events.push_back(e);
+  };
+  for (TensorId id : {0u, 1u, 2u}) access(id, Phase::kForward, 1);
+  for (TensorId id : {2u, 1u, 0u}) {
+    access(id, Phase::kBackward, 2);
+    if (!deferred) access(id, Phase::kOptimizer, update_s[id]);
+  }
+  if (deferred) {
+    for (TensorId id : {2u, 1u, 0u}) access(id, Phase::kOptimizer, update_s[id]);
+  }
+  EXPECT_TRUE(ValidateTrace(t, "three blocks").ok());
+  return t;
+}
+
+PolicyResult RunResident(const Trace& trace) {
+  return MakeSim(trace, 4 * trace.TotalTensorBytes()).Run(**MakePolicy("belady"));
+}
+
+// An update on the optimizer lane shorter than the next access's compute is
+// hidden behind it: the step is the training thread's alone, shorter by the
+// update, and the training thread never waits for the lane. The lanes are
+// busy as long as before.
+TEST(SimEngineTest, ALaneUpdateShorterThanTheNextAccessIsHidden) {
+  const std::vector<double> updates = {0.25, 0.5, 1.5};
+  const PolicyResult thread = RunResident(ThreeBlocks(updates, {false, false, false}));
+  const PolicyResult lane = RunResident(ThreeBlocks(updates, {false, true, true}));
+  EXPECT_EQ(thread.optimizer_wait_s, 0.0);
+  EXPECT_NEAR(lane.optimizer_wait_s, 0.0, 1e-6);
+  EXPECT_NEAR(lane.step_time_s, thread.step_time_s - 0.5 - 1.5, 1e-6);
+  EXPECT_GE(thread.step_time_s, 3 + 6 + 0.25 + 0.5 + 1.5);
+  EXPECT_EQ(lane.stall_s, 0.0);
+  for (int l = 0; l < kStepLanes; ++l) EXPECT_NEAR(lane.lanes.seconds[l], thread.lanes.seconds[l], 1e-9) << l;
+  EXPECT_NEAR(lane.lanes[StepLane::kOptimizer], 2.25, 1e-9);
+}
+
+// One longer than the next access's compute: the training thread waits for
+// it before that access ends, the difference, counted as its wait for the
+// optimizer (in the step time, not in the stall).
+TEST(SimEngineTest, ALaneUpdateLongerThanTheNextAccessMakesTheTrainingThreadWait) {
+  const std::vector<double> updates = {0.25, 3, 3};
+  const PolicyResult thread = RunResident(ThreeBlocks(updates, {false, false, false}));
+  const PolicyResult lane = RunResident(ThreeBlocks(updates, {false, true, true}));
+  EXPECT_NEAR(lane.optimizer_wait_s, 2 * (3 - 2), 1e-6);
+  EXPECT_NEAR(lane.step_time_s, thread.step_time_s - 2 * 2, 1e-6);  // each hides one backward
+  EXPECT_EQ(lane.stall_s, thread.stall_s);
+  // The last update on the lane has no access after it: the step's end retires it.
+  const PolicyResult last = RunResident(ThreeBlocks(updates, {true, true, true}));
+  EXPECT_NEAR(last.optimizer_wait_s, 2 * (3 - 2) + 0.25, 1e-6);
+  EXPECT_NEAR(last.step_time_s, lane.step_time_s, 1e-6);
+}
+
+// Deferred updates on the lane run back to back: each issue retires the one
+// before, and the step's end the last, so with nothing to prepare (every
+// stored gradient in host memory) the training thread waits out every update
+// and the step is as long as on the training thread.
+TEST(SimEngineTest, DeferredLaneUpdatesRunBackToBack) {
+  const std::vector<double> updates = {0.25, 0.5, 1.5};
+  const PolicyResult thread = RunResident(ThreeBlocks(updates, {false, false, false}, true));
+  const PolicyResult lane = RunResident(ThreeBlocks(updates, {true, true, true}, true));
+  EXPECT_NEAR(lane.optimizer_wait_s, 0.25 + 0.5 + 1.5, 1e-6);
+  EXPECT_NEAR(lane.step_time_s, thread.step_time_s, 1e-6);
+  EXPECT_GE(lane.step_time_s, 3 + 6 + 0.25 + 0.5 + 1.5);
+  EXPECT_NEAR(lane.lanes[StepLane::kOptimizer], thread.lanes[StepLane::kOptimizer], 1e-9);
+}
+
+// With the states and stored gradients spilled to NVMe, each deferred update
+// on the lane overlaps the training thread's reads of the next one's stored
+// gradient: its waits for them leave the stall (the training thread waits
+// for the lane instead) and the step is no longer, for the same bytes on
+// every link (the host tier decides the same reads and writes; only the
+// timeline that waits for them changes); the lane runs one update at a time.
+TEST(SimEngineTest, DeferredLaneUpdatesOverlapTheNextStoredGradientsReads) {
+  SynthOptions o;
+  o.micro_batch = 8;
+  Trace thread = *SynthesizeTrace(*FindPreset("gpt2"), o);  // every update after the backward
+  thread.header.deferred_updates = true;
+  Trace lane = thread;
+  double updates = 0, compute = 0;
+  for (TraceEvent& e : lane.events) {
+    if (e.kind != EventKind::kAccess) continue;
+    e.optimizer_lane = e.phase == Phase::kOptimizer;
+    (e.optimizer_lane ? updates : compute) += e.duration_s();
+  }
+  SimConfig c;
+  c.budgets.device = thread.TotalTensorBytes();
+  c.budgets.host = 3 * thread.TotalTensorBytes();
+  c.steps = 2;
+  PolicyResult r[2];
+  for (int i = 0; i < 2; ++i) {
+    StatusOr<CacheSimulator> sim = CacheSimulator::Create(i == 0 ? thread : lane, c);
+    ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+    StatePrefetchingPolicy policy;
+    r[i] = sim->Run(policy);
+  }
+  EXPECT_GT(r[0].bytes[Link::kNvmeRead], 0u);
+  for (Link l : kLinks) EXPECT_EQ(r[1].bytes[l], r[0].bytes[l]) << LinkName(l);
+  EXPECT_LE(r[1].step_time_s, r[0].step_time_s * (1 + 1e-9));
+  EXPECT_LT(r[1].stall_s, r[0].stall_s);
+  EXPECT_GT(r[1].optimizer_wait_s, 0.0);
+  EXPECT_GE(r[1].step_time_s, compute + updates - 1e-9);
+}
+
+// A trace without optimizer-lane updates: the training thread never waits for
+// the lane, and the same updates on the lane with nothing between them to
+// overlap take the same step.
+TEST(SimEngineTest, WithoutLaneUpdatesNothingWaitsForTheLane) {
+  SpilledStates job;
+  ASSERT_NO_FATAL_FAILURE(RunSpilledStates(&job));
+  EXPECT_EQ(job.on_demand.optimizer_wait_s, 0.0);
+  EXPECT_EQ(job.ahead.optimizer_wait_s, 0.0);
+  const std::vector<double> updates = {0.25, 0.5, 1.5};
+  EXPECT_EQ(RunResident(ThreeBlocks(updates, {false, false, false})).optimizer_wait_s, 0.0);
+}
+
+}  // namespace
+}  // namespace tencache

@@ -57,6 +57,28 @@ TEST(SynthTest, RanksShardBytesAndAddCollectives) {
   EXPECT_EQ(t.TensorBytes()[0], uint64_t(256) * 128 * 2 / 4);
 }
 
+// With optimizer_lane every update, and nothing else, runs on the optimizer
+// lane; the times are those of the trace without it.
+TEST(SynthTest, OptimizerLaneMarksEveryUpdate) {
+  SynthOptions o;
+  o.ranks = 2;
+  const Trace plain = *SynthesizeTrace(*FindPreset("tiny"), o);
+  o.optimizer_lane = true;
+  const Trace lane = *SynthesizeTrace(*FindPreset("tiny"), o);
+  ASSERT_EQ(lane.events.size(), plain.events.size());
+  int updates = 0;
+  for (size_t i = 0; i < lane.events.size(); ++i) {
+    const TraceEvent& e = lane.events[i];
+    const bool update = e.kind == EventKind::kAccess && e.phase == Phase::kOptimizer;
+    updates += update;
+    EXPECT_EQ(e.optimizer_lane, update) << i;
+    EXPECT_FALSE(plain.events[i].optimizer_lane) << i;
+    EXPECT_EQ(e.start_s, plain.events[i].start_s) << i;
+    EXPECT_EQ(e.end_s, plain.events[i].end_s) << i;
+  }
+  EXPECT_GT(updates, 0);
+}
+
 TEST(SynthTest, RejectsBadOptions) {
   SynthOptions o;
   o.micro_batch = 0;

@@ -101,6 +101,42 @@ TEST(TraceTest, AnUpdatesPiecesRoundTripAndAreChecked) {
   EXPECT_NE(r.status().message().find("on an optimizer access"), std::string::npos) << r.status().message();
 }
 
+// An update run on the optimizer lane carries "lane":"optimizer": read,
+// written back on it alone, and refused with any other value or on a device
+// access, naming the file, line and key.
+TEST(TraceTest, AnOptimizerLaneUpdateRoundTripsAndIsChecked) {
+  const std::string fwd = R"({"type":"access","id":0,"name":"w","phase":"fwd","bytes":4,"start_s":0,"end_s":1})";
+  const std::string opt = R"({"type":"access","id":0,"name":"w","phase":"optimizer","bytes":4,"start_s":1,"end_s":2)";
+  auto r = Parse(std::string(kHeader) + "\n" + fwd + "\n" + opt + R"(,"lane":"optimizer"})" + "\n" + opt + "}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->events[0].optimizer_lane);
+  EXPECT_TRUE(r->events[1].optimizer_lane);
+  EXPECT_FALSE(r->events[2].optimizer_lane);  // absent: the training thread ran it
+  std::ostringstream out;
+  WriteTrace(*r, out);
+  const std::string text = out.str();
+  ASSERT_NE(text.find(R"("lane":"optimizer")"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\"lane\""), text.rfind("\"lane\""));  // on the lane's update only
+  auto back = Parse(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->events[1].optimizer_lane);
+  EXPECT_FALSE(back->events[2].optimizer_lane);
+  for (const std::string& bad : {std::string(R"("lane":"training")"), std::string(R"("lane":true)")}) {
+    r = Parse(std::string(kHeader) + "\n" + fwd + "\n" + opt + "," + bad + "}\n");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("t.jsonl:3: key 'lane': expected \"optimizer\""), std::string::npos)
+        << r.status().message();
+  }
+  const std::string fwd_lane = R"({"type":"access","id":0,"name":"w","phase":"fwd","bytes":4,"start_s":0,"end_s":1,"lane":"optimizer"})";
+  r = Parse(std::string(kHeader) + "\n" + fwd_lane + "\n");
+  EXPECT_NE(r.status().message().find("t.jsonl:2: key 'lane'"), std::string::npos) << r.status().message();
+  Trace built = *back;
+  built.events[0].optimizer_lane = true;
+  EXPECT_NE(ValidateTrace(built, "built").message().find("event 0: expected the optimizer lane only on an optimizer"),
+            std::string::npos);
+}
+
 // Whether the run defers its updates: false when absent (older traces),
 // written and read back, refused when not a boolean.
 TEST(TraceTest, TheHeaderSaysWhetherUpdatesAreDeferred) {

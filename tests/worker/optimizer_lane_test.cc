@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "common/shard_bytes.h"
 #include "trainer_fixture.h"
+#include "worker/access_recorder.h"
 #include "worker/optimizer_lane.h"
 
 namespace tencache {
@@ -28,10 +30,11 @@ struct LaneRun {
 };
 
 // `steps` steps of a cached (NVMe-backed) small job with `sets`, the lane on or off.
-LaneRun Train1(const std::string& tag, std::vector<std::string> sets, bool overlap, int steps) {
+LaneRun Train1(const std::string& tag, std::vector<std::string> sets, bool overlap, int steps,
+               const std::string& host_budget = "1536KiB") {
   sets.push_back(std::string("train.optimizer_overlap=") + (overlap ? "on" : "off"));
   sets.push_back("cache.device_budget=320KiB");
-  sets.push_back("cache.host_budget=1536KiB");
+  sets.push_back("cache.host_budget=" + host_budget);
   const std::string t = tag + (overlap ? "-on" : "-off");
   auto solo = MakeSoloCommunicator();
   LaneRun r;
@@ -113,6 +116,70 @@ TEST(OptimizerLane, Fp16OverflowSkipsAlike) {
   EXPECT_TRUE(on.steps[0].skipped);
   EXPECT_FALSE(on.steps.back().skipped);  // the scale came down to one that does not overflow
   ExpectSameRun(on, off, "fp16 overflowing");
+}
+
+// A host budget of three slots of a layer's size (1 MiB here): the lane's
+// update may pin all three while the training thread needs one for the next
+// block's parameter (whether it does depends on timing); the training thread
+// then waits for the update and takes the slot (lane_fallbacks), with no
+// allocation and the same results.
+TEST(OptimizerLane, AtTheLeastHostBudgetTheTrainingThreadWaitsForTheLanesPins) {
+  const std::vector<std::string> sets = {"train.global_batch=2"};
+  const LaneRun off = Train1("lane-tight", sets, false, 6, "1024KiB");
+  const LaneRun on = Train1("lane-tight", sets, true, 6, "1024KiB");
+  ExpectSameRun(on, off, "1 MiB host");
+  int fallbacks = 0;
+  for (const StepMetrics& m : on.steps) fallbacks += m.lane_fallbacks;
+  for (const StepMetrics& m : off.steps) EXPECT_EQ(m.lane_fallbacks, 0);
+  std::printf("acquires that waited for the lane's pins over 6 steps: %d\n", fallbacks);
+}
+
+// The recorder's side of it: an acquire refused with ResourceExhausted asks
+// the pin release once and, when it released something, acquires again; the
+// step's events hold the acquire once.
+class RefusingStore : public ShardStore {
+ public:
+  explicit RefusingStore(int refusals) : inner_(MakeMemoryShardStore(MakeShardLayout({64}, 0, DType::kFp32, 1))),
+                                         refusals_(refusals) {}
+  std::string Describe() const override { return "refusing"; }
+  const ShardLayout& layout() const override { return inner_->layout(); }
+  StatusOr<ShardRef> Acquire(int block, ShardKind kind, int piece, Tier tier, AccessMode mode) override {
+    ++acquires;
+    if (refusals_ > 0) {
+      --refusals_;
+      return Status::ResourceExhausted("all slots pinned");
+    }
+    return inner_->Acquire(block, kind, piece, tier, mode);
+  }
+  PrefetchHandle Prefetch(int, ShardKind, int, Tier) override { return {}; }
+  void Invalidate(int, ShardKind, int) override {}
+  CacheMetrics EndStep() override { return {}; }
+  TensorCache* cache() override { return nullptr; }
+  int acquires = 0;
+
+ private:
+  std::unique_ptr<ShardStore> inner_;
+  int refusals_;
+};
+
+TEST(OptimizerLane, ARefusedAcquireReleasesTheLanesPinsAndTriesOnce) {
+  Profiler profiler{TraceHeader(), [](const std::string&) {}};
+  for (const bool released : {true, false}) {
+    RefusingStore store(released ? 1 : 2);
+    AccessRecorder recorder(&store, &store.layout(), &profiler, ComputeDevice());
+    recorder.BeginStep();
+    int asked = 0;
+    recorder.set_pin_release([&]() -> StatusOr<bool> {
+      ++asked;
+      return released;
+    });
+    StatusOr<ShardRef> ref = recorder.Acquire(0, ShardKind::kAdamM, 0, Tier::kHost, AccessMode::kWrite);
+    EXPECT_EQ(ref.ok(), released) << ref.status().ToString();
+    EXPECT_EQ(asked, 1);
+    EXPECT_EQ(store.acquires, released ? 2 : 1);
+    ASSERT_EQ(recorder.events().size(), 1u);  // recorded once
+    EXPECT_EQ(recorder.events()[0].kind, StepEventKind::kAcquire);
+  }
 }
 
 // Two ranks (threads): each rank's lane updates its shards; the losses equal
