@@ -7,17 +7,24 @@
 # output (kept in a temporary folder, removed at exit) through
 # bench/results_file.py; bench/render_benchmarks.py renders it. Run it on a
 # quiet machine.
-#   [RESULTS_DIR=DIR] bench/train.sh [ROUNDS] [STEPS] [NVME_STEPS]
+#   [RESULTS_DIR=DIR] [DTYPES="bf16 fp32"] [NVME_DTYPE=bf16] bench/train.sh [ROUNDS] [STEPS] [NVME_STEPS]
+# DTYPES: the dtypes of `--regime all`; NVME_DTYPE: the NVMe-scale regime's (on
+# a CPU without AVX512-BF16, bf16 is emulated and many times slower).
 # ROUNDS (default 2), STEPS (--steps of `--regime all`, default 30),
 # NVME_STEPS (--steps of `--regime nvme`, default 10; fewer for a smoke run).
 set -euo pipefail
-usage="usage: [RESULTS_DIR=DIR] bench/train.sh [ROUNDS] [STEPS] [NVME_STEPS]"
+usage="usage: [RESULTS_DIR=DIR] [DTYPES=\"bf16 fp32\"] [NVME_DTYPE=bf16] bench/train.sh [ROUNDS] [STEPS] [NVME_STEPS]"
 source "$(dirname "$0")/lib.sh"
 bench_results_dir
 [[ $# -le 3 ]] || { echo "$usage" >&2; exit 2; }
 rounds=${1:-2}
 steps=${2:-30}
 nvme_steps=${3:-10}
+dtypes=${DTYPES:-bf16 fp32}
+nvme_dtype=${NVME_DTYPE:-bf16}
+for d in $dtypes $nvme_dtype; do
+  [[ $d == bf16 || $d == fp32 ]] || { echo "bench/train.sh: dtype '$d': expected bf16 or fp32; $usage" >&2; exit 2; }
+done
 bench_positive_ints bench/train.sh "$usage" "$rounds" "$steps" "$nvme_steps"
 ((steps >= 3 && nvme_steps >= 3)) || { echo "bench/train.sh: steps: expected >= 3 (two warm-up steps, one timed)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
@@ -26,18 +33,19 @@ bench_executables bench/train.sh "$bench"
 out=$(mktemp -d /tmp/tencache-train.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 for round in $(seq 1 "$rounds"); do
-  for dtype in bf16 fp32; do
+  for dtype in $dtypes; do
     "$bench" train --regime all --steps "$steps" --threads 1 --dtype "$dtype" --json >"$out/all-$dtype-$round.json"
     echo "round $round $dtype done" >&2
   done
-  "$bench" train --regime nvme --steps "$nvme_steps" --threads 1 --json >"$out/nvme-bf16-$round.json"
+  "$bench" train --regime nvme --steps "$nvme_steps" --threads 1 --dtype "$nvme_dtype" --json >"$out/nvme-$nvme_dtype-$round.json"
   echo "round $round nvme done" >&2
 done
-python3 - "$out" "$rounds" "$steps" "$nvme_steps" <<'PY'
+python3 - "$out" "$rounds" "$steps" "$nvme_steps" "$dtypes" "$nvme_dtype" <<'PY'
 import glob, json, os, re, sys
 sys.path.insert(0, "bench")
 import results_file as rf
 out, rounds, steps, nvme_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+dtypes, nvme_dtype = sys.argv[5].split(), sys.argv[6]
 OTHERS = ["no-prefetch", "zero-infinity", "lru"]
 regimes = []  # (kind, dtype, round, regime object, {policy: result})
 for path in glob.glob(os.path.join(out, "*.json")):
@@ -100,7 +108,7 @@ about = rf.existing("train")["about"][:1] + [
     "compute-bound: a GPT of 4 layers x 256 (3.3 M parameters), micro-batch 8, sequence 128; io-bound: the same "
     f"model, micro-batch 1, sequence 32. The device budget holds two layer blocks ({budget.get('bf16', '?')} in bf16, "
     f"{budget.get('fp32', '?')} in fp32), the host budget is {host}, so optimizer states and some parameters live on "
-    f"NVMe (`/tmp`). NVMe-scale: GPT-2 124M (`{nvme['model']}`, micro-batch {nvme['micro_batch']}, bf16), device "
+    f"NVMe (`/tmp`). NVMe-scale: GPT-2 124M (`{nvme['model']}`, micro-batch {nvme['micro_batch']}, {nvme_dtype}), device "
     f"{size(nvme['device_budget'])}, host {size(nvme['host_budget'])} (the least the worker accepts). The simulated device's "
     "copies are memcpys competing with compute for the cores. Overlap is the busiest lane's busy time over the step "
     "time (docs/worker.md, \"Lanes\"); lanes are mean busy seconds a step. Every variant but the -serial ones "
@@ -110,10 +118,10 @@ about = rf.existing("train")["about"][:1] + [
 cmd = "build/bench/tencache-bench train"
 rf.write(
     "train",
-    commands=[f"bench/train.sh {rounds} {steps} {nvme_steps}", "# each round:",
-              f"{cmd} --regime all --steps {steps} --threads 1 --dtype bf16 --json",
-              f"{cmd} --regime all --steps {steps} --threads 1 --dtype fp32 --json",
-              f"{cmd} --regime nvme --steps {nvme_steps} --threads 1 --json"],
+    commands=[f"DTYPES=\"{' '.join(dtypes)}\" NVME_DTYPE={nvme_dtype} bench/train.sh {rounds} {steps} {nvme_steps}",
+              "# each round:"] +
+             [f"{cmd} --regime all --steps {steps} --threads 1 --dtype {d} --json" for d in dtypes] +
+             [f"{cmd} --regime nvme --steps {nvme_steps} --threads 1 --dtype {nvme_dtype} --json"],
     rounds=f"{rf.plural(rounds, 'round')}, each `--regime all` a dtype ({steps} steps each) and the NVMe-scale "
            f"regime ({nvme_steps} steps). A ratio is the median step (steps 2 onwards) over the in-memory "
            "reference's median step in the same process; every variant steps in turn in one process.",
