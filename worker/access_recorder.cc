@@ -50,15 +50,8 @@ void AccessRecorder::Invalidate(int block, ShardKind kind, int piece) {
   store_->Invalidate(block, kind, piece);
 }
 
-double AccessRecorder::ComputeEnd() const {
-  if (recording_ && !profiler_->following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
-  return MonotonicSeconds();
-}
-
-Status AccessRecorder::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s,
-                                 int pieces_begin, int pieces_end, double end_s) {
-  if (!recording_) return Status::Ok();
-  if (end_s < 0) end_s = ComputeEnd();
+AccessRecord AccessRecorder::Record(int block, Phase phase, double start_s, double end_s, double asked_s,
+                                    double waited_s) const {
   AccessRecord a;
   a.id = TensorId(block);
   a.name = "block" + std::to_string(block) + ".param";
@@ -69,6 +62,19 @@ Status AccessRecorder::EndAccess(int block, Phase phase, double start_s, double 
   a.end_s = end_s - step_start_;
   a.asked_s = asked_s - step_start_;
   a.waited_s = waited_s;
+  return a;
+}
+
+double AccessRecorder::ComputeEnd() const {
+  if (recording_ && !profiler_->following()) SyncCompute(device_);  // profiling: the access's GPU time, not its enqueue time
+  return MonotonicSeconds();
+}
+
+Status AccessRecorder::EndAccess(int block, Phase phase, double start_s, double asked_s, double waited_s,
+                                 int pieces_begin, int pieces_end, double end_s) {
+  if (!recording_) return Status::Ok();
+  if (end_s < 0) end_s = ComputeEnd();
+  AccessRecord a = Record(block, phase, start_s, end_s, asked_s, waited_s);
   a.pieces_begin = pieces_begin;
   a.pieces_end = pieces_end;
   profiler_->RecordAccess(a);
@@ -81,16 +87,7 @@ Status AccessRecorder::EndAccess(int block, Phase phase, double start_s, double 
 void AccessRecorder::EndLaneAccess(int block, double issued_s, double asked_s, double waited_s, double start_s,
                                    double end_s) {
   if (!recording_) return;
-  AccessRecord a;
-  a.id = TensorId(block);
-  a.name = "block" + std::to_string(block) + ".param";
-  a.phase = Phase::kOptimizer;
-  a.block = block;
-  a.bytes = layout_->Bytes(block, ShardKind::kParam);
-  a.start_s = start_s - step_start_;
-  a.end_s = end_s - step_start_;
-  a.asked_s = asked_s - step_start_;
-  a.waited_s = waited_s;
+  AccessRecord a = Record(block, Phase::kOptimizer, start_s, end_s, asked_s, waited_s);
   a.optimizer_lane = true;
   a.issued_s = issued_s - step_start_;
   profiler_->RecordAccess(a);

@@ -118,6 +118,9 @@ class AccessRecorder {
   const std::vector<TensorId>& acquire_order() const { return acquire_order_; }
 
  private:
+  // The Profiler's record of an access of `block`'s parameter: times (MonotonicSeconds) made the step's.
+  AccessRecord Record(int block, Phase phase, double start_s, double end_s, double asked_s, double waited_s) const;
+
   ShardStore* const store_;
   const ShardLayout* const layout_;
   Profiler* const profiler_;
