@@ -23,11 +23,17 @@ namespace tencache {
 // What one update did on the lane: when it began (asked for its first
 // shard), its compute (AdamW and rounding; waits for its shards left out)
 // ending at end_s (both MonotonicSeconds), the seconds its acquires waited,
-// and its busy time by lane.
+// and its busy time by lane. An update the cache refused a slot (the training
+// thread pinned the last one of its size) stops early, holding nothing:
+// resume_piece >= 0 is the piece the rest begins at, resume_computed whether
+// that piece's AdamW ran (its 16-bit rounding did not); the training thread
+// finishes it (Trainer::RetireUpdate).
 struct LaneUpdate {
   int block = -1;
   double begin_s = 0, compute_s = 0, end_s = 0, acquire_waited_s = 0;
   LaneBusy lanes;
+  int resume_piece = -1;
+  bool resume_computed = false;
 };
 
 class OptimizerLane {

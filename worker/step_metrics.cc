@@ -29,6 +29,7 @@ std::string StepMetrics::ToJson() const {
   j["stall_s"] = stall_s;
   j["optimizer_wait_s"] = optimizer_wait_s;
   j["lane_fallbacks"] = lane_fallbacks;
+  j["lane_yields"] = lane_yields;
   j["allocations_after_warmup"] = allocations_after_warmup;
   j["device_used_bytes"] = device_used_bytes;
   j["device_reserved_bytes"] = device_reserved_bytes;

@@ -52,6 +52,9 @@ struct StepMetrics {
   // This rank's acquires that found every slot of their size pinned by the
   // optimizer lane's update and waited for it (at the least host budget).
   int lane_fallbacks = 0;
+  // This rank's lane updates that the cache refused a slot the training
+  // thread pinned, finished on the training thread (at the least host budget).
+  int lane_yields = 0;
   double allocations_after_warmup = 0;  // summed over ranks
   double device_used_bytes = 0, device_reserved_bytes = 0;  // max over ranks
   double host_used_bytes = 0, host_reserved_bytes = 0;      // max over ranks

@@ -283,7 +283,7 @@ void Trainer::MakeCollaborators() {
     // The lane's AdamW takes the cores the compute leaves, at least one.
     optimizer_threads_ = std::max(1, threads_ - torch::get_num_threads());
     lane_ = std::make_unique<OptimizerLane>(floats(host.optimizer_grad), [this](int b, const float* grad, LaneUpdate* done) {
-      return RunUpdate(b, grad, /*split=*/false, 0, layout_.Pieces(b, ShardKind::kAdamM), /*lane=*/true,
+      return RunUpdate(b, grad, /*split=*/false, {0, layout_.Pieces(b, ShardKind::kAdamM)}, UpdateRun::kLane,
                        optimizer_threads_, &done->lanes, done);
     });
   }
@@ -467,6 +467,7 @@ StatusOr<StepMetrics> Trainer::RunStep() {
   deferred_->BeginStep();
   optimizer_wait_s_ = 0;
   lane_fallbacks_ = 0;
+  lane_yields_ = 0;
   std::fill(contributions_.begin(), contributions_.end(), 0);
   double loss_sum = 0;
   for (int micro = 0; micro < accum_; ++micro) {

@@ -154,6 +154,12 @@ class Trainer {
   // (AccessRecorder). Empty before the first step ends.
   const std::vector<StepEvent>& profiled_events() const;
 
+  // Tests: the optimizer lane takes the n-th acquire (0: the first) of every
+  // update it runs as refused for want of a slot, as the cache refuses one
+  // whose every slot the training thread pins (RunUpdate's kLane); -1: none.
+  // REQUIRES: between steps.
+  void TEST_RefuseLaneAcquire(int n) { refuse_lane_acquire_ = n; }
+
  private:
   Trainer(const JobSpec& job, Communicator* comm, std::shared_ptr<const TokenCorpus> corpus, LogSink log,
           ComputeDevice device, FileEnv* nvme_env);
@@ -214,17 +220,35 @@ class Trainer {
   // last), a part of a streamed update (the parts in order).
   Status UpdateBlock(int block, const float* grad, bool split = false, int first = 0, int last = -1);
   // Retires the update in flight, records the update's acquires and end as
-  // StepEvents (in the order UpdateBlock makes them), copies `grad` to the
-  // lane and issues it. REQUIRES: lane_.
+  // StepEvents (RunUpdate's kRecordOnly: those UpdateBlock makes, in its
+  // order), copies `grad` to the lane and issues it. REQUIRES: lane_.
   Status IssueUpdate(int block, const float* grad);
-  // Waits for the update in flight on the lane (none: returns at once); its
-  // times reach the Profiler, its device copy is refreshed as UpdateBlock's.
+  // Waits for the update in flight on the lane (none: returns at once) and
+  // finishes it here where the lane yielded; its times reach the Profiler, its
+  // device copy is refreshed as UpdateBlock's. REQUIRES: the training thread
+  // pins no host slot (the finish may need every slot of a size).
   Status RetireUpdate();
-  // The update's body, on either thread: the shards acquired through the
-  // recorder (`lane` false) or straight from the store, timed into
-  // done->acquire_waited_s (`lane`); AdamW on `threads` threads; its busy time
-  // into `lanes`; its compute seconds (waits left out) into done->compute_s.
-  Status RunUpdate(int block, const float* grad, bool split, int first, int last, bool lane, int threads,
+  // How an update's body runs (RunUpdate).
+  enum class UpdateRun {
+    kHere,        // on the training thread, its shards acquired through the recorder (recorded)
+    kRecordOnly,  // records the acquires kHere makes, in its order and modes, and touches nothing (an issue)
+    kLane,        // on the lane, straight from the store; an acquire refused for want of a slot yields
+    kFinish,      // on the training thread, the rest of an update the lane yielded, straight from the store
+  };
+  // Pieces [first, last) of a block's update; `first_computed`: piece
+  // `first`'s AdamW already ran (the lane yielded before rounding it).
+  struct PieceSpan {
+    int first = 0, last = 0;
+    bool first_computed = false;
+  };
+  // The update's body (trainer_update.cc), on either thread, as `run` says:
+  // AdamW on `threads` threads, its busy time into `lanes`, its compute
+  // seconds (waits left out) into done->compute_s, the store's acquires'
+  // seconds into done->acquire_waited_s (kLane, kFinish). kLane: an acquire
+  // refused with ResourceExhausted (the training thread pins the slot it
+  // needs) ends the update early, touching nothing more, with where to resume
+  // in done->resume_piece and done->resume_computed (RetireUpdate finishes it).
+  Status RunUpdate(int block, const float* grad, bool split, PieceSpan span, UpdateRun run, int threads,
                    LaneBusy* lanes, LaneUpdate* done);
   // After a whole update: the plan keeps the parameter on the device until
   // its next use (device access `k` was the step's latest) and the device held
@@ -275,6 +299,8 @@ class Trainer {
   double optimizer_wait_s_ = 0;  // this step: the training thread's time in updates, or issuing and retiring them
   int optimizer_threads_ = 1;    // AdamW's threads on the lane
   int lane_fallbacks_ = 0;       // this step: acquires that waited for the lane's update to free a slot
+  int lane_yields_ = 0;          // this step: lane updates refused a slot and finished on the training thread
+  int refuse_lane_acquire_ = -1;  // TEST_RefuseLaneAcquire
   std::shared_ptr<const TokenCorpus> eval_corpus_;  // train.eval_data, or train.data's held-out tail
   uint64_t eval_first_ = 0, eval_count_ = 0;         // the validation windows
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget

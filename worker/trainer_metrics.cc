@@ -77,6 +77,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   m.stall_s = sums[5];
   m.optimizer_wait_s = sums[14] / ranks_;
   m.lane_fallbacks = lane_fallbacks_;
+  m.lane_yields = lane_yields_;
   m.allocations_after_warmup = steps_run_ == 0 ? 0 : sums[6];
   m.device_hit_rate = sums[11] > 0 ? sums[10] / sums[11] : 1.0;
   auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 1.0; };

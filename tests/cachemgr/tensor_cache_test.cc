@@ -219,16 +219,19 @@ TEST_F(TensorCacheTest, EioOnWriteBackNamesTheTensor) {
 TEST_F(TensorCacheTest, SlowNvmeTimesOutNamingTensorAndFile) {
   FaultInjectionFileEnv faulty(PosixFileEnv());
   TensorCacheOptions o = Budgets(1, 1);
-  o.io_timeout = milliseconds(30);
+  // Long enough for the write-back below on a busy disk; the read never
+  // completes within it: it does not start until released.
+  o.io_timeout = milliseconds(1000);
   auto c = MakeCache(dir_, o, UniformSpecs(2, kBytes), &faulty);
   WriteTensor(c.get(), 0, 41, Tier::kHost);
   WriteTensor(c.get(), 1, 42, Tier::kHost);
-  faulty.AddFault({FaultKind::kSlowIo, IoOp::kRead, 0, ~0ull, 1, milliseconds(300)});
+  faulty.AddFault({FaultKind::kHeld, IoOp::kRead, 0, ~0ull, 1});
   auto h = c->Acquire(0, Tier::kHost, AccessMode::kRead, kWait);
   ASSERT_EQ(h.status().code(), StatusCode::kTimeout) << h.status().ToString();
   EXPECT_NE(h.status().message().find("tensor t0"), std::string::npos) << h.status().ToString();
   EXPECT_NE(h.status().message().find(dir_.path()), std::string::npos) << h.status().ToString();
   EXPECT_EQ(c->Snapshot().quarantined_slots, 1u);
+  faulty.ReleaseHeld();  // the late read ends; its slot is freed with the cache
 }
 
 // A write-back that times out may still be read by the kernel later: its host
@@ -237,7 +240,7 @@ TEST_F(TensorCacheTest, SlowNvmeTimesOutNamingTensorAndFile) {
 TEST_F(TensorCacheTest, ATimedOutWriteBackKeepsItsSlotAndIsNeverOvertaken) {
   FaultInjectionFileEnv faulty(PosixFileEnv());
   TensorCacheOptions o = Budgets(1, 1);
-  o.io_timeout = milliseconds(30);
+  o.io_timeout = milliseconds(1000);  // the reads and the late write below finish within it on a busy disk
   auto c = MakeCache(dir_, o, UniformSpecs(2, kBytes), &faulty);
   WriteTensor(c.get(), 0, 51, Tier::kHost);
   faulty.AddFault({FaultKind::kHeld, IoOp::kWrite, 0, ~0ull, 1});  // t0's write-back does not start

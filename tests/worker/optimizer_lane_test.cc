@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/shard_bytes.h"
+#include "launcher/resource_model.h"
 #include "trainer_fixture.h"
 #include "worker/access_recorder.h"
 #include "worker/optimizer_lane.h"
@@ -30,11 +31,12 @@ struct LaneRun {
 };
 
 // `steps` steps of a cached (NVMe-backed) small job with `sets`, the lane on or off.
+// `refuse` >= 0: the lane is refused that acquire of every update (Trainer::TEST_RefuseLaneAcquire).
 LaneRun Train1(const std::string& tag, std::vector<std::string> sets, bool overlap, int steps,
-               const std::string& host_budget = "1536KiB") {
-  sets.push_back(std::string("train.optimizer_overlap=") + (overlap ? "on" : "off"));
-  sets.push_back("cache.device_budget=320KiB");
-  sets.push_back("cache.host_budget=" + host_budget);
+               const std::string& host_budget = "1536KiB", int refuse = -1) {
+  // The caller's sets come last: they may set the device budget.
+  sets.insert(sets.begin(), {std::string("train.optimizer_overlap=") + (overlap ? "on" : "off"),
+                             "cache.device_budget=320KiB", "cache.host_budget=" + host_budget});
   const std::string t = tag + (overlap ? "-on" : "-off");
   auto solo = MakeSoloCommunicator();
   LaneRun r;
@@ -43,6 +45,7 @@ LaneRun Train1(const std::string& tag, std::vector<std::string> sets, bool overl
   EXPECT_TRUE(trainer.ok()) << trainer.status().ToString();
   if (!trainer.ok()) return r;
   r.describe = (*trainer)->Describe();
+  (*trainer)->TEST_RefuseLaneAcquire(refuse);
   for (int s = 0; s < steps; ++s) {
     StatusOr<StepMetrics> m = (*trainer)->Step();
     EXPECT_TRUE(m.ok()) << m.status().ToString();
@@ -132,6 +135,46 @@ TEST(OptimizerLane, AtTheLeastHostBudgetTheTrainingThreadWaitsForTheLanesPins) {
   for (const StepMetrics& m : on.steps) fallbacks += m.lane_fallbacks;
   for (const StepMetrics& m : off.steps) EXPECT_EQ(m.lane_fallbacks, 0);
   std::printf("acquires that waited for the lane's pins over 6 steps: %d\n", fallbacks);
+}
+
+// The other way round: the training thread took the last slot of a size
+// first (the next block's stored gradient, read while the lane updates) and
+// the cache refuses the lane's acquire. The lane stops there and the training
+// thread finishes the update at its retire. Refusing each acquire of an update
+// in turn — fp32: the parameter, the moments; mixed precision: the master, the
+// moments, the 16-bit parameter after the piece's AdamW; and a later piece of
+// an embedding in pieces — gives the training thread's bits and events.
+TEST(OptimizerLane, AnUpdateRefusedASlotIsFinishedByTheTrainingThreadBitwise) {
+  const int kSteps = 3;
+  struct Refusal {
+    const char* what;
+    std::vector<std::string> sets;
+    std::vector<int> refuse;  // acquires to refuse, one run each
+    bool pieces;
+  };
+  const std::vector<Refusal> cases = {
+      {"fp32, updates in the backward", {"train.global_batch=2"}, {0, 1, 2}, false},
+      {"bf16, deferred updates", {"model.dtype=bf16", "train.grad_clip=100"}, {0, 1, 2, 3}, false},
+      {"fp32, embedding in pieces", {"train.global_batch=2", "model.vocab=4096", "cache.device_budget=2MiB"}, {5}, true},
+      {"bf16, embedding in pieces",
+       {"model.dtype=bf16", "train.grad_clip=100", "model.vocab=4096", "cache.device_budget=2MiB"},
+       {3, 5},
+       true},
+  };
+  for (const Refusal& c : cases) {
+    std::string host = "1536KiB";
+    if (c.pieces) {
+      const JobSpec probe = SmallJob("tencache", "lane-refused-probe", c.sets);
+      host = std::to_string(LeastHostBudget(probe.model, probe.dtype, 1));
+    }
+    const LaneRun off = Train1("lane-refused", c.sets, false, kSteps, host);
+    for (const int k : c.refuse) {
+      const std::string what = std::string(c.what) + ", acquire " + std::to_string(k) + " refused";
+      const LaneRun on = Train1("lane-refused", c.sets, true, kSteps, host, k);
+      ExpectSameRun(on, off, what);
+      for (size_t s = 0; s < on.steps.size(); ++s) EXPECT_GT(on.steps[s].lane_yields, 0) << what << ", step " << s;
+    }
+  }
 }
 
 // The recorder's side of it: an acquire refused with ResourceExhausted asks
