@@ -25,20 +25,25 @@
 # overlap, NVMe bytes read vs placed, the times of each phase, the training loss
 # first -> last and the validation loss of the initial weights -> the last
 # step's, and the ladder's checks. --rounds N runs the rungs N times over (round
-# K's results in WORK/results/roundK/rungR/). Once every round is done,
+# K's results in WORK/results/roundK/rungR/). --overlap-ab runs, instead of A,
+# export, evaluation and B, run A twice side by side, with the optimizer lane
+# (train.optimizer_overlap on) and without (off), the order alternating by
+# round, and prints their median step times, the training thread's time in
+# the optimizer and the ratio (WORK/results/roundK/rungR/overlap.md; nothing
+# goes to $RESULTS_DIR). Once every round is done,
 # scale_ladder_report.py --json writes $RESULTS_DIR/scale_ladder.json (default
 # bench/results; docs/benchmarks.md, "Scale ladder") through
 # bench/results_file.py: one table a rung that ran, each cell round 1's figures
 # and any later round's that moved. A file describes one invocation: a run of
 # some rungs writes those rungs' tables only, and a note names them.
-#   [RESULTS_DIR=DIR] bench/scale_ladder.sh [--rungs 1,2,3] [--rounds N] [--work DIR] [--steps N] [--build DIR]
+#   [RESULTS_DIR=DIR] bench/scale_ladder.sh [--rungs 1,2,3] [--rounds N] [--work DIR] [--steps N] [--build DIR] [--overlap-ab]
 # Needs the build (scripts/build.sh), sentencepiece and python3; rung 3's run B
 # needs about 80 GB under --work (the NVMe tier's file of 27 GB, two checkpoints
 # of 25 GB while a new one is written, the initial weights of 4 GB): the plan
 # refuses it before it starts when the disk cannot hold that. Everything large it writes is
 # removed at the end of a rung; the results stay in WORK/results/.
 set -euo pipefail
-usage="usage: [RESULTS_DIR=DIR] bench/scale_ladder.sh [--rungs 1,2,3] [--rounds N] [--work DIR] [--steps N] [--build DIR]"
+usage="usage: [RESULTS_DIR=DIR] bench/scale_ladder.sh [--rungs 1,2,3] [--rounds N] [--work DIR] [--steps N] [--build DIR] [--overlap-ab]"
 source "$(dirname "$0")/lib.sh"
 bench_results_dir
 cd "$(dirname "$0")/.."
@@ -49,6 +54,7 @@ work=/tmp/tencache-ladder
 steps=8
 ckpt_every=3
 build=build
+overlap_ab=0
 while [ $# -gt 0 ]; do
   case $1 in
     --rungs) rungs=$2; shift 2 ;;
@@ -56,6 +62,7 @@ while [ $# -gt 0 ]; do
     --work) work=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
+    --overlap-ab) overlap_ab=1; shift ;;
     *) echo "scale_ladder: unknown argument '$1'; $usage" >&2; exit 2 ;;
   esac
 done
@@ -87,6 +94,47 @@ shape() {
       echo "$layers 3200 32 32 8640 2GB 1 1.0e-4" ;;
     *) echo "scale_ladder: no rung $1 (1, 2 or 3)" >&2; exit 2 ;;
   esac
+}
+
+# Run A with the optimizer lane and without, side by side (--overlap-ab).
+overlap_runs() {  # rung round dir res set...
+  local r=$1 k=$2 dir=$3 res=$4
+  shift 4
+  local order=(on off)
+  ((k % 2 == 0)) && order=(off on)
+  local mode
+  for mode in "${order[@]}"; do
+    "$launch" "$dir/job.yaml" "$@" --set train.checkpoint_every=0 --set "train.optimizer_overlap=$mode" \
+      --out "$dir/A-$mode" --progress-every 60 >"$res/A-$mode.log" 2>&1 || { tail -30 "$res/A-$mode.log"; return 1; }
+    cp "$dir/.probe-cache.json" "$work/probe-cache-rung$r.json"
+    mkdir -p "$res/A-$mode"
+    for f in job.resolved.yaml plan.json plan.txt metrics.jsonl report.json report.md; do
+      [ -f "$dir/A-$mode/$f" ] && cp "$dir/A-$mode/$f" "$res/A-$mode/"
+    done
+    rm -rf "$dir/A-$mode"
+    echo "   A, optimizer_overlap $mode: done ($(date -u +%H:%M:%S))"
+  done
+  rm -rf "$dir"
+  python3 - "$res" "$r" "${order[*]}" <<'PY' | tee "$res/overlap.md"
+import json, statistics, sys
+res, rung, order = sys.argv[1], sys.argv[2], sys.argv[3]
+def run(mode):
+    steps = [json.loads(l) for l in open(f"{res}/A-{mode}/metrics.jsonl") if l.strip()]
+    steps = [s for s in steps if "step_time_s" in s]
+    timed = steps[2:] or steps  # two warm-up steps
+    med = lambda key: statistics.median(s.get(key, 0.0) for s in timed)
+    return {"steps": len(timed), "step": med("step_time_s"), "wait": med("optimizer_wait_s"),
+            "yields": sum(s.get("lane_yields", 0) for s in steps),
+            "fallbacks": sum(s.get("lane_fallbacks", 0) for s in steps),
+            "nvme": med("bytes_nvme_read") / 2**30}
+on, off = run("on"), run("off")
+print(f"rung {rung}, runs in the order {order}: median of {on['steps']} / {off['steps']} timed steps")
+print("| optimizer_overlap | step | optimizer wait | NVMe read a step | lane yields / fallbacks |")
+print("|---|---|---|---|---|")
+for name, r in (("on", on), ("off", off)):
+    print(f"| {name} | {r['step']:.2f} s | {r['wait']:.2f} s | {r['nvme']:.2f} GiB | {r['yields']} / {r['fallbacks']} |")
+print(f"off / on: {off['step'] / on['step']:.3f}x step time; optimizer wait {on['wait']:.2f} s against {off['wait']:.2f} s")
+PY
 }
 
 run_rung() {  # rung round
@@ -152,6 +200,10 @@ EOF
   echo "   init: $(ls "$init" | tr '\n' ' ')"
 
   local set=(--set "model.init=$init")
+  if ((overlap_ab)); then
+    overlap_runs "$r" "$2" "$dir" "$res" "${set[@]}"
+    return
+  fi
   t0=$(now)
   "$launch" "$job" "${set[@]}" --set train.checkpoint_every=0 --out "$dir/A" --progress-every 60 >"$res/A.log" 2>&1 ||
     { tail -30 "$res/A.log"; return 1; }
@@ -217,5 +269,6 @@ for k in $(seq 1 "$rounds"); do
   for r in "${list[@]}"; do run_rung "$r" "$k"; done
   round_dirs+=("$work/results/round$k")
 done
+((overlap_ab)) && exit 0
 for d in "${round_dirs[@]}"; do python3 bench/scale_ladder_report.py --table "$d"; done
 python3 bench/scale_ladder_report.py --json --rungs "$rungs" "${round_dirs[@]}"
