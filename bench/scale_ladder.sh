@@ -29,8 +29,9 @@
 # export, evaluation and B, run A twice side by side, with the optimizer lane
 # (train.optimizer_overlap on) and without (off), the order alternating by
 # round, and prints their median step times, the training thread's time in
-# the optimizer and the ratio (WORK/results/roundK/rungR/overlap.md; nothing
-# goes to $RESULTS_DIR). Once every round is done,
+# the optimizer and the ratio (WORK/results/roundK/rungR/overlap.md, copied by
+# hand into bench/results/scale_ladder_overlap.json; nothing goes to
+# $RESULTS_DIR). Once every round is done,
 # scale_ladder_report.py --json writes $RESULTS_DIR/scale_ladder.json (default
 # bench/results; docs/benchmarks.md, "Scale ladder") through
 # bench/results_file.py: one table a rung that ran, each cell round 1's figures
