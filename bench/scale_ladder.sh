@@ -97,6 +97,16 @@ shape() {
   esac
 }
 
+# The files of a run folder the report reads, and its logs, into the results.
+keep_run() {  # run_dir results_dir
+  mkdir -p "$2"
+  local f
+  for f in job.resolved.yaml plan.json plan.txt machine.json metrics.jsonl report.json report.md run.json; do
+    [ -f "$1/$f" ] && cp "$1/$f" "$2/"
+  done
+  cp -r "$1/logs" "$2/" 2>/dev/null || true
+}
+
 # Run A with the optimizer lane and without, side by side (--overlap-ab).
 overlap_runs() {  # rung round dir res set...
   local r=$1 k=$2 dir=$3 res=$4
@@ -108,34 +118,12 @@ overlap_runs() {  # rung round dir res set...
     "$launch" "$dir/job.yaml" "$@" --set train.checkpoint_every=0 --set "train.optimizer_overlap=$mode" \
       --out "$dir/A-$mode" --progress-every 60 >"$res/A-$mode.log" 2>&1 || { tail -30 "$res/A-$mode.log"; return 1; }
     cp "$dir/.probe-cache.json" "$work/probe-cache-rung$r.json"
-    mkdir -p "$res/A-$mode"
-    for f in job.resolved.yaml plan.json plan.txt metrics.jsonl report.json report.md; do
-      [ -f "$dir/A-$mode/$f" ] && cp "$dir/A-$mode/$f" "$res/A-$mode/"
-    done
+    keep_run "$dir/A-$mode" "$res/A-$mode"
     rm -rf "$dir/A-$mode"
     echo "   A, optimizer_overlap $mode: done ($(date -u +%H:%M:%S))"
   done
   rm -rf "$dir"
-  python3 - "$res" "$r" "${order[*]}" <<'PY' | tee "$res/overlap.md"
-import json, statistics, sys
-res, rung, order = sys.argv[1], sys.argv[2], sys.argv[3]
-def run(mode):
-    steps = [json.loads(l) for l in open(f"{res}/A-{mode}/metrics.jsonl") if l.strip()]
-    steps = [s for s in steps if "step_time_s" in s]
-    timed = steps[2:] or steps  # two warm-up steps
-    med = lambda key: statistics.median(s.get(key, 0.0) for s in timed)
-    return {"steps": len(timed), "step": med("step_time_s"), "wait": med("optimizer_wait_s"),
-            "yields": sum(s.get("lane_yields", 0) for s in steps),
-            "fallbacks": sum(s.get("lane_fallbacks", 0) for s in steps),
-            "nvme": med("bytes_nvme_read") / 2**30}
-on, off = run("on"), run("off")
-print(f"rung {rung}, runs in the order {order}: median of {on['steps']} / {off['steps']} timed steps")
-print("| optimizer_overlap | step | optimizer wait | NVMe read a step | lane yields / fallbacks |")
-print("|---|---|---|---|---|")
-for name, r in (("on", on), ("off", off)):
-    print(f"| {name} | {r['step']:.2f} s | {r['wait']:.2f} s | {r['nvme']:.2f} GiB | {r['yields']} / {r['fallbacks']} |")
-print(f"off / on: {off['step'] / on['step']:.3f}x step time; optimizer wait {on['wait']:.2f} s against {off['wait']:.2f} s")
-PY
+  python3 bench/scale_ladder_report.py --overlap "$res" "$r" "${order[*]}" | tee "$res/overlap.md"
 }
 
 run_rung() {  # rung round
@@ -253,13 +241,7 @@ EOF
     --progress-every 60 >"$res/B2.log" 2>&1 || { tail -30 "$res/B2.log"; return 1; }
   echo "b2_s=$(since "$t0")" >>"$times"
 
-  for run in A B B2; do
-    mkdir -p "$res/$run"
-    for f in job.resolved.yaml plan.json plan.txt machine.json metrics.jsonl report.json report.md run.json; do
-      [ -f "$dir/$run/$f" ] && cp "$dir/$run/$f" "$res/$run/"
-    done
-    cp -r "$dir/$run/logs" "$res/$run/" 2>/dev/null || true
-  done
+  for run in A B B2; do keep_run "$dir/$run" "$res/$run"; done
   rm -rf "$dir"
   python3 bench/scale_ladder_report.py "$res" "$r" | tee "$res/row.md"
 }

@@ -7,6 +7,9 @@ every bound the ladder checks.
       prints the rung's table (markdown) and writes RUNG_DIR/summary.json
   scale_ladder_report.py --table ROUND_DIR
       prints the table of every rung in ROUND_DIR (one run of the ladder)
+  scale_ladder_report.py --overlap RUNG_DIR RUNG "ORDER"
+      prints the table of run A with the optimizer lane and without
+      (scale_ladder.sh --overlap-ab: RUNG_DIR/A-on, RUNG_DIR/A-off, run in ORDER)
   scale_ladder_report.py --json [--rungs 3,1,2] ROUND_DIR...
       writes $RESULTS_DIR/scale_ladder.json (default bench/results) through
       bench/results_file.py: one table a rung, in --rungs order (default: every
@@ -371,8 +374,42 @@ def rung_numbers(round_dir):
     return sorted(int(p.name[4:]) for p in found)
 
 
+def overlap_ab(res, rung, order):
+    """Run A with the optimizer lane (RES/A-on) and without (RES/A-off) as a markdown table: each
+    run's steps after its report's warm-up, their median (range)."""
+    def run(mode):
+        d = Path(res) / f"A-{mode}"
+        report = json.loads((d / "report.json").read_text())
+        warm = report["measured"].get("warmup_steps", 1)
+        metrics = load_jsonl(d / "metrics.jsonl")
+        steady = [m for m in metrics if m["step"] >= warm]
+        def spread(key, scale=1.0):
+            v = [m[key] * scale for m in steady]
+            return statistics.median(v), min(v), max(v)
+        return {"steps": len(steady), "step": spread("step_time_s"), "wait": spread("optimizer_wait_s"),
+                "nvme": statistics.median(m["bytes_nvme_read"] for m in steady) / GIB,
+                "yields": sum(m.get("lane_yields", 0) for m in metrics),
+                "fallbacks": sum(m.get("lane_fallbacks", 0) for m in metrics)}
+    on, off = run("on"), run("off")
+    def cell(v):
+        return f"{v[0]:.2f} s ({v[1]:.2f} .. {v[2]:.2f})"
+    lines = [f"rung {rung}, runs in the order {order}: the median (range) of {on['steps']} / {off['steps']} steps "
+             "after warm-up",
+             "| optimizer_overlap | step | optimizer time | NVMe read a step | lane yields / fallbacks |",
+             "|---|---|---|---|---|"]
+    for name, r in (("on", on), ("off", off)):
+        lines.append(f"| {name} | {cell(r['step'])} | {cell(r['wait'])} | {r['nvme']:.2f} GiB | "
+                     f"{r['yields']} / {r['fallbacks']} |")
+    lines.append(f"off / on: {off['step'][0] / on['step'][0]:.3f}x step time; optimizer time "
+                 f"{on['wait'][0]:.2f} s against {off['wait'][0]:.2f} s")
+    return "\n".join(lines)
+
+
 def main(argv):
     args = argv[1:]
+    if len(args) == 4 and args[0] == "--overlap":
+        print(overlap_ab(args[1], args[2], args[3]))
+        return 0
     if len(args) == 2 and args[0] == "--table":
         for r in rung_numbers(args[1]):
             print(render(summarise(Path(args[1]) / f"rung{r}", r)))

@@ -123,7 +123,8 @@ Status Trainer::RunUpdate(int b, const float* grad, bool split, PieceSpan span, 
   };
   done->begin_s = Now();
   double compute_s = 0;  // the update's own time, waits for its shards left out (the trace's access time)
-  auto yielded = [&] {
+  // The update's figures where it ends: whole, or yielded early.
+  auto ended = [&] {
     done->compute_s = compute_s;
     done->end_s = Now();
     return Status::Ok();
@@ -136,7 +137,7 @@ Status Trainer::RunUpdate(int b, const float* grad, bool split, PieceSpan span, 
     ShardRef whole;
     if (!layout_.mixed) {
       TC_ASSIGN_OR_RETURN(const bool got, take(&whole, ShardKind::kParam, 0, AccessMode::kWrite, span.first, false));
-      if (!got) return yielded();
+      if (!got) return ended();
     }
     AdamWConfig config = adamw_;
     config.lr = LearningRateAt(job_.train, step_);
@@ -148,16 +149,16 @@ Status Trainer::RunUpdate(int b, const float* grad, bool split, PieceSpan span, 
       if (layout_.mixed) {
         TC_ASSIGN_OR_RETURN(const bool got, take(&master, ShardKind::kMaster, i,
                                                  computed ? AccessMode::kRead : AccessMode::kWrite, i, computed));
-        if (!got) return yielded();
+        if (!got) return ended();
       }
       float* p = !compute ? nullptr : layout_.mixed ? master.f32() : whole.f32() + begin;  // element `begin`
       double t0 = Now();
       if (!computed) {
         ShardRef m, v;
         TC_ASSIGN_OR_RETURN(const bool got_m, take(&m, ShardKind::kAdamM, i, AccessMode::kWrite, i, false));
-        if (!got_m) return yielded();
+        if (!got_m) return ended();
         TC_ASSIGN_OR_RETURN(const bool got_v, take(&v, ShardKind::kAdamV, i, AccessMode::kWrite, i, false));
-        if (!got_v) return yielded();
+        if (!got_v) return ended();
         t0 = Now();
         if (compute) {
           LaneTimer busy(lanes, StepLane::kOptimizer);
@@ -180,7 +181,7 @@ Status Trainer::RunUpdate(int b, const float* grad, bool split, PieceSpan span, 
           compute_s += Now() - t0;  // the wait for the parameter's slot is not the update's
           TC_ASSIGN_OR_RETURN(const bool got, take(&whole, ShardKind::kParam, 0,
                                                    i == 0 ? AccessMode::kOverwrite : AccessMode::kWrite, i, true));
-          if (!got) return yielded();
+          if (!got) return ended();
           t0 = Now();
         }
         if (compute) WriteComputeCopy(whole, begin, end - begin, p, lanes);
@@ -188,9 +189,7 @@ Status Trainer::RunUpdate(int b, const float* grad, bool split, PieceSpan span, 
       compute_s += Now() - t0;
     }
   }
-  done->compute_s = compute_s;
-  done->end_s = Now();
-  return Status::Ok();
+  return ended();
 }
 
 }  // namespace tencache
