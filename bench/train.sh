@@ -112,7 +112,7 @@ about = rf.existing("train")["about"][:1] + [
     f"{size(nvme['device_budget'])}, host {size(nvme['host_budget'])} (the least the worker accepts). The simulated device's "
     "copies are memcpys competing with compute for the cores. Overlap is the busiest lane's busy time over the step "
     "time (docs/worker.md, \"Lanes\"); lanes are mean busy seconds a step. Every variant but the -serial ones "
-    "runs its updates on the optimizer lane (`train.optimizer_overlap: auto`); serial is tencache-serial over "
+    "runs its updates on the optimizer lane (`train.optimizer_overlap: on`); serial is tencache-serial over "
     "none-serial, both updating on the training thread as before the lane; optimizer wait is the training thread's "
     "time in the optimizer a step (issuing and retiring updates / running them), tencache / tencache-serial."]
 cmd = "build/bench/tencache-bench train"

@@ -476,15 +476,18 @@ std::vector<JobKey> MakeJobKeys() {
       "`0`", "`1`"}));
   keys.push_back(Choice<OptimizerOverlap>("train.optimizer_overlap", kOptimizerOverlaps,
       TC_FIELD(train.optimizer_overlap),
-      {"Where each block's AdamW update runs: `on` (and `auto`), on the rank's optimizer lane, a "
-      "thread of its own: the training thread hands the update over and goes on with the next block "
+      {"Where each block's AdamW update runs: `on`, on the rank's optimizer lane, a thread of its "
+      "own on the cores the compute leaves: the training thread hands the update over and goes on with the next block "
       "while it runs (at most one in flight; it waits for it before that block's access ends, before "
       "the next update and at the step's end), so the update overlaps the next block's backward, or "
       "with deferred updates (`train.grad_clip`, `fp16`) the preparation of the next update; `off`, "
-      "on the training thread between the blocks. The results are bit for bit the same "
-      "(docs/worker.md, \"The optimizer lane\"). The planner models `on` and `auto` as hiding each "
-      "update behind the backward on a GPU (docs/resource-model.md); the trace marks updates the "
-      "lane ran (docs/trace-format.md).",
+      "on the training thread between the blocks; `auto`, `on` where the rank's compute leaves a "
+      "core (on a GPU, or with fewer compute threads than the rank's share of the cores: "
+      "`train.compute_threads`), else `off` (on a CPU whose cores the compute takes, the lane's "
+      "AdamW would only slow it); the worker's log says which it chose. The results are bit for "
+      "bit the same (docs/worker.md, \"The optimizer lane\"). The planner models the lane as hiding "
+      "each update behind the backward, on the cores it has (docs/resource-model.md); the trace "
+      "marks updates the lane ran (docs/trace-format.md).",
       "`auto`", "`off`"}));
   keys.push_back(Int("train.checkpoint_every", 0, kIntMax, TC_FIELD(train.checkpoint_every),
       {"Steps between checkpoints; `0`: none but the one a stop writes (`train.checkpoint_on_stop`)."

@@ -3,6 +3,7 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -149,6 +150,19 @@ const char* OptimizerOverlapName(OptimizerOverlap o) {
     case OptimizerOverlap::kOff: return "off";
   }
   return "?";
+}
+
+int LaneCores(const RankCompute& r) {
+  return r.gpu ? r.rank_cores : std::max(0, r.rank_cores - r.compute_threads);
+}
+
+bool OptimizerLaneOn(const TrainSpec& t, const RankCompute& r) {
+  switch (t.optimizer_overlap) {
+    case OptimizerOverlap::kOn: return true;
+    case OptimizerOverlap::kOff: return false;
+    case OptimizerOverlap::kAuto: return LaneCores(r) > 0;
+  }
+  return false;
 }
 
 const char* LrScheduleName(LrSchedule s) {

@@ -23,7 +23,8 @@ namespace tencache {
 enum class LrSchedule { kConstant, kCosine, kLinear };
 const char* LrScheduleName(LrSchedule s);  // "constant", "cosine", "linear"
 // train.optimizer_overlap: where each block's AdamW update runs (docs/worker.md,
-// "The optimizer lane"). kAuto: on the optimizer lane (OptimizerOverlapOn).
+// "The optimizer lane"). kAuto: on the optimizer lane where the compute leaves
+// it a core (OptimizerLaneOn).
 enum class OptimizerOverlap { kAuto, kOn, kOff };
 const char* OptimizerOverlapName(OptimizerOverlap o);  // "auto", "on", "off"
 
@@ -175,12 +176,26 @@ bool operator==(const CacheSpec& a, const CacheSpec& b);
 bool operator==(const JobSpec& a, const JobSpec& b);
 inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
 
+// Where one rank computes: on a GPU, or on `compute_threads` threads of the
+// CPU; `rank_cores` is its share of its machine's cores.
+struct RankCompute {
+  bool gpu = false;
+  int compute_threads = 1;
+  int rank_cores = 1;
+};
+// The cores a rank's compute leaves to the optimizer lane: its whole share on
+// a GPU (the CPU only feeds it), else its share less its compute threads (>= 0).
+int LaneCores(const RankCompute& r);
+// Whether the rank's updates run on the optimizer lane, beside the training
+// thread: on: always; off: never; auto: where LaneCores(r) > 0. On a CPU whose
+// cores the compute threads take, the lane's AdamW only takes them from the
+// compute (docs/benchmarks.md, the scale ladder's rung 3 with and without it).
+bool OptimizerLaneOn(const TrainSpec& t, const RankCompute& r);
+
 // The learning rate of optimizer step `step` (0-based) under t's schedule:
 // lr x (step + 1) / warmup_steps during the warm-up, then constant, or from lr
 // down to min_lr at step train.steps along a half cosine or a line (and
 // min_lr after).
-// Whether the updates run on the optimizer lane, beside the training thread: on and auto.
-inline bool OptimizerOverlapOn(const TrainSpec& t) { return t.optimizer_overlap != OptimizerOverlap::kOff; }
 double LearningRateAt(const TrainSpec& t, int64_t step);
 
 // Bytes per token of a train.data file: 2 for .bin and .u16 (uint16 token ids),

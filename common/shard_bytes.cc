@@ -86,14 +86,14 @@ uint64_t HeldRowElements(const ModelShape& model, int ranks, int micro_batch) {
   return std::min(count, block0 - std::min(block0, tokens) + rows * model.hidden);
 }
 
-WorkerHostBuffers WorkerHostBufferBytes(const JobSpec& job, int ranks, bool on_gpu) {
+WorkerHostBuffers WorkerHostBufferBytes(const JobSpec& job, int ranks, const RankCompute& compute) {
   const std::vector<uint64_t> counts = ShardCounts(job.model, ranks);
   const uint64_t largest = *std::max_element(counts.begin(), counts.end());  // elements of a shard
   WorkerHostBuffers b;
   if (ranks > 1) b.scatter = (largest + 1) * 4;
-  if (on_gpu) b.grad_staging = largest * uint64_t(ranks) * 4;
+  if (compute.gpu) b.grad_staging = largest * uint64_t(ranks) * 4;
   if (DeferredUpdates(job)) b.deferred_grad = (largest + 1) * 4;
-  if (OptimizerOverlapOn(job.train)) b.optimizer_grad = largest * 4;
+  if (OptimizerLaneOn(job.train, compute)) b.optimizer_grad = largest * 4;
   if (SplitEmbeddingUpdate(job)) {
     b.embed_grad = counts[0] * 4;
     b.held_rows = kHeldRowArrays * HeldRowElements(job.model, ranks, job.train.micro_batch) * 4;

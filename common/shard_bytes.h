@@ -123,14 +123,16 @@ constexpr uint64_t kWorkerHostSlotsPerClass = 3;
 // AdamW (on a GPU); the stored gradient of a deferred update (train.grad_clip
 // or fp16); and the split embedding update's copy of block 0's gradient shard
 // with its held rows (a tied embedding in mixed precision, not deferred); the
-// optimizer lane's copy of the gradient it updates with (train.optimizer_overlap
-// on). Each is sized for the largest block; the trainer allocates exactly these.
+// optimizer lane's copy of the gradient it updates with (OptimizerLaneOn). Each
+// is sized for the largest block; the trainer allocates exactly these.
 struct WorkerHostBuffers {
   uint64_t scatter = 0, grad_staging = 0, deferred_grad = 0, embed_grad = 0, held_rows = 0, optimizer_grad = 0;
   uint64_t total() const { return scatter + grad_staging + deferred_grad + embed_grad + held_rows + optimizer_grad; }
 };
+// `compute`: where each rank computes (its gpu flag: a GPU's gradients are
+// staged in host memory).
 // REQUIRES: job.model describes a model (layers, hidden, vocab > 0); ranks >= 1.
-WorkerHostBuffers WorkerHostBufferBytes(const JobSpec& job, int ranks, bool on_gpu);
+WorkerHostBuffers WorkerHostBufferBytes(const JobSpec& job, int ranks, const RankCompute& compute);
 // Whether the worker updates after the whole backward (train.grad_clip, fp16),
 // and whether it splits a tied embedding's update around the lookup.
 bool DeferredUpdates(const JobSpec& job);

@@ -389,6 +389,7 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
     a.reduce_scatter_bw_fraction = c.reduce_scatter_gbps / c.allgather_gbps;  // MPI's reduce-scatter is not its all-gather
   }
   a.device_in_host_memory = true;
+  a.cpu_compute_threads = std::max(1, c.threads);
   a.collectives_block_compute = true;
 
   // What the reference step measured beyond what the model itemises (the
@@ -429,7 +430,7 @@ LocalCandidate MakeLocalCandidate(const JobSpec& job, const MachineFacts& facts,
   // The run's cache (not the reference's, which has none) copies and
   // checksums on this machine's cores: where the ranks' compute threads take
   // them all, that work is the compute's loss.
-  const bool cores_taken = per_node * std::max(1, c.threads) >= facts.cores;
+  const bool cores_taken = LaneCores(RankComputeOn(in, a)) == 0;
   if (cores_taken) {
     a.cache_copy_cpu_bps = c.copy_gbps * 1e9;
     a.cache_checksum_cpu_bps = c.checksum_gbps * 1e9;

@@ -71,6 +71,14 @@ double Placement::TierFraction(int tier) const {
   return total == 0 ? 0.0 : double(bytes[tier]) / double(total);
 }
 
+RankCompute RankComputeOn(const InstanceSpec& inst, const ModelAssumptions& a) {
+  RankCompute r;
+  r.gpu = !a.device_in_host_memory;
+  r.rank_cores = std::max(1, inst.vcpus / std::max(1, inst.gpu_count));
+  r.compute_threads = r.gpu ? 0 : a.cpu_compute_threads > 0 ? a.cpu_compute_threads : r.rank_cores;
+  return r;
+}
+
 Placement PlaceStates(const ShardBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity) {
   // Master weights and both Adam moments are read and written together by the
   // optimizer, so they are placed as one group: a parameter's optimizer state
@@ -196,6 +204,11 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   const double params_total = std::accumulate(own.begin(), own.end(), 0.0), params_rank = params_total / ranks;
   const double vcpus_per_rank = double(inst.vcpus) / inst.gpu_count;
   const double adam = params_rank / (a.cpu_adam_params_per_s_per_vcpu * vcpus_per_rank);
+  // On the optimizer lane, AdamW runs on the cores the compute leaves it.
+  const RankCompute compute = RankComputeOn(inst, a);
+  const int lane_cores = LaneCores(compute);
+  const double lane_adam =
+      compute.gpu ? adam : params_rank / (a.cpu_adam_params_per_s_per_vcpu * std::max(1, lane_cores));
   const double opt_h2d = states.bytes[kStateParam] * f[kStateParam][kGpu];  // updated weights back
   double opt_rd = states.bytes[kStateGrad] * g_nvme, opt_wr = states.bytes[kStateParam] * w_nvme;
   for (int c : {kStateMaster, kStateAdamM, kStateAdamV}) {
@@ -212,14 +225,15 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
   // backward lanes, in proportion to the block's parameters: its arithmetic the
   // compute lane, its transfers theirs.
   const bool in_backward = !DeferredUpdates(job);
-  // train.optimizer_overlap on (and auto): the updates run on the worker's
-  // optimizer lane beside the training thread. In the backward, a block's
-  // update overlaps the backward after it: each block takes the longer of its
-  // backward lanes and its update instead of their sum. Where the compute
-  // runs on the CPU (no GPU) the lane takes cores from it and hides nothing.
+  // With the optimizer lane (OptimizerLaneOn: on, or auto where the compute
+  // leaves a core) the updates run beside the training thread. In the
+  // backward, a block's update overlaps the backward after it: each block
+  // takes the longer of its backward lanes and its update on the lane's cores
+  // instead of their sum. Where the compute threads take every core (a CPU
+  // without a spare one) the lane only takes cores from it and hides nothing.
   // Deferred updates follow the backward: their transfers, the stored
   // gradients' reads among them, already overlap the arithmetic.
-  const bool overlap = OptimizerOverlapOn(job.train) && !a.device_in_host_memory;
+  const bool overlap = OptimizerLaneOn(job.train, compute) && lane_cores > 0;
   // Seconds of the compute cores the cache takes to move these bytes (0 where
   // its work does not run on them).
   const double per_copied = a.cache_copy_cpu_bps > 0 ? 1.0 / a.cache_copy_cpu_bps : 0.0;
@@ -266,7 +280,7 @@ StepBreakdown EstimateStep(const JobSpec& job, const InstanceSpec& inst, const G
       last.nvme += share * opt_nvme;
       Lanes thread = last;  // the update's arithmetic on the training thread
       thread.compute += share * (adam + opt_cpu_s);
-      last_s = overlap ? std::max(last.Slowest(), share * (adam + opt_cpu_s)) : thread.Slowest();
+      last_s = overlap ? std::max(last.Slowest(), share * (lane_adam + opt_cpu_s)) : thread.Slowest();
       hidden += thread.Slowest() - last_s;
       last = thread;
     } else {
@@ -346,7 +360,7 @@ std::string SetCapacities(const JobSpec& job, const InstanceSpec& inst, const St
   const double gpu_free = a.device_in_host_memory ? gpu_mem : gpu_mem - double(c->gpu_fixed.total());
   c->capacity[kGpu] = gpu_free > 0 ? static_cast<uint64_t>(gpu_free) : 0;
   double host = inst.ram_gib * double(kGiB) * (1 - a.host_reserved_fraction) / inst.gpu_count;
-  uint64_t overhead = WorkerHostBufferBytes(job, c->ranks, !a.device_in_host_memory).total();
+  uint64_t overhead = WorkerHostBufferBytes(job, c->ranks, RankComputeOn(inst, a)).total();
   if (a.device_in_host_memory) {
     overhead += c->gpu_fixed.activations + c->gpu_fixed.working_set + static_cast<uint64_t>(gpu_mem) +
                 a.host_process_bytes;

@@ -50,6 +50,9 @@ struct ModelAssumptions {
   // on the CPU, so its reduce-scatters land in host memory and no gradient
   // moves device->host (EstimateStep charges none).
   bool device_in_host_memory = false;
+  // There, each rank's compute threads (the probe's); 0: every core of its
+  // share. The optimizer lane runs on the cores they leave (RankComputeOn).
+  int cpu_compute_threads = 0;
   // There, one worker process's own resident memory beside its tiers and
   // buffers (libtorch, OpenBLAS, Open MPI, code): the host memory a rank takes
   // beyond its host budget is this plus the simulated device, activations,
@@ -136,6 +139,11 @@ struct Placement {
 // the host, both place the same bytes of every class at a budget on a tensor
 // boundary (tests/launcher checks it).
 Placement PlaceStates(const ShardBytes& states, const std::array<uint64_t, kNumTierIndices>& capacity);
+// Where a rank of `inst` computes under `a`, for train.optimizer_overlap's
+// auto and the lane's cores (common/job_spec.h OptimizerLaneOn): on its GPU
+// with its vCPUs per GPU beside it, or (a.device_in_host_memory) on
+// a.cpu_compute_threads of its share of the vCPUs.
+RankCompute RankComputeOn(const InstanceSpec& inst, const ModelAssumptions& a);
 
 struct StepBreakdown {
   int accum_steps = 0;        // micro-steps per optimizer step on each rank
@@ -152,10 +160,11 @@ struct StepBreakdown {
   double last_micro_step_s = 0;
   double optimizer_s = 0;     // the update's arithmetic; deferred updates: also its transfers beyond it
   double optimizer_io_s = 0;  // the optimizer's own transfers, the slowest link's
-  // train.optimizer_overlap on or auto: the step's seconds the optimizer lane
-  // takes off by running the updates beside the training thread (0 when off),
-  // and the updates' arithmetic (with the cache's CPU work for them) still on
-  // the step's path, that less the hidden seconds.
+  // With the optimizer lane (OptimizerLaneOn): the step's seconds it takes
+  // off by running the updates beside the training thread (0 without it;
+  // negative where its cores compute the update slower than the training
+  // thread's would), and the updates' arithmetic (with the cache's CPU work for
+  // them) still on the step's path, that less the hidden seconds.
   double optimizer_hidden_s = 0;
   double optimizer_exposed_s = 0;
   // (accum_steps - 1) x micro_step_s + last_micro_step_s + overhead, and

@@ -9,7 +9,7 @@ scripts/install-deps.sh
 # builds without it, so a newcomer's different compiler still builds).
 scripts/build.sh -DTENCACHE_WERROR=ON
 
-echo "== ThreadSanitizer build of cachemgr =="
+echo "== ThreadSanitizer build of cachemgr (${SECONDS} s so far) =="
 cmake -S . -B build-tsan -DTENCACHE_TSAN=ON -DTENCACHE_WERROR=ON -DTENCACHE_WORKER=OFF -DTENCACHE_CUDA=OFF \
   -DTENCACHE_BUILD_BENCH=OFF >build-tsan.configure.log 2>&1 || { cat build-tsan.configure.log; exit 1; }
 cmake --build build-tsan -j"$(nproc)" --target cachemgr_all_tests
@@ -17,10 +17,10 @@ cmake --build build-tsan -j"$(nproc)" --target cachemgr_all_tests
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" setarch "$(uname -m)" -R \
   ctest --test-dir build-tsan -R "^cachemgr_" --output-on-failure -j"$(nproc)"
 
-echo "== Test suite =="
+echo "== Test suite (${SECONDS} s so far) =="
 ctest --test-dir build --output-on-failure -j"$(nproc)"
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite =="
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite (${SECONDS} s so far) =="
 # Every program the tests start (tencache-launch, tencache-worker under mpirun,
 # tencache-sim) is the sanitized one of build-asan. LeakSanitizer is on, except in
 # tencache-worker, where Open MPI's own leaks cannot be told apart (worker/asan_options.cc).
@@ -37,4 +37,6 @@ export ASAN_OPTIONS="check_initialization_order=1" UBSAN_OPTIONS="print_stacktra
 cmake -S . -B build-asan -DTENCACHE_ASAN=ON -DTENCACHE_WERROR=OFF -DTENCACHE_WORKER=ON -DTENCACHE_CUDA=OFF \
   -DTENCACHE_BUILD_BENCH=OFF >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
 cmake --build build-asan -j"$(nproc)"
+echo "== The suite under AddressSanitizer + UndefinedBehaviorSanitizer (${SECONDS} s so far) =="
 ctest --test-dir build-asan -E "^multinode_|^launcher_kill_resume_test\\.|SigtermStopsEveryRank|AnInterruptLeavesWholeMetrics" --output-on-failure -j"$(nproc)"
+echo "== All passed in ${SECONDS} s =="

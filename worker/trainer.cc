@@ -154,6 +154,7 @@ Status Trainer::Init() {
   adamw_.weight_decay = job_.train.weight_decay;
   PlanDecayRuns();
   threads_ = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, ranks_));
+  compute_ = {device_.cuda(), torch::get_num_threads(), threads_};
   contributions_.assign(model_.num_blocks(), 0);
   needed_.assign(model_.num_blocks(), accum_);
   if (job_.model.tied_embeddings) needed_[0] = 2 * accum_;  // the embedding is the head too
@@ -240,14 +241,19 @@ std::string Trainer::Describe() const {
       << job_.train.micro_batch << " x " << accum_ << " accumulation steps, policy "
       << CachePolicyName(job_.cache.policy) << "; store: " << store_->Describe() << "; updates "
       << (lane_ ? "on the optimizer lane (AdamW on " + std::to_string(optimizer_threads_) + " thread(s))"
-                : "on the training thread");
+                : std::string("on the training thread") +
+                      (job_.train.optimizer_overlap == OptimizerOverlap::kAuto
+                           ? " (optimizer_overlap auto: the " + std::to_string(compute_.compute_threads) +
+                                 " compute thread(s) take this rank's " + std::to_string(compute_.rank_cores) +
+                                 " core(s))"
+                           : ""));
   return out.str();
 }
 
 // The host buffers beside the cache are allocated here, once, at the sizes
 // the planner subtracts from the host's capacity (common/shard_bytes.h).
 void Trainer::MakeCollaborators() {
-  const WorkerHostBuffers host = WorkerHostBufferBytes(job_, ranks_, device_.cuda());
+  const WorkerHostBuffers host = WorkerHostBufferBytes(job_, ranks_, compute_);
   auto floats = [](uint64_t bytes) { return size_t(bytes / sizeof(float)); };
   recorder_ = std::make_unique<AccessRecorder>(store_.get(), &layout_, &profiler_, device_);
   gatherer_ = std::make_unique<ShardGatherer>(comm_, device_, &layout_, store_->cache() != nullptr, param_dtype_,
@@ -271,7 +277,7 @@ void Trainer::MakeCollaborators() {
   split_ = std::make_unique<SplitEmbeddingUpdater>(&job_, &model_, &layout_, comm_->rank(), ranks_, accum_, &sampler_,
                                                    store_.get(), recorder_.get(), device_, &lanes_, decay_runs_[0],
                                                    floats(host.embed_grad), floats(host.held_rows), std::move(hooks));
-  if (OptimizerOverlapOn(job_.train)) {
+  if (OptimizerLaneOn(job_.train, compute_)) {
     // At the least host budget the lane's update may pin every slot of a
     // size the training thread then needs: it waits for the update instead.
     recorder_->set_pin_release([this]() -> StatusOr<bool> {
@@ -281,7 +287,7 @@ void Trainer::MakeCollaborators() {
       return true;
     });
     // The lane's AdamW takes the cores the compute leaves, at least one.
-    optimizer_threads_ = std::max(1, threads_ - torch::get_num_threads());
+    optimizer_threads_ = std::max(1, LaneCores(compute_));
     lane_ = std::make_unique<OptimizerLane>(floats(host.optimizer_grad), [this](int b, const float* grad, LaneUpdate* done) {
       return RunUpdate(b, grad, /*split=*/false, {0, layout_.Pieces(b, ShardKind::kAdamM)}, UpdateRun::kLane,
                        optimizer_threads_, &done->lanes, done);

@@ -435,5 +435,25 @@ TEST(OptimizerOverlap, ReadsAutoOnOrOffAndNamesABadValue) {
   }
 }
 
+// The lane's cores: a GPU's rank leaves all of its share to it, a CPU's what
+// its compute threads do not take. auto runs the lane only where that is a
+// core or more; on and off whatever the cores.
+TEST(OptimizerOverlap, AutoRunsTheLaneWhereTheComputeLeavesACore) {
+  EXPECT_EQ(LaneCores({/*gpu=*/true, 12, 12}), 12);
+  EXPECT_EQ(LaneCores({false, 2, 2}), 0);
+  EXPECT_EQ(LaneCores({false, 1, 2}), 1);
+  EXPECT_EQ(LaneCores({false, 3, 2}), 0);  // oversubscribed: none
+  TrainSpec t;
+  ASSERT_EQ(t.optimizer_overlap, OptimizerOverlap::kAuto);
+  EXPECT_TRUE(OptimizerLaneOn(t, {true, 8, 8}));
+  EXPECT_TRUE(OptimizerLaneOn(t, {false, 7, 8}));
+  EXPECT_FALSE(OptimizerLaneOn(t, {false, 8, 8}));
+  t.optimizer_overlap = OptimizerOverlap::kOn;
+  EXPECT_TRUE(OptimizerLaneOn(t, {false, 8, 8}));
+  t.optimizer_overlap = OptimizerOverlap::kOff;
+  EXPECT_FALSE(OptimizerLaneOn(t, {true, 8, 8}));
+  EXPECT_FALSE(OptimizerLaneOn(t, {false, 1, 8}));
+}
+
 }  // namespace
 }  // namespace tencache

@@ -46,7 +46,7 @@ TEST(ShardBytes, TheWorkersHostBuffersForTheLargestShard) {
   job.train.micro_batch = 1;
   // The split embedding update holds the rows 8 ranks x 2048 tokens may look up.
   EXPECT_EQ(HeldRowElements(job.model, 8, 1), 16384ull * 16384);
-  const WorkerHostBuffers b = WorkerHostBufferBytes(job, 8, /*on_gpu=*/true);
+  const WorkerHostBuffers b = WorkerHostBufferBytes(job, 8, RankCompute{/*gpu=*/true, 0, 12});
   EXPECT_EQ(b.scatter, (524288000ull + 1) * 4);
   EXPECT_EQ(b.grad_staging, 524288000ull * 8 * 4);
   EXPECT_EQ(b.deferred_grad, 0u);

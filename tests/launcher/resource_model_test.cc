@@ -347,8 +347,51 @@ TEST_F(ResourceModelTest, OptimizerOverlapHidesNothingWithoutABackwardToHideBehi
     EXPECT_EQ(c[1].step.optimizer_hidden_s, 0.0) << cpu;
     EXPECT_DOUBLE_EQ(c[1].step.optimizer_exposed_s, c[0].step.optimizer_exposed_s) << cpu;
     EXPECT_EQ(c[1].host_overhead_bytes - c[0].host_overhead_bytes,
-              WorkerHostBufferBytes(job, 1, !cpu).optimizer_grad) << cpu;
+              WorkerHostBufferBytes(job, 1, RankComputeOn(*inst, a)).optimizer_grad) << cpu;
+    EXPECT_GT(c[1].host_overhead_bytes, c[0].host_overhead_bytes) << cpu;
   }
+}
+
+// On a CPU (the device simulated in host memory) auto runs the lane only
+// where the ranks' compute threads leave it cores: then its AdamW runs on
+// those beside the backward (hidden, or longer where they are few); where the
+// compute takes every core (or its threads are unknown) auto plans as off.
+TEST_F(ResourceModelTest, OnACpuAutoRunsTheLaneOnlyOnTheCoresTheComputeLeaves) {
+  const InstanceSpec* inst = *catalog_.FindInstance("g6.2xlarge");
+  ASSERT_EQ(inst->vcpus / inst->gpu_count, 8);
+  JobSpec job = Job("tiny", 1, 8);  // its states fit the host whether or not the lane takes a buffer
+  ModelAssumptions a;
+  a.device_in_host_memory = true;
+  auto eval = [&](OptimizerOverlap o, int threads) {
+    job.train.optimizer_overlap = o;
+    a.cpu_compute_threads = threads;
+    Candidate c = EvaluateCandidate(job, *inst, *catalog_.FindGpu(inst->gpu), 1, a);
+    EXPECT_TRUE(c.feasible) << c.reason;
+    return c;
+  };
+  const Candidate off = eval(OptimizerOverlap::kOff, 8);
+  for (const int threads : {8, 0}) {
+    const Candidate taken = eval(OptimizerOverlap::kAuto, threads);
+    EXPECT_EQ(LaneCores(RankComputeOn(*inst, a)), 0) << threads;
+    EXPECT_EQ(taken.step.step_s, off.step.step_s) << threads;
+    EXPECT_EQ(taken.step.optimizer_hidden_s, 0.0) << threads;
+    EXPECT_EQ(taken.host_overhead_bytes, off.host_overhead_bytes) << threads;
+  }
+  const Candidate spare = eval(OptimizerOverlap::kAuto, 6);
+  const RankCompute six = RankComputeOn(*inst, a);
+  EXPECT_EQ(LaneCores(six), 2);
+  const uint64_t buffer = WorkerHostBufferBytes(job, 1, six).optimizer_grad;
+  const Candidate off6 = eval(OptimizerOverlap::kOff, 6);
+  for (int s = 0; s < kNumStateClasses; ++s) {
+    for (int t = 0; t < kNumTierIndices; ++t) {
+      ASSERT_EQ(spare.placement.fraction[s][t], off6.placement.fraction[s][t]) << s << " " << t;
+    }
+  }
+  EXPECT_NE(spare.step.optimizer_hidden_s, 0.0);
+  EXPECT_NEAR(spare.step.step_s, off6.step.step_s - spare.step.optimizer_hidden_s, 1e-12);
+  EXPECT_NEAR(spare.step.optimizer_hidden_s + spare.step.optimizer_exposed_s, off6.step.optimizer_s, 1e-12);
+  EXPECT_GT(buffer, 0u);
+  EXPECT_EQ(spare.host_overhead_bytes - off6.host_overhead_bytes, buffer);
 }
 
 TEST_F(ResourceModelTest, TheRowRecomputedByHandInTheDocs) {
@@ -408,7 +451,8 @@ TEST_F(ResourceModelTest, HostCapacityLeavesTheWorkersOwnBuffers) {
   JobSpec split = Job("gpt2", 8, 8), clip = split;
   clip.train.grad_clip = 1.0;
   const uint64_t block0 = (50257ull + 1024) * 768;
-  const WorkerHostBuffers s = WorkerHostBufferBytes(split, 1, true), k = WorkerHostBufferBytes(clip, 1, true);
+  const RankCompute gpu{true, 0, 4}, cpu{false, 4, 4};
+  const WorkerHostBuffers s = WorkerHostBufferBytes(split, 1, gpu), k = WorkerHostBufferBytes(clip, 1, gpu);
   EXPECT_EQ(s.grad_staging, block0 * 4);
   EXPECT_EQ(s.scatter, 0u);
   EXPECT_EQ(s.deferred_grad, 0u);
@@ -417,8 +461,8 @@ TEST_F(ResourceModelTest, HostCapacityLeavesTheWorkersOwnBuffers) {
   EXPECT_EQ(s.held_rows, (1024ull + 8 * 1024) * 768 * 8 * 4);
   EXPECT_EQ(k.deferred_grad, (block0 + 1) * 4);
   EXPECT_EQ(k.embed_grad + k.held_rows, 0u);
-  EXPECT_EQ(WorkerHostBufferBytes(split, 1, false).grad_staging, 0u);  // a CPU computes from host memory
-  EXPECT_EQ(WorkerHostBufferBytes(split, 4, true).scatter, ((block0 + 3) / 4 + 1) * 4);
+  EXPECT_EQ(WorkerHostBufferBytes(split, 1, cpu).grad_staging, 0u);  // a CPU computes from host memory
+  EXPECT_EQ(WorkerHostBufferBytes(split, 4, gpu).scatter, ((block0 + 3) / 4 + 1) * 4);
   const Candidate cs = Eval(split, "g5.xlarge", 1), ck = Eval(clip, "g5.xlarge", 1);
   ASSERT_TRUE(cs.feasible && ck.feasible) << cs.reason << ck.reason;
   EXPECT_EQ(cs.capacity[kCpu] + s.total(), ck.capacity[kCpu] + k.total());

@@ -5,6 +5,7 @@
 // cache's acquire order the plan is built from) are the same.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -259,11 +260,46 @@ TEST(OptimizerLane, ItsGradientBufferIsWhatThePlannerCounts) {
     auto solo = MakeSoloCommunicator();
     StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, solo.get(), Corpus(), [](const std::string&) {});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
-    const WorkerHostBuffers want = WorkerHostBufferBytes(job, 1, false);
+    const WorkerHostBuffers want = WorkerHostBufferBytes(job, 1, (*t)->rank_compute());
     EXPECT_EQ((*t)->HostBuffers().optimizer_grad, want.optimizer_grad);
     EXPECT_EQ(want.optimizer_grad > 0, overlap);
     t->reset();
     fs::remove_all(NvmeDir("lane-buf"));
+  }
+}
+
+// train.optimizer_overlap auto: the lane where the rank's compute threads
+// leave it a core, the training thread where they take them all (there the
+// lane's AdamW would only take cores from the compute: docs/benchmarks.md).
+TEST(OptimizerLane, AutoRunsTheLaneOnlyWhereTheComputeLeavesACore) {
+  const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+  struct RestoreThreads {
+    int n = torch::get_num_threads();
+    ~RestoreThreads() { torch::set_num_threads(n); }
+  } restore;
+  for (const int threads : {cores, 1}) {
+    if (threads == 1 && cores == 1) continue;  // no core to leave
+    SCOPED_TRACE(std::to_string(threads) + " compute thread(s) of " + std::to_string(cores) + " cores");
+    torch::set_num_threads(threads);
+    const JobSpec job = SmallJob("tencache", "lane-auto", {});
+    ASSERT_EQ(job.train.optimizer_overlap, OptimizerOverlap::kAuto);
+    auto solo = MakeSoloCommunicator();
+    StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, solo.get(), Corpus(), [](const std::string&) {});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    const RankCompute& r = (*t)->rank_compute();
+    EXPECT_FALSE(r.gpu);
+    EXPECT_EQ(r.compute_threads, threads);
+    EXPECT_EQ(r.rank_cores, cores);
+    const bool lane = threads < cores;
+    EXPECT_EQ((*t)->HostBuffers().optimizer_grad > 0, lane);
+    const std::string describe = (*t)->Describe();
+    EXPECT_EQ(describe.find("on the optimizer lane (AdamW on " + std::to_string(cores - threads) + " thread(s))") !=
+                  std::string::npos, lane) << describe;
+    EXPECT_EQ(describe.find("on the training thread (optimizer_overlap auto") != std::string::npos, !lane) << describe;
+    StatusOr<StepMetrics> m = (*t)->Step();
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    t->reset();
+    fs::remove_all(NvmeDir("lane-auto"));
   }
 }
 

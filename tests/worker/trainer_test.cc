@@ -434,16 +434,18 @@ TEST(Trainer, HostBuffersAreWhatThePlannerCounts) {
     const std::string tag = "buffers" + std::to_string(&c - cases);
     SCOPED_TRACE(tag);
     const JobSpec job = SmallJob("tencache", tag, c.sets);
-    const WorkerHostBuffers want = WorkerHostBufferBytes(job, c.ranks, /*on_gpu=*/false);
-    EXPECT_EQ(want.scatter > 0, c.ranks > 1);
-    EXPECT_EQ(want.deferred_grad > 0, job.train.grad_clip > 0);
-    EXPECT_EQ(want.embed_grad > 0 && want.held_rows > 0, job.dtype == DType::kBf16);
-    auto expect_want = [&](const WorkerHostBuffers& got, const char* when) {
+    const WorkerHostBuffers cpu = WorkerHostBufferBytes(job, c.ranks, RankCompute{});
+    EXPECT_EQ(cpu.scatter > 0, c.ranks > 1);
+    EXPECT_EQ(cpu.deferred_grad > 0, job.train.grad_clip > 0);
+    EXPECT_EQ(cpu.embed_grad > 0 && cpu.held_rows > 0, job.dtype == DType::kBf16);
+    auto expect_want = [&](const Trainer& t, const char* when) {
+      const WorkerHostBuffers want = WorkerHostBufferBytes(job, c.ranks, t.rank_compute()), got = t.HostBuffers();
       EXPECT_EQ(got.scatter, want.scatter) << when;
       EXPECT_EQ(got.grad_staging, want.grad_staging) << when;
       EXPECT_EQ(got.deferred_grad, want.deferred_grad) << when;
       EXPECT_EQ(got.embed_grad, want.embed_grad) << when;
       EXPECT_EQ(got.held_rows, want.held_rows) << when;
+      EXPECT_EQ(got.optimizer_grad, want.optimizer_grad) << when;
     };
     auto comms = MakeThreadCommunicators(c.ranks, 120000);
     std::vector<std::thread> threads;
@@ -451,9 +453,9 @@ TEST(Trainer, HostBuffersAreWhatThePlannerCounts) {
       threads.emplace_back([&, r] {
         StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(job, comms[r].get(), Corpus(), [](const std::string&) {});
         ASSERT_TRUE(t.ok()) << t.status().ToString();
-        expect_want((*t)->HostBuffers(), "created");
+        expect_want(**t, "created");
         for (int s = 0; s < 3; ++s) ASSERT_TRUE((*t)->Step().ok());
-        expect_want((*t)->HostBuffers(), "after 3 steps");
+        expect_want(**t, "after 3 steps");
       });
     }
     for (std::thread& t : threads) t.join();
