@@ -91,7 +91,7 @@ torch::Tensor ShardGatherer::BlockGradient(int block) {
   return grad_work_.narrow(0, 0, int64_t(padded(block))).zero_();
 }
 
-StatusOr<float*> ShardGatherer::ScatterGrad(int block, const torch::Tensor& d) {
+StatusOr<float*> ShardGatherer::ScatterGrad(int block, const torch::Tensor& d, float* into) {
   const size_t n = layout_->counts[block];
   float* src = d.data_ptr<float>();
   if (device_.cuda() && !comm_->device_buffers()) {  // to host memory first: MPI and AdamW take it there
@@ -100,16 +100,17 @@ StatusOr<float*> ShardGatherer::ScatterGrad(int block, const torch::Tensor& d) {
   }
   if (ranks_ > 1) {
     const double t0 = MonotonicSeconds();
-    float* out = comm_->device_buffers() ? scatter_dev_.data_ptr<float>() : scatter_.data();
+    float* const host = into != nullptr ? into : scatter_.data();
+    float* out = comm_->device_buffers() ? scatter_dev_.data_ptr<float>() : host;
     {
       LaneTimer busy(lanes_, StepLane::kCollectives);
       TC_RETURN_IF_ERROR(comm_->ReduceScatterSum(src, out, n));
     }
     recorder_->RecordCollective(CollectiveKind::kReduceScatter, block, n * sizeof(float) * (ranks_ - 1), t0);
     if (comm_->device_buffers()) {
-      torch::from_blob(scatter_.data(), {int64_t(n)}, torch::kFloat32).copy_(scatter_dev_.narrow(0, 0, int64_t(n)));
+      torch::from_blob(host, {int64_t(n)}, torch::kFloat32).copy_(scatter_dev_.narrow(0, 0, int64_t(n)));
     }
-    src = scatter_.data();
+    src = host;
   }
   return src;
 }

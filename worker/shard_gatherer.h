@@ -61,8 +61,12 @@ class ShardGatherer {
   torch::Tensor BlockGradient(int block);
   // This rank's fp32 gradient shard of the block, in host memory (summed over
   // ranks > 1), from the block gradient `d` (fp32, contiguous, on the compute
-  // device). Valid until the next call.
-  StatusOr<float*> ScatterGrad(int block, const torch::Tensor& d);
+  // device). Valid until the next call. With ranks > 1 the shard lands in
+  // `into` where given (counts[block] floats, apart from `d`: the optimizer
+  // lane's buffer, so that the update need not copy it there), else in the
+  // gatherer's own buffer; on one rank `into` is not used: the shard is `d`'s
+  // own memory (on a GPU, its host staging).
+  StatusOr<float*> ScatterGrad(int block, const torch::Tensor& d, float* into = nullptr);
 
   // Bytes of the host buffers it holds (WorkerHostBuffers' scatter, grad_staging).
   uint64_t scatter_bytes() const { return uint64_t(scatter_.capacity()) * sizeof(float); }

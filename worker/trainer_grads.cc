@@ -12,7 +12,13 @@ namespace tencache {
 Status Trainer::ReduceGrad(int block, const torch::Tensor& dflat) {
   // fp32 (from bf16 in mixed precision), ours: the final contribution adds the stored part into it.
   torch::Tensor d = dflat.to(torch::kFloat32).contiguous();
-  TC_ASSIGN_OR_RETURN(float* src, gatherer_->ScatterGrad(block, d));
+  // With ranks > 1 the shard is reduced straight into the optimizer lane's
+  // buffer while the lane is idle (all but the tied embedding's contribution
+  // from the head, behind the last block's update): an update it completes is
+  // issued from there without a copy (IssueUpdate), and any other use of it
+  // (stored, deferred, the split embedding's) copies it out before returning.
+  float* into = lane_ != nullptr && !lane_->in_flight() ? lane_->grad_buffer() : nullptr;
+  TC_ASSIGN_OR_RETURN(float* src, gatherer_->ScatterGrad(block, d, into));
   const int k = contributions_[block]++;
   const bool complete = k + 1 == needed_[block];
   // The split embedding: the last head's contribution (all but the last lookup's) updates it.

@@ -48,7 +48,8 @@ Status Trainer::IssueUpdate(int b, const float* grad) {
   TC_RETURN_IF_ERROR(RunUpdate(b, nullptr, false, {0, layout_.Pieces(b, ShardKind::kAdamM)}, UpdateRun::kRecordOnly,
                                0, nullptr, &recorded));
   recorder_->RecordUpdateEnd(b);
-  std::memcpy(lane_->grad_buffer(), grad, layout_.counts[size_t(b)] * sizeof(float));
+  // Reduced into the lane's buffer already with ranks > 1 (ReduceGrad).
+  if (grad != lane_->grad_buffer()) std::memcpy(lane_->grad_buffer(), grad, layout_.counts[size_t(b)] * sizeof(float));
   lane_->Issue(b);
   optimizer_wait_s_ += Now() - asked;
   return Status::Ok();
