@@ -18,6 +18,11 @@ namespace tencache {
 
 struct ComputeDevice {
   torch::Device device = torch::kCPU;
+  // The rank's share of its machine's CPU cores (ComputeThreadsPerRank of the
+  // ranks on that machine): the optimizer's threads and the lane's cores are
+  // counted in it. 0: the machine's cores over every rank of the run, as when
+  // they all run on this machine.
+  int cores = 0;
   bool cuda() const { return device.is_cuda(); }
   int index() const { return device.has_index() ? device.index() : 0; }
   std::string Describe() const;  // "cpu", "cuda:0 (NVIDIA H200)"

@@ -153,7 +153,8 @@ Status Trainer::Init() {
   adamw_.eps = job_.train.eps;
   adamw_.weight_decay = job_.train.weight_decay;
   PlanDecayRuns();
-  threads_ = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, ranks_));
+  threads_ = device_.cores > 0 ? device_.cores
+                                : std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, ranks_));
   compute_ = {device_.cuda(), torch::get_num_threads(), threads_};
   contributions_.assign(model_.num_blocks(), 0);
   needed_.assign(model_.num_blocks(), accum_);

@@ -148,7 +148,7 @@ class Trainer {
   // says for the job and rank_compute(), which the launcher's resource model counts.
   WorkerHostBuffers HostBuffers() const;
   // Where this rank computes: its device, torch's compute threads when it was
-  // created and its share of the machine's cores. train.optimizer_overlap's
+  // created and its share of the machine's cores (ComputeDevice::cores). train.optimizer_overlap's
   // auto and the host buffers follow it (common/job_spec.h OptimizerLaneOn).
   const RankCompute& rank_compute() const { return compute_; }
 
@@ -310,7 +310,7 @@ class Trainer {
   uint64_t state_bytes_ = 0;    // this rank's shards of every kind: the "auto" budget
   AdamWConfig adamw_;  // the job's; the rate of each step from LearningRateAt
   std::vector<std::vector<DecayRun>> decay_runs_;  // per block
-  int threads_ = 1;      // this rank's share of the machine's cores: AdamW's threads on the training thread
+  int threads_ = 1;      // this rank's share of the machine's cores (ComputeDevice::cores): AdamW's threads on the training thread
   RankCompute compute_;  // rank_compute()
 
   LaneBusy lanes_;  // this step's training-thread lanes so far (Collect adds the cache's links)

@@ -246,6 +246,7 @@ Status Run(const Args& args, int rank, int* stopped_by) {
   MPI_Comm_rank(local, &local_rank);
   MPI_Comm_free(&local);
   TC_ASSIGN_OR_RETURN(ComputeDevice device, SelectComputeDevice(args.device, local_rank));
+  device.cores = ComputeThreadsPerRank(local_ranks);
   // On GPUs with more than one rank the parameter and gradient collectives run
   // in NCCL; MPI carries the small host ones (and is the fallback without NCCL).
   std::unique_ptr<Communicator> nccl;

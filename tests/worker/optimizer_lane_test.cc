@@ -301,6 +301,19 @@ TEST(OptimizerLane, AutoRunsTheLaneOnlyWhereTheComputeLeavesACore) {
     t->reset();
     fs::remove_all(NvmeDir("lane-auto"));
   }
+  // The rank's share as the worker counts it (ranks on its machine, not in
+  // the run): one core, which its one compute thread takes.
+  torch::set_num_threads(1);
+  ComputeDevice one_core;
+  one_core.cores = 1;
+  auto solo = MakeSoloCommunicator();
+  StatusOr<std::unique_ptr<Trainer>> t =
+      Trainer::Create(SmallJob("tencache", "lane-auto", {}), solo.get(), Corpus(), [](const std::string&) {}, one_core);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->rank_compute().rank_cores, 1);
+  EXPECT_EQ((*t)->HostBuffers().optimizer_grad, 0u);
+  t->reset();
+  fs::remove_all(NvmeDir("lane-auto"));
 }
 
 // The lane itself: an issued update runs on another thread while the caller
