@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
-#include <thread>
 
 #include <unistd.h>
 
@@ -153,8 +152,7 @@ Status Trainer::Init() {
   adamw_.eps = job_.train.eps;
   adamw_.weight_decay = job_.train.weight_decay;
   PlanDecayRuns();
-  threads_ = device_.cores > 0 ? device_.cores
-                                : std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, ranks_));
+  threads_ = device_.cores > 0 ? device_.cores : ComputeThreadsPerRank(ranks_);
   compute_ = {device_.cuda(), torch::get_num_threads(), threads_};
   contributions_.assign(model_.num_blocks(), 0);
   needed_.assign(model_.num_blocks(), accum_);

@@ -254,7 +254,7 @@ Status Run(const Args& args, int rank, int* stopped_by) {
     TC_ASSIGN_OR_RETURN(nccl, MakeNcclCommunicator(mpi.get(), device));
   }
   Communicator* comm = nccl ? nccl.get() : mpi.get();
-  const int threads = job.train.compute_threads > 0 ? job.train.compute_threads : ComputeThreadsPerRank(local_ranks);
+  const int threads = job.train.compute_threads > 0 ? job.train.compute_threads : device.cores;
   const int blas_threads = SetComputeThreads(threads);
   auto log = [rank](const std::string& line) {
     if (rank == 0) std::cout << "tencache-worker: " << line << std::endl;
