@@ -543,6 +543,18 @@ std::vector<JobKey> MakeJobKeys() {
   keys.push_back(Number("cluster.max_price_per_hour", 0.0, kAtLeast, TC_FIELD(cluster.max_price_per_hour),
       {"Cap in USD per hour for all nodes together; `0` means no cap.",
       "`0`", "`60`"}));
+  keys.push_back(Int("cluster.max_restarts", 0, 100, TC_FIELD(cluster.max_restarts),
+      {"Managed recovery (`local` and `hosts` targets; `k8s` refuses a value above 0): when a rank "
+      "dies, a host is lost or the ranks are stopped by a signal the launcher did not send, the "
+      "launcher starts the job again from the newest complete checkpoint (from scratch where there "
+      "is none), up to this many times; a run that fails the same way twice in a row (the same "
+      "rank, cause and step) stops with that cause. Every attempt is in run.json and the report "
+      "(docs/launcher.md, \"Managed recovery\"). `--max-restarts N` sets it.",
+      "`0`", "`3`"}));
+  keys.push_back(Number("cluster.restart_backoff_s", 0.0, kAtLeast, TC_FIELD(cluster.restart_backoff_s),
+      {"Seconds before the first restart (`cluster.max_restarts`); each further restart waits twice "
+      "as long as the one before. A SIGINT / SIGTERM while waiting ends the run.",
+      "`10`", "`0`"}));
   keys.push_back(Text("cluster.catalog", TC_FIELD(cluster.catalog),
       {"Instance catalog: a folder of `*.yaml` or one file (relative to the job file).",
       "the shipped `configs/instances`", "`my-catalog/`"}));

@@ -121,6 +121,11 @@ struct ClusterSpec {
   Objective objective = Objective::kCost;
   bool use_spot = false;
   double max_price_per_hour = 0;  // USD for all nodes together; 0: no cap
+  // Managed recovery (local and hosts targets): a failed run is started again
+  // from its newest complete checkpoint up to max_restarts times, the k-th
+  // restart after restart_backoff_s x 2^(k-1) seconds.
+  int max_restarts = 0;
+  double restart_backoff_s = 10;
   VolumeSpec volume;
   std::string catalog;            // directory or file; "" : the built-in catalog
   KubernetesSpec k8s;             // cluster.target k8s

@@ -32,6 +32,12 @@ struct K8sPlan {
 Status PlanForK8s(const std::string& job_path, const std::vector<std::string>& overrides,
                   const std::string& catalog_flag, K8sPlan* out) {
   TC_ASSIGN_OR_RETURN(out->job, LoadJobFile(job_path, overrides));
+  if (out->job.cluster.max_restarts > 0) {
+    return Status::InvalidArgument(out->job.Where("cluster.max_restarts") +
+                                   ": managed recovery runs on cluster.target local and hosts; a Kubernetes run "
+                                   "is not restarted by tencache-launch yet (set it to 0, or resume by hand with "
+                                   "--resume)");
+  }
   TC_ASSIGN_OR_RETURN(out->catalog, Catalog::Load(CatalogPathFor(catalog_flag, out->job.cluster.catalog)));
   TC_ASSIGN_OR_RETURN(out->plan, PlanJob(out->job, out->catalog, ModelAssumptions()));
   return Status::Ok();
@@ -116,6 +122,10 @@ class MpiJobRunner : public Runner {
   }
 
   Candidate Predicted(const PlannedRun& run, const ResolvedJob&) override { return run.candidate(); }
+
+  StatusOr<int64_t> PrepareRestart(const PlannedRun&) override {
+    return Status::FailedPrecondition("a Kubernetes run is not restarted by tencache-launch (cluster.max_restarts)");
+  }
 
   void RunFields(const PlannedRun&, const RunOutcome&, nlohmann::ordered_json* run_json) override {
     (*run_json)["mpijob"] = rendered_.name;

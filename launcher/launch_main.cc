@@ -137,6 +137,9 @@ int Main(int argc, char** argv) {
   run_cmd->add_flag("--overwrite", run.overwrite, "replace the results of an earlier run in --out");
   run_cmd->add_option("--steps", run.steps, "train this many steps (sets train.steps; 1000 or 1e3)")
       ->transform(CliWholeNumber(1, 100000000))->type_name("N")->default_str("");
+  run_cmd->add_option("--max-restarts", run.max_restarts,
+                      "start a failed run again from its newest checkpoint up to N times (sets cluster.max_restarts)")
+      ->check(CLI::Range(0, 100))->type_name("N")->default_str("");
   run_cmd->add_flag("--dry-run", run.dry_run, "print the resolved job and the exact command, start nothing");
   run_cmd->add_flag("--reprobe", run.reprobe, "measure this machine again even when its probes are cached");
   run_cmd->add_option("--worker", run.worker, "tencache-worker to run (default: the one beside this program)");

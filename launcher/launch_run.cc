@@ -289,6 +289,7 @@ class MpirunRunner : public Runner {
   std::string DryRun(const PlannedRun& run, const RunFiles& files) override;
   Status Start(const PlannedRun& run) override;
   StatusOr<RunOutcome> Follow(const PlannedRun& run) override;
+  StatusOr<int64_t> PrepareRestart(const PlannedRun& run) override;
   Candidate Predicted(const PlannedRun& run, const ResolvedJob& resolved) override;
   void RunFields(const PlannedRun& run, const RunOutcome& outcome, nlohmann::ordered_json* run_json) override;
   void ExplainEnd(const PlannedRun& run, const RunOutcome& outcome) override;
@@ -311,6 +312,7 @@ class MpirunRunner : public Runner {
   LocalCandidate local_;  // the plan's local candidate points into it
   // Set by Prepare.
   ResolvedJob resolved_;
+  MpirunSpec spec_;
   std::vector<std::string> argv_;
   std::string resolved_text_;
 };
@@ -431,6 +433,7 @@ StatusOr<RunFiles> MpirunRunner::Prepare(const PlannedRun& run, const ResolvedJo
   spec.worker_args = {"--sample", "0", "--save-weights", fs::absolute(out / "weights").string()};
   if (opt_.resume) spec.worker_args.push_back("--resume");
   UseHosts(resolved.job, &spec);
+  spec_ = spec;
   argv_ = MpirunCommand(spec);
   return RunFiles{{"job.resolved.yaml", resolved_text_},
                   {"plan.txt", RenderPlanTable(run.plan, false)},
@@ -474,6 +477,19 @@ StatusOr<RunOutcome> MpirunRunner::Follow(const PlannedRun& run) {
   }
   if (outcome.exit_code != 0) RemoveLeftSwapFolder(resolved_.job, outcome, facts_.hostname, made_nvme_path);
   return outcome;
+}
+
+// The newest complete checkpoint's step (0: none).
+int64_t CheckpointStep(const JobSpec& job);
+
+StatusOr<int64_t> MpirunRunner::PrepareRestart(const PlannedRun&) {
+  const int64_t step = CheckpointStep(resolved_.job);
+  MpirunSpec spec = spec_;
+  std::vector<std::string>& args = spec.worker_args;
+  args.erase(std::remove(args.begin(), args.end(), "--resume"), args.end());
+  if (step > 0) args.push_back("--resume");
+  argv_ = MpirunCommand(spec);
+  return step;
 }
 
 Candidate MpirunRunner::Predicted(const PlannedRun&, const ResolvedJob& resolved) {
@@ -536,12 +552,14 @@ std::unique_ptr<Runner> MakeMpirunRunner(const LaunchOptions& options, JobSpec j
 int LaunchRun(const LaunchOptions& opt) {
   std::vector<std::string> overrides = opt.overrides;
   if (opt.steps >= 0) overrides.push_back("train.steps=" + std::to_string(opt.steps));
+  if (opt.max_restarts >= 0) overrides.push_back("cluster.max_restarts=" + std::to_string(opt.max_restarts));
   if (!opt.target.empty()) overrides.push_back("cluster.target=" + opt.target);
   StatusOr<JobSpec> job = LoadJobFile(opt.job_path, overrides);
   if (!job.ok()) return FailCommand(job.status());
   if (job->cluster.target == Target::kK8s) {
     LaunchOptions k8s = opt;
     if (!opt.target.empty()) k8s.overrides.push_back("cluster.target=" + opt.target);
+    if (opt.max_restarts >= 0) k8s.overrides.push_back("cluster.max_restarts=" + std::to_string(opt.max_restarts));
     return RunPipeline(*MakeMpiJobRunner(k8s), opt.job_path, opt.dry_run);
   }
   return RunPipeline(*MakeMpirunRunner(opt, std::move(*job)), opt.job_path, opt.dry_run);

@@ -29,6 +29,7 @@ struct LaunchOptions {
   std::vector<std::string> overrides;  // --set KEY=VALUE
   std::string out;                     // "": runs/NAME-YYYYmmdd-HHMMSS
   int steps = -1;                      // --steps: train.steps for this run
+  int max_restarts = -1;               // --max-restarts: cluster.max_restarts; -1: the job's
   bool dry_run = false;                // print the resolved job and commands, start nothing
   bool reprobe = false;                // measure this machine again even when cached
   std::string catalog;                 // --catalog

@@ -137,6 +137,8 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
   if (stop_started > 0) outcome.stop_seconds = MonotonicSeconds() - stop_started;
   follower.Progress(true);
   outcome.steps_done = follower.steps_done();
+  outcome.first_step = follower.first_step();
+  outcome.first_step_s = follower.first_metrics_s();
   outcome.failed_rank = follower.failed_rank();
   outcome.failure = follower.failure();
   outcome.failed_host = follower.failed_host();

@@ -73,7 +73,9 @@ struct RunOutcome {
   std::map<int, pid_t> rank_pids;         // the PID each rank said it has
   std::string failure;                    // what mpirun or the rank said
   std::vector<std::string> last_stderr;   // that rank's last stderr lines
-  int steps_done = 0;
+  int steps_done = 0;                     // the last step reported + 1 (a resumed run counts from 0)
+  int first_step = -1;                    // the first step reported (0, or a resumed run's first); -1: none
+  double first_step_s = -1;               // MonotonicSeconds when it was reported; -1: none
   double stop_seconds = 0;                // from the signal or death to every rank gone
 };
 

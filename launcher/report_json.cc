@@ -299,6 +299,7 @@ json RunReport::ToJson() const {
   r["run"] = RunJson(run);
   r["measured"] = MeasuredJson(measured);
   if (!nodes.is_null()) r["nodes"] = nodes;
+  if (!attempts.is_null()) r["attempts"] = attempts;
   r["predicted"] = PredictedJson(predicted);
   Put(&r, "prediction_error", prediction_error);
   Put(&r, "prediction_error_calibrated", prediction_error_calibrated);
@@ -330,6 +331,10 @@ StatusOr<RunReport> RunReport::FromJson(const json& j, const std::string& file) 
   ReadRun(f, f.Obj(j, "", "run"), &r.run);
   ReadMeasured(f, j["measured"], &r.measured);
   if (j.contains("nodes")) r.nodes = j["nodes"];
+  if (j.contains("attempts")) {
+    if (!j["attempts"].is_array()) f.Fail("attempts", "an array");
+    r.attempts = j["attempts"];
+  }
   ReadPredicted(f, j["predicted"], &r.predicted);
   r.prediction_error = f.Num(j, "", "prediction_error");
   r.prediction_error_calibrated = f.Num(j, "", "prediction_error_calibrated");

@@ -116,6 +116,7 @@ struct RunReport {
   ReportRunSection run;
   ReportMeasured measured;
   nlohmann::ordered_json nodes;    // per-node figures (launcher/report_nodes.h; null: absent)
+  nlohmann::ordered_json attempts; // run.json's attempts (launcher/run_recovery.h; null: absent)
   ReportPredicted predicted;
   ReportNumber prediction_error, prediction_error_calibrated;
   std::vector<ReportCostRow> cost_per_epoch;

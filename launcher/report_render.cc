@@ -399,6 +399,46 @@ std::string MetricsNote(const Metrics& m) {
   return out;
 }
 
+// Managed recovery: every attempt of a run that was restarted (none: "").
+std::string AttemptsTable(const RunReport& r) {
+  if (!r.attempts.is_array() || r.attempts.size() < 2) return "";
+  auto num = [](const nlohmann::ordered_json& a, const char* key) -> Opt {
+    return a.contains(key) && a[key].is_number() ? Opt(a[key].get<double>()) : std::nullopt;
+  };
+  auto text = [](const nlohmann::ordered_json& a, const char* key) {
+    return a.contains(key) && a[key].is_string() ? a[key].get<std::string>() : std::string(kNone);
+  };
+  std::vector<std::vector<std::string>> rows = {
+      {"attempt", "started (UTC)", "ended", "steps", "resumed at", "steps lost", "to recover", "recovery cost"}};
+  for (const auto& a : r.attempts) {
+    if (!a.is_object()) continue;
+    const Opt first = num(a, "first_step"), done = num(a, "steps_done");
+    rows.push_back({Int(num(a, "attempt")), text(a, "started_at"), text(a, "status") + ": " + text(a, "cause"),
+                    first && done ? Int(first) + "-" + Int(Opt(*done - 1)) : kNone, Int(num(a, "resumed_at_step")),
+                    Int(num(a, "steps_lost")), Secs(num(a, "recover_seconds")), Usd(num(a, "recovery_cost_usd"))});
+  }
+  return "## Attempts\n\n" + MdTable(rows, /*text_columns=*/3) +
+         "\nA failed attempt was started again from its newest complete checkpoint (cluster.max_restarts). Steps "
+         "lost: reported past that checkpoint, and run again; to recover: from the failure to the next attempt's "
+         "first step; recovery cost: both at the run's price, where the price is known. The pictures mark each "
+         "restart.\n\n";
+}
+
+// Gnuplot lines marking each restart at the step it resumed at.
+std::string RestartMarks(const RunReport& r) {
+  std::ostringstream gp;
+  if (!r.attempts.is_array()) return "";
+  for (const auto& a : r.attempts) {
+    if (!a.is_object() || !a.contains("resumed_at_step") || !a["resumed_at_step"].is_number()) continue;
+    const double step = a["resumed_at_step"].get<double>();
+    gp << "set arrow from first " << GnuplotNumber(step) << ", graph 0 to first " << GnuplotNumber(step)
+       << ", graph 1 nohead dashtype 2 lw 2 lc rgb 'red'\n"
+       << "set label " << GnuplotQuote("restart") << " at first " << GnuplotNumber(step)
+       << ", graph 0.97 offset 0.5,0 textcolor rgb 'red'\n";
+  }
+  return gp.str();
+}
+
 std::string RenderMarkdown(const RunReport& r, const MachineShown& machine, const Metrics& m,
                            const Pictures& p) {
   std::ostringstream out;
@@ -419,6 +459,7 @@ std::string RenderMarkdown(const RunReport& r, const MachineShown& machine, cons
     out << "## Per node\n\nMedians per step after warm-up; stall and bytes summed over the node's ranks.\n\n"
         << MdTable(nodes, 2) << "\n";
   }
+  out << AttemptsTable(r);
   out << TierTables(r, machine, m) << "\n" << LaneTable(r) << CostTable(r) << "\n" << Calibration(r);
   out << "## Pictures\n\n";
   for (const auto& [file, caption] : p.drawn) out << "![" << caption << "](" << file << ")\n\n";
@@ -496,7 +537,7 @@ void DrawLossStepTime(const Gnuplot& g, const std::string& run_dir, const RunRep
   gp << GnuplotHeader(g, "loss_step_time", 1100, 600) << "set title " << GnuplotQuote(r.job + ": loss and step time") << "\n"
      << "set xlabel 'step'\nset ylabel 'loss (nats)'\nset y2label 'step time (s)'\n"
      << "set ytics nomirror\nset y2tics\nset y2range " << GnuplotRangeFromZero(max_step_time) << "\n"
-     << "plot 'loss_step_time.dat' using 1:2 axes x1y1 with " << Points(m) << " lw 2 title 'loss', \\\n"
+     << RestartMarks(r) << "plot 'loss_step_time.dat' using 1:2 axes x1y1 with " << Points(m) << " lw 2 title 'loss', \\\n"
      << (evaluated ? "     'loss_step_time.dat' using 1:4 axes x1y1 with points pt 5 ps 1.2 title 'validation loss', \\\n"
                    : "")
      << "     'loss_step_time.dat' using 1:3 axes x1y2 with " << Points(m) << " lw 1.5 title 'step time (s)'\n";
@@ -548,7 +589,7 @@ void DrawLanes(const Gnuplot& g, const std::string& run_dir, const RunReport& r,
   gp << GnuplotHeader(g, "lanes", 1100, 600)
      << "set title " << GnuplotQuote(r.job + ": each lane's busy time per step (busiest rank) against the step time") << "\n"
      << "set xlabel 'step'\nset ylabel 'seconds'\nset yrange " << GnuplotRangeFromZero(top) << "\n"
-     << "set key outside right\n"
+     << "set key outside right\n" << RestartMarks(r)
      << "plot 'lanes.dat' using 1:2 with " << Points(m) << " lw 3 lc rgb 'black' title 'step time'";
   for (int l = 0; l < kStepLanes; ++l) {
     gp << ", \\\n     'lanes.dat' using 1:" << l + 3 << " with " << Points(m) << " lw 2 lc " << l + 1  // none black

@@ -51,6 +51,12 @@ int WriteReport(const RunFolder& folder, const JobSpec& job, const Catalog& cata
                  report.status().message().c_str());
     return kExitFailed;
   }
+  // Every attempt of a run cluster.max_restarts restarted (run.json, written first).
+  std::ifstream run_in(folder.Path("run.json"));
+  const nlohmann::json run = nlohmann::json::parse(run_in, nullptr, false);
+  if (!run.is_discarded() && run.is_object() && run.contains("attempts") && run["attempts"].is_array()) {
+    report->attempts = run["attempts"];
+  }
   if (Status s = folder.Write("report.json", report->ToJson().dump(2) + "\n"); !s.ok()) return FailCommand(s);
   std::string summary;
   std::vector<std::string> warnings;

@@ -231,6 +231,10 @@ void RunFollower::RankLine(int rank, bool err, const std::string& text) {
       return;
     }
     metrics_ << j.dump() << "\n" << std::flush;
+    if (first_metrics_s_ < 0) {
+      first_metrics_s_ = MonotonicSeconds();
+      first_step_ = j.value("step", 0);
+    }
     last_ = j;
     steps_done_ = j.value("step", 0) + 1;
     step_times_.push_back(j.value("step_time_s", 0.0));

@@ -105,6 +105,10 @@ class RunFollower {
   bool failed() const { return failed_rank_ >= 0 || !failure_.empty(); }
   std::vector<std::string> LastStderr(int rank) const;
   int steps_done() const { return steps_done_; }
+  // When rank 0's first metrics line arrived (MonotonicSeconds) and its
+  // step; -1: none yet.
+  double first_metrics_s() const { return first_metrics_s_; }
+  int first_step() const { return first_step_; }
   // Rank 0's metrics lines that were not JSON (each also said as a Note).
   int unreadable_metrics() const { return unreadable_metrics_; }
 
@@ -126,6 +130,8 @@ class RunFollower {
   int failed_rank_ = -1;
   std::string failure_;
   int steps_done_ = 0;
+  double first_metrics_s_ = -1;
+  int first_step_ = -1;
   int unreadable_metrics_ = 0;
   nlohmann::json last_;
   std::vector<double> step_times_;

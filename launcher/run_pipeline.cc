@@ -1,11 +1,16 @@
 #include "launcher/run_pipeline.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 
+#include "common/clock.h"
 #include "launcher/exit_code.h"
 #include "launcher/report_writer.h"
 #include "launcher/report_nodes.h"
+#include "launcher/run_recovery.h"
 
 namespace tencache {
 
@@ -39,8 +44,77 @@ int PlanAndResolve(Runner& runner, const std::string& job_path, PlannedRun* run,
   return kExitOk;
 }
 
+// The price of the run's nodes per hour (0: unknown).
+double RunPricePerHour(const PlannedRun& run) {
+  const Candidate& c = run.candidate();
+  return c.price_per_node_hour * std::max(1, c.nodes);
+}
+
+// UTC now, ISO 8601.
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// Starts and follows the job, and starts it again after a failure while
+// cluster.max_restarts allows (launcher/run_recovery.h): the last attempt's
+// outcome; every attempt in *attempts.
+StatusOr<RunOutcome> FollowAttempts(Runner& runner, const PlannedRun& run, const RunFolder& folder,
+                                    std::vector<RunAttempt>* attempts) {
+  const ClusterSpec& cluster = run.job.cluster;
+  for (;;) {
+    TC_RETURN_IF_ERROR(runner.Start(run));
+    RunAttempt a;
+    a.number = int(attempts->size()) + 1;
+    a.started_at = UtcNow();
+    a.started_s = MonotonicSeconds();
+    TC_ASSIGN_OR_RETURN(a.outcome, runner.Follow(run));
+    a.ended_s = MonotonicSeconds();
+    if (!attempts->empty() && attempts->back().restarted && a.outcome.first_step_s >= 0) {
+      attempts->back().recover_s = a.outcome.first_step_s - attempts->back().ended_s;
+    }
+    attempts->push_back(a);
+    const RunOutcome& o = attempts->back().outcome;
+    if (o.exit_code == 0 || o.interrupted) return o;
+    const int restarts = int(attempts->size()) - 1;
+    if (restarts >= cluster.max_restarts) return o;
+    if (FailedTheSameWayTwice(*attempts)) {
+      std::fprintf(stderr, "tencache-launch: attempt %d failed the same way as attempt %d (%s, after %d step(s)): "
+                           "not restarting again\n",
+                   a.number, a.number - 1, AttemptCause(o).c_str(), o.steps_done);
+      return o;
+    }
+    runner.ExplainEnd(run, o);
+    RunAttempt& failed = attempts->back();
+    TC_ASSIGN_OR_RETURN(const int64_t begin_step, runner.PrepareRestart(run));
+    TC_RETURN_IF_ERROR(TrimMetrics(folder.Path("metrics.jsonl"), begin_step, &failed.steps_lost, &failed.lost_step_s));
+    TC_RETURN_IF_ERROR(KeepAttemptLogs(folder, failed.number));
+    failed.restarted = true;
+    failed.resumed_at = begin_step;
+    const double wait_s = cluster.restart_backoff_s * std::pow(2.0, restarts);
+    std::fprintf(stderr, "tencache-launch: restart %d of %d in %.0f s, %s (%lld step(s) lost; the failed attempt's "
+                         "logs are in %s)\n",
+                 restarts + 1, cluster.max_restarts, wait_s,
+                 begin_step > 0 ? ("from the checkpoint at step " + std::to_string(begin_step)).c_str()
+                                : "from the start (no complete checkpoint)",
+                 (long long)failed.steps_lost, folder.Path("logs.attempt-" + std::to_string(failed.number)).c_str());
+    std::fflush(stderr);
+    if (!WaitBeforeRestart(wait_s)) {
+      RunOutcome stopped = o;
+      stopped.interrupted = true;
+      failed.restarted = false;
+      return stopped;
+    }
+  }
+}
+
 // run.json: how the run ended.
-Status WriteRunRecord(Runner& runner, const RunFolder& folder, const PlannedRun& run, const RunOutcome& o) {
+Status WriteRunRecord(Runner& runner, const RunFolder& folder, const PlannedRun& run, const RunOutcome& o,
+                      const std::vector<RunAttempt>& attempts) {
   nlohmann::ordered_json j = {{"status", RunStatus(o)},
                               {"target", TargetName(run.job.cluster.target)},
                               {"exit_code", RunExitCode(o)},
@@ -51,7 +125,9 @@ Status WriteRunRecord(Runner& runner, const RunFolder& folder, const PlannedRun&
                               {"last_stderr", o.last_stderr},
                               {"stop_seconds", o.stop_seconds},
                               {"stop_forced", o.forced},
-                              {"rank_hosts", RankHostsToJson(o.rank_hosts)}};
+                              {"rank_hosts", RankHostsToJson(o.rank_hosts)},
+                              {"restarts", std::max(0, int(attempts.size()) - 1)},
+                              {"attempts", AttemptsToJson(attempts, RunPricePerHour(run))}};
   runner.RunFields(run, o, &j);
   return folder.Write("run.json", j.dump(2) + "\n");
 }
@@ -70,19 +146,18 @@ int RunPipeline(Runner& runner, const std::string& job_path, bool dry_run) {
   }
 
   const RunFolder folder(run.out);
+  std::vector<RunAttempt> attempts;
   if (Status s = folder.Create(); !s.ok()) return FailCommand(s);
   for (const auto& [name, text] : *files) {
     if (Status s = folder.Write(name, text); !s.ok()) return FailCommand(s);
   }
   std::error_code ec;
   fs::remove(folder.Path("metrics.jsonl"), ec);  // an earlier run's, replaced by --overwrite
-  if (Status s = runner.Start(run); !s.ok()) return FailCommand(s);
-
-  StatusOr<RunOutcome> outcome = runner.Follow(run);
+  StatusOr<RunOutcome> outcome = FollowAttempts(runner, run, folder, &attempts);
   if (!outcome.ok()) return FailCommand(outcome.status());
   // The run has ended: what can still be written and said, is.
   int code = kExitOk;
-  if (Status s = WriteRunRecord(runner, folder, run, *outcome); !s.ok()) code = FailCommand(s);
+  if (Status s = WriteRunRecord(runner, folder, run, *outcome, attempts); !s.ok()) code = FailCommand(s);
   if (outcome->steps_done > 0) {
     const int reported = WriteReport(folder, resolved.job, *run.catalog, runner.Predicted(run, resolved),
                                      run.machine, RunStatus(*outcome), run.notes, outcome->rank_hosts);

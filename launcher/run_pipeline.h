@@ -46,7 +46,9 @@ using RunFiles = std::vector<std::pair<std::string, std::string>>;  // name, tex
 
 // One target's part of each step. The pipeline calls, in order: Plan; then
 // (when the candidate is feasible) Prepare; then DryRun and nothing more for a
-// dry run; else Start, Follow, Predicted, RunFields, ExplainEnd. A Runner
+// dry run; else Start, Follow (and, for each restart cluster.max_restarts
+// allows, ExplainEnd, PrepareRestart, Start, Follow again), RunFields,
+// Predicted (when a step ran), ExplainEnd. A Runner
 // keeps what it needs between calls; it is used for one run.
 class Runner {
  public:
@@ -69,6 +71,12 @@ class Runner {
   virtual StatusOr<RunOutcome> Follow(const PlannedRun& run) = 0;
   // The candidate the report measures the run against.
   virtual Candidate Predicted(const PlannedRun& run, const ResolvedJob& resolved) = 0;
+  // Managed recovery (cluster.max_restarts), after Follow returned a failed
+  // outcome: makes the next Start / Follow resume from the newest complete
+  // checkpoint, or start afresh when there is none; returns the step the next
+  // attempt begins at (0: afresh); an error where the target does not
+  // restart runs (FailedPrecondition).
+  virtual StatusOr<int64_t> PrepareRestart(const PlannedRun& run) = 0;
   // run.json's fields of this target, added to the ones every run has.
   virtual void RunFields(const PlannedRun& run, const RunOutcome& outcome, nlohmann::ordered_json* run_json) = 0;
   // On stderr: why an interrupted or failed run ended and what to do next
@@ -83,10 +91,13 @@ int RunExitCode(const RunOutcome& outcome);
 // Runs the six steps with `runner`; returns the process exit code
 // (launcher/exit_code.h): 0 finished (or a dry run), 1 failed or no report
 // could be made, 2 bad input, 3 no feasible instance type, 130 interrupted.
-// The run folder: what Prepare returned, run.json (status, target,
-// exit_code, steps_done, failed_rank, failed_host, failure, last_stderr,
-// stop_seconds, stop_forced, rank_hosts and the runner's RunFields) and, when
-// a step ran, the report (launcher/report_writer.h's WriteReport).
+// A failed run is started again from its newest checkpoint up to
+// cluster.max_restarts times (launcher/run_recovery.h). The run folder: what
+// Prepare returned, run.json (status, target, exit_code, steps_done,
+// failed_rank, failed_host, failure, last_stderr, stop_seconds, stop_forced,
+// rank_hosts, of the last attempt; restarts and attempts; the runner's
+// RunFields) and, when a step ran, the report (launcher/report_writer.h's
+// WriteReport).
 int RunPipeline(Runner& runner, const std::string& job_path, bool dry_run);
 
 }  // namespace tencache

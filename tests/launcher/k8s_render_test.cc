@@ -160,6 +160,18 @@ TEST(K8sRender, MissingImageOrBadNamespaceIsAClearError) {
   EXPECT_NE(r.out.find("cluster.namespace"), std::string::npos) << r.out;
 }
 
+// Managed recovery is the local and hosts targets' (docs/launcher.md): a
+// Kubernetes job that asks for it is refused, naming the key, not ignored.
+TEST(K8sRender, MaxRestartsIsRefusedNamingTheKey) {
+  CommandResult r = Render("llama-2-7b", "--set cluster.max_restarts=2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--set cluster.max_restarts=2: key 'cluster.max_restarts': managed recovery runs on cluster.target "
+                       "local and hosts"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(Render("llama-2-7b", "--set cluster.max_restarts=0").code, 0);
+}
+
 // `tencache-launch JOB.yaml --target k8s` end to end against the stand-in
 // kubectl (tests/launcher/stand-in-kubectl replaying the "success" scenario):
 // plan, render into the run folder, apply, follow, and the same report.

@@ -5,7 +5,8 @@
 // and `tencache-launch JOB.yaml --resume RUN_DIR` must continue at step 6 with
 // the uninterrupted run's losses bit for bit. The kill waits on the checkpoint
 // folder, polled with a deadline, never on a timer. Nothing may be left under
-// cache.nvme_path after the kill.
+// cache.nvme_path after the kill. The second case (#40) lets the launcher
+// restart the run itself (cluster.max_restarts).
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -277,6 +278,138 @@ TEST(KillResume, ARankKilledAtStep6StopsTheRunWithin10sAndResumeGivesTheUninterr
   ExpectSameLosses(want, after, "the resumed run");
   EXPECT_EQ(ReadJson(resumed / "report.json")["status"], "finished");
   if (!HasFailure()) fs::remove_all(Runs());  // kept for a look when the case failed
+}
+
+// Issue #40, managed recovery: the same kill with `--max-restarts 1`: the
+// launcher itself starts the job again from the checkpoint of step 6 and the
+// run ends with every step's loss as in the uninterrupted run, bit for bit;
+// run.json, report.json and the pictures show both attempts.
+TEST(KillResume, WithMaxRestarts1TheLauncherRestartsAKilledRankFromItsCheckpointAndEndsBitwiseAsTheUninterrupted) {
+  const fs::path nvme = Runs() / "nvme";
+  const std::string kJob = ::kJob + " --set cache.nvme_path=" + nvme.string();
+  const fs::path whole = Runs() / "uninterrupted";
+  CommandResult ref = tencache::testing::RunCommand(Launch() + " " + kJob + " --out " + whole.string() + " 2>&1");
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  const std::vector<StepLoss> want = Losses(whole / "metrics.jsonl");
+  ASSERT_EQ(int(want.size()), kSteps);
+
+  const fs::path managed = Runs() / "managed";
+  const fs::path log = Runs() / "managed.log";
+  const pid_t launcher =
+      Start(kJob + " --max-restarts 1 --set cluster.restart_backoff_s=0 --out " + managed.string(), log);
+  ASSERT_GT(launcher, 0);
+  const fs::path step6 = managed / "checkpoints" / "step-00000006";
+  const double deadline = Now() + 180;
+  while (!fs::is_directory(step6) && Now() < deadline) poll(nullptr, 0, 2);
+  bool in_time = false;
+  if (!fs::is_directory(step6)) {
+    WaitExit(launcher, 0, &in_time);
+    FAIL() << step6 << " never appeared\n" << ReadText(log);
+  }
+  const pid_t victim = PidOfRank(managed, kVictim);
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+
+  const int code = WaitExit(launcher, 180, &in_time);
+  const std::string out = ReadText(log);
+  ASSERT_TRUE(in_time) << "the launcher still ran 180 s after the kill\n" << out;
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("restart 1 of 1 in 0 s, from the checkpoint at step 6"), std::string::npos) << out;
+  EXPECT_NE(ReadText(managed / "logs" / "rank-0.out")
+                .find("resumed from " + fs::absolute(step6).string() + ": the next step is 6"),
+            std::string::npos)
+      << ReadText(managed / "logs" / "rank-0.out");
+  EXPECT_TRUE(fs::exists(managed / "logs.attempt-1" / "rank-0.out")) << "the failed attempt's logs are kept";
+  // Every step once, in order, each loss as uninterrupted, the last included.
+  const std::vector<StepLoss> got = Losses(managed / "metrics.jsonl");
+  ASSERT_EQ(int(got.size()), kSteps) << ReadText(managed / "metrics.jsonl");
+  for (int s = 0; s < kSteps; ++s) EXPECT_EQ(got[s].step, s);
+  ExpectSameLosses(want, got, "the restarted run");
+
+  const nlohmann::json run = ReadJson(managed / "run.json");
+  ASSERT_TRUE(run.is_object()) << ReadText(managed / "run.json");
+  EXPECT_EQ(run["status"], "finished");
+  EXPECT_EQ(run["restarts"], 1);
+  ASSERT_EQ(run["attempts"].size(), 2u) << run.dump(2);
+  const nlohmann::json& first = run["attempts"][0];
+  EXPECT_EQ(first["status"], "failed");
+  EXPECT_EQ(first["failed_rank"], kVictim);
+  EXPECT_EQ(first["resumed_at_step"], kKillStep);
+  EXPECT_EQ(first["steps_lost"], first["steps_done"].get<int>() - kKillStep) << first.dump();
+  ASSERT_TRUE(first["recover_seconds"].is_number()) << first.dump();
+  std::printf("kill -9 of rank %d after the checkpoint of step %d: %d step(s) lost, recovered in %.2f s\n", kVictim,
+              kKillStep, first["steps_lost"].get<int>(), first["recover_seconds"].get<double>());
+  RecordProperty("recover_seconds", std::to_string(first["recover_seconds"].get<double>()));
+  EXPECT_EQ(run["attempts"][1]["status"], "finished");
+  EXPECT_EQ(run["attempts"][1]["first_step"], kKillStep);
+  const nlohmann::json report = ReadJson(managed / "report.json");
+  EXPECT_EQ(report["status"], "finished");
+  EXPECT_EQ(report["attempts"], run["attempts"]);
+  EXPECT_NE(ReadText(managed / "report.md").find("## Attempts"), std::string::npos);
+  if (fs::exists(managed / "plots" / "loss_step_time.gp")) {  // drawn where gnuplot is installed
+    EXPECT_NE(ReadText(managed / "plots" / "loss_step_time.gp").find("set arrow from first 6, graph 0"),
+              std::string::npos);
+  }
+  const std::vector<std::string> left = RunningWith((managed / "job.resolved.yaml").string());
+  EXPECT_TRUE(left.empty()) << "still running: " << left.front();
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(nvme, ec)) {
+    ADD_FAILURE() << "left behind by the restarted run: " << e.path();
+  }
+  if (!HasFailure()) fs::remove_all(Runs());
+}
+
+// A preempted machine's SIGTERM reaches a rank, not the launcher: the ranks
+// finish the step, write a checkpoint and exit; with `--max-restarts 1` the
+// launcher resumes from that checkpoint, losing no step, and the run ends with
+// the uninterrupted losses bit for bit.
+TEST(KillResume, WithMaxRestarts1ARankSigtermedMidRunIsResumedFromItsStopCheckpointLosingNoStep) {
+  const fs::path nvme = Runs() / "nvme";
+  const std::string kJob = ::kJob + " --set cache.nvme_path=" + nvme.string();
+  const fs::path whole = Runs() / "uninterrupted";
+  CommandResult ref = tencache::testing::RunCommand(Launch() + " " + kJob + " --out " + whole.string() + " 2>&1");
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  const std::vector<StepLoss> want = Losses(whole / "metrics.jsonl");
+  ASSERT_EQ(int(want.size()), kSteps);
+
+  const fs::path run_dir = Runs() / "preempted";
+  const fs::path log = Runs() / "preempted.log";
+  const pid_t launcher =
+      Start(kJob + " --max-restarts 1 --set cluster.restart_backoff_s=0 --out " + run_dir.string(), log);
+  ASSERT_GT(launcher, 0);
+  const fs::path step3 = run_dir / "checkpoints" / "step-00000003";
+  const double deadline = Now() + 180;
+  while (!fs::is_directory(step3) && Now() < deadline) poll(nullptr, 0, 2);
+  bool in_time = false;
+  if (!fs::is_directory(step3)) {
+    WaitExit(launcher, 0, &in_time);
+    FAIL() << step3 << " never appeared\n" << ReadText(log);
+  }
+  const pid_t rank1 = PidOfRank(run_dir, 1);
+  ASSERT_GT(rank1, 0);
+  ASSERT_EQ(kill(rank1, SIGTERM), 0);
+
+  const int code = WaitExit(launcher, 180, &in_time);
+  const std::string out = ReadText(log);
+  ASSERT_TRUE(in_time) << "the launcher still ran 180 s after the SIGTERM\n" << out;
+  EXPECT_EQ(code, 0) << out;
+  const nlohmann::json run = ReadJson(run_dir / "run.json");
+  ASSERT_TRUE(run.is_object()) << ReadText(run_dir / "run.json");
+  ASSERT_EQ(run["attempts"].size(), 2u) << run.dump(2);
+  const nlohmann::json& first = run["attempts"][0];
+  const int stopped_at = first["steps_done"].get<int>();
+  EXPECT_GT(stopped_at, 3);
+  EXPECT_LT(stopped_at, kSteps) << "the stop came before the last step";
+  EXPECT_EQ(first["resumed_at_step"], stopped_at) << "the stop's own checkpoint: " << first.dump();
+  EXPECT_EQ(first["steps_lost"], 0);
+  EXPECT_NE(ReadText(run_dir / "logs.attempt-1" / "rank-0.out").find("stopped after step " + std::to_string(stopped_at)),
+            std::string::npos);
+  const std::vector<StepLoss> got = Losses(run_dir / "metrics.jsonl");
+  ASSERT_EQ(int(got.size()), kSteps) << ReadText(run_dir / "metrics.jsonl");
+  for (int s = 0; s < kSteps; ++s) EXPECT_EQ(got[s].step, s);
+  ExpectSameLosses(want, got, "the preempted and resumed run");
+  EXPECT_EQ(run["status"], "finished");
+  if (!HasFailure()) fs::remove_all(Runs());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "launcher/exit_code.h"
 
 namespace tencache {
@@ -34,14 +36,17 @@ class ScriptedRunner : public Runner {
   std::vector<std::string> calls;
   Status plan_status, start_status;
   bool feasible = true;
-  RunOutcome outcome;
+  std::string job_text = kJob;
+  RunOutcome outcome;               // Follow's, once `outcomes` are spent
+  std::vector<RunOutcome> outcomes;  // Follow's, in turn; each writes its steps' metrics lines
+  std::vector<int64_t> restart_steps;  // PrepareRestart's, in turn
 
   StatusOr<PlannedRun> Plan() override {
     calls.push_back("Plan");
     TC_RETURN_IF_ERROR(plan_status);
     TC_ASSIGN_OR_RETURN(catalog_, Catalog::Load(DefaultCatalogPath()));
     PlannedRun run;
-    TC_ASSIGN_OR_RETURN(run.job, ParseJobText(kJob, "job.yaml"));
+    TC_ASSIGN_OR_RETURN(run.job, ParseJobText(job_text, "job.yaml"));
     TC_ASSIGN_OR_RETURN(run.plan, PlanJob(run.job, catalog_, ModelAssumptions()));
     run.catalog = &catalog_;
     run.chosen = feasible ? run.plan.chosen : -1;
@@ -64,9 +69,20 @@ class ScriptedRunner : public Runner {
     EXPECT_TRUE(fs::exists(fs::path(run.out) / "job.resolved.yaml")) << "the folder is written before the start";
     return start_status;
   }
-  StatusOr<RunOutcome> Follow(const PlannedRun&) override {
+  StatusOr<RunOutcome> Follow(const PlannedRun& run) override {
     calls.push_back("Follow");
-    return outcome;
+    if (follows_ >= outcomes.size()) return outcome;
+    RunOutcome o = outcomes[follows_++];
+    if (o.first_step >= 0) o.first_step_s = MonotonicSeconds();  // its first step came as it started
+    std::ofstream metrics(fs::path(run.out) / "metrics.jsonl", std::ios::app);
+    for (int s = std::max(0, o.first_step); o.first_step >= 0 && s < o.steps_done; ++s) {
+      metrics << nlohmann::json{{"step", s}, {"loss", 10.0 - s}, {"step_time_s", 0.25}}.dump() << "\n";
+    }
+    return o;
+  }
+  StatusOr<int64_t> PrepareRestart(const PlannedRun&) override {
+    calls.push_back("PrepareRestart");
+    return restarts_ < restart_steps.size() ? restart_steps[restarts_++] : int64_t(0);
   }
   Candidate Predicted(const PlannedRun& run, const ResolvedJob&) override {
     calls.push_back("Predicted");
@@ -81,6 +97,7 @@ class ScriptedRunner : public Runner {
  private:
   std::string out_;
   Catalog catalog_;
+  size_t follows_ = 0, restarts_ = 0;
 };
 
 class RunPipelineTest : public testing::Test {
@@ -149,6 +166,103 @@ TEST_F(RunPipelineTest, AFailedRunExits1AndAnInterruptedOne130) {
   EXPECT_EQ(Run(stopped, false), kExitInterrupted);
   EXPECT_EQ(RunJson()["status"], "interrupted");
   EXPECT_EQ(RunJson()["exit_code"], 130);
+}
+
+const char kRestartingJob[] =
+    "name: pipeline\n"
+    "model: {preset: tiny, dtype: fp32}\n"
+    "train: {tokens_per_epoch: 100000, micro_batch: auto, global_batch: 8}\n"
+    "cluster: {nodes: auto, ranks_per_node: auto, instance_types: [g5.xlarge], max_restarts: 2,\n"
+    "          restart_backoff_s: 0}\n";
+
+RunOutcome Failed(int rank, const std::string& why, int first_step, int steps_done) {
+  RunOutcome o;
+  o.exit_code = 1;
+  o.failed_rank = rank;
+  o.failure = why;
+  o.first_step = first_step;
+  o.steps_done = steps_done;
+  return o;
+}
+
+// The steps of the folder's metrics.jsonl, in order.
+std::vector<int> MetricsSteps(const fs::path& run) {
+  std::vector<int> steps;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) steps.push_back(nlohmann::json::parse(line)["step"].get<int>());
+  return steps;
+}
+
+TEST_F(RunPipelineTest, AFailedRunIsRestartedFromItsCheckpointUpToMaxRestartsAndEveryAttemptIsRecorded) {
+  ScriptedRunner r(Out());
+  r.job_text = kRestartingJob;
+  // Attempt 1 dies in step 5 with the checkpoint of step 3 the newest; attempt
+  // 2 resumes at 3 and dies in step 8 (checkpoint 6); attempt 3 finishes.
+  RunOutcome finished;
+  finished.first_step = 6;
+  finished.steps_done = 10;
+  r.outcomes = {Failed(1, "process rank 1 with PID 4242 exited on signal 9 (Killed)", 0, 5),
+                Failed(0, "the node was lost", 3, 8), finished};
+  r.restart_steps = {3, 6};
+  std::string err;
+  EXPECT_EQ(Run(r, false, &err), kExitOk) << err;
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"Plan", "Prepare", "Start", "Follow", "ExplainEnd", "PrepareRestart",
+                                               "Start", "Follow", "ExplainEnd", "PrepareRestart", "Start", "Follow",
+                                               "RunFields", "Predicted", "ExplainEnd"}));
+  EXPECT_NE(err.find("restart 1 of 2 in 0 s, from the checkpoint at step 3 (2 step(s) lost"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("restart 2 of 2 in 0 s, from the checkpoint at step 6 (2 step(s) lost"), std::string::npos)
+      << err;
+  // The steps lost were taken out: each step once, in order.
+  EXPECT_EQ(MetricsSteps(dir_ / "run"), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  const nlohmann::json run = RunJson();
+  EXPECT_EQ(run["status"], "finished");
+  EXPECT_EQ(run["restarts"], 2);
+  ASSERT_EQ(run["attempts"].size(), 3u) << run.dump(2);
+  const nlohmann::json& a1 = run["attempts"][0];
+  EXPECT_EQ(a1["status"], "failed");
+  EXPECT_EQ(a1["failed_rank"], 1);
+  EXPECT_EQ(a1["cause"], "rank 1: process rank 1 with PID 4242 exited on signal 9 (Killed)");
+  EXPECT_EQ(a1["first_step"], 0);
+  EXPECT_EQ(a1["steps_done"], 5);
+  EXPECT_EQ(a1["resumed_at_step"], 3);
+  EXPECT_EQ(a1["steps_lost"], 2);
+  EXPECT_DOUBLE_EQ(a1["lost_step_seconds"].get<double>(), 0.5);
+  EXPECT_TRUE(a1["recover_seconds"].is_number());
+  EXPECT_TRUE(a1["recovery_cost_usd"].get<double>() > 0) << "g5.xlarge has a price: " << a1.dump();
+  EXPECT_EQ(run["attempts"][1]["resumed_at_step"], 6);
+  EXPECT_EQ(run["attempts"][2]["status"], "finished");
+  EXPECT_FALSE(run["attempts"][2].contains("resumed_at_step")) << "not restarted";
+  EXPECT_TRUE(fs::is_directory(dir_ / "run" / "logs.attempt-1") || !fs::exists(dir_ / "run" / "logs"));
+}
+
+TEST_F(RunPipelineTest, ARunThatFailsTheSameWayTwiceIsNotRestartedAgain) {
+  ScriptedRunner r(Out());
+  r.job_text = kRestartingJob;
+  // The same rank, the same words (but another PID), at the same step.
+  r.outcomes = {Failed(0, "process rank 0 with PID 11 exited on signal 6 (Aborted)", 0, 4),
+                Failed(0, "process rank 0 with PID 97 exited on signal 6 (Aborted)", 3, 4),
+                Failed(0, "never reached", 3, 9)};
+  r.restart_steps = {3, 3};
+  std::string err;
+  EXPECT_EQ(Run(r, false, &err), kExitFailed);
+  EXPECT_EQ(std::count(r.calls.begin(), r.calls.end(), "Follow"), 2) << err;
+  EXPECT_NE(err.find("attempt 2 failed the same way as attempt 1 (rank 0: process rank 0 with PID 97 exited on "
+                     "signal 6 (Aborted), after 4 step(s)): not restarting again"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(RunJson()["restarts"], 1);
+  EXPECT_EQ(RunJson()["attempts"].size(), 2u);
+  EXPECT_EQ(RunJson()["status"], "failed");
+}
+
+TEST_F(RunPipelineTest, WithoutMaxRestartsAFailedRunIsNotRestarted) {
+  ScriptedRunner r(Out());
+  r.outcomes = {Failed(1, "killed", 0, 5)};
+  EXPECT_EQ(Run(r, false), kExitFailed);
+  EXPECT_EQ(std::count(r.calls.begin(), r.calls.end(), "PrepareRestart"), 0);
+  EXPECT_EQ(RunJson()["restarts"], 0);
+  EXPECT_EQ(RunJson()["attempts"].size(), 1u);
 }
 
 TEST_F(RunPipelineTest, ADryRunPlansAndPreparesAndWritesNothing) {

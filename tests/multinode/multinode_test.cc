@@ -6,6 +6,7 @@
 // Not real machines: they share this kernel, disk and cores. Needs root and
 // namespaces; skips with a message otherwise.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -200,6 +201,69 @@ TEST_F(NamespaceNodes, AKilledNodeIsNamed) {
   std::istringstream times(r.out);
   times >> killed >> ended;
   EXPECT_LT(ended - killed, 30.0) << "the launcher took " << ended - killed << " s to stop after the node died";
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The PID rank `rank` reported (its TENCACHE_PID line in the run's logs); -1: none yet.
+long RankPid(const fs::path& run, int rank) {
+  std::ifstream in(run / "logs" / ("rank-" + std::to_string(rank) + ".out"));
+  std::string word;
+  while (in >> word) {
+    if (word == "TENCACHE_PID") {
+      long pid = -1;
+      in >> pid;
+      return pid;
+    }
+  }
+  return -1;
+}
+
+// Issue #40, managed recovery on hosts: rank 1, on the second node, killed with
+// SIGKILL once the checkpoint of step 6 is written; with `--max-restarts 1` the
+// launcher starts both nodes' ranks again from that checkpoint and the run ends
+// with the uninterrupted run's losses, bit for bit.
+TEST_F(NamespaceNodes, WithMaxRestarts1AKilledRankIsRestartedAndEndsBitwiseAsTheUninterruptedRun) {
+  NODES_OR_SKIP(2);
+  const std::string every3 = " --set train.checkpoint_every=3";
+  CommandResult whole = RunCommand(LaunchCommand(2, 1, 10, (dir_ / "whole").string()) + every3 + " 2>&1");
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  const std::vector<double> want = Losses(dir_ / "whole" / "metrics.jsonl");
+  ASSERT_EQ(want.size(), 10u);
+
+  const fs::path out = dir_ / "managed";
+  RunCommand("(" + LaunchCommand(2, 1, 10, out.string()) + every3 +
+             " --max-restarts 1 --set cluster.restart_backoff_s=0 >" + (dir_ / "managed.out").string() +
+             " 2>&1; echo $? >" + (dir_ / "managed.rc").string() + ") >/dev/null 2>&1 &");
+  const fs::path step6 = out / "checkpoints" / "step-00000006";
+  double deadline = Now() + 240;
+  while (!fs::is_directory(step6) && Now() < deadline) usleep(2000);
+  ASSERT_TRUE(fs::is_directory(step6)) << "no checkpoint of step 6";
+  const long victim = RankPid(out, 1);
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(pid_t(victim), SIGKILL), 0);
+  deadline = Now() + 240;
+  auto ended = [&] {
+    std::ifstream in(dir_ / "managed.rc");
+    int code = 0;
+    return bool(in >> code);
+  };
+  while (!ended() && Now() < deadline) usleep(10000);
+  std::ifstream rc_in(dir_ / "managed.rc"), said_in(dir_ / "managed.out");
+  const std::string said((std::istreambuf_iterator<char>(said_in)), std::istreambuf_iterator<char>());
+  int rc = -1;
+  ASSERT_TRUE(rc_in >> rc) << "the launcher did not end in 240 s\n" << said;
+  EXPECT_EQ(rc, 0) << said;
+  EXPECT_NE(said.find("restart 1 of 1 in 0 s, from the checkpoint at step 6"), std::string::npos) << said;
+  const std::vector<double> got = Losses(out / "metrics.jsonl");
+  ASSERT_EQ(got.size(), 10u);
+  for (size_t s = 0; s < got.size(); ++s) EXPECT_EQ(got[s], want[s]) << "step " << s << " (bitwise)";
+  std::ifstream run_in(out / "run.json");
+  const nlohmann::json run = nlohmann::json::parse(run_in);
+  EXPECT_EQ(run["status"], "finished");
+  EXPECT_EQ(run["attempts"].size(), 2u) << run.dump(2);
 }
 
 }  // namespace
