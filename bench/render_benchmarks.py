@@ -7,7 +7,7 @@
 
 A results file holds one benchmark's latest measurement. A benchmark with a
 script (bench/<name>.sh: arch_cost, cache, clip_cost, launch_prediction,
-multinode_prediction, scale_ladder, sim_vs_worker, train, train_vs_base,
+multinode_prediction, recovery, scale_ladder, sim_vs_worker, train, train_vs_base,
 zero_infinity_sim) has it written by that script from the run's own numbers, through
 bench/results_file.py (RESULTS_DIR=DIR writes elsewhere, for a smoke run);
 the others are edited by hand. Its keys:

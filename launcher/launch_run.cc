@@ -511,7 +511,7 @@ void MpirunRunner::RunFields(const PlannedRun&, const RunOutcome& outcome, nlohm
 
 void MpirunRunner::ExplainEnd(const PlannedRun& run, const RunOutcome& o) {
   const int64_t checkpoint_step = CheckpointStep(resolved_.job);
-  if (checkpoint_step > o.steps_done) {
+  if (o.first_step >= 0 && checkpoint_step > o.steps_done) {
     std::fprintf(stderr, "tencache-launch: the checkpoint is at step %lld but metrics.jsonl holds %d step(s): rank 0's "
                          "last metrics line(s) did not arrive (logs/rank-0.out)\n",
                  (long long)checkpoint_step, o.steps_done);

@@ -67,7 +67,8 @@
 
 namespace tencache {
 
-struct RankFileInfo;  // worker/checkpoint.h
+struct RankFileInfo;        // worker/checkpoint.h
+struct CheckpointManifest;  // worker/checkpoint.h
 
 class Trainer {
  public:
@@ -265,6 +266,12 @@ class Trainer {
   std::vector<ShardKind> CheckpointKinds() const;
   Status WriteRankFile(const std::string& path, RankFileInfo* info);
   Status LoadRankFile(const std::string& path, const RankFileInfo& info);
+  // Elastic resume: a checkpoint of manifest.world_size ranks read into this
+  // run's shards. Each block's fp32 states are one flat vector over the ranks
+  // in rank order; this rank's part comes from the old shards that overlap it
+  // (each read whole, its CRC32C checked), the padding past the block's
+  // elements zero; mixed precision rounds the 16-bit parameter again.
+  Status LoadResharded(const std::string& folder, const CheckpointManifest& manifest);
   // The forward of `tokens` [B, T] through every block, then `head` on the
   // final block's and (tied) the embedding's parameters and the activations
   // [B, T, C] (Evaluate, Sample, Logits). Unrecorded callers only.

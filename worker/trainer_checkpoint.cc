@@ -1,10 +1,12 @@
 // The trainer's checkpoints (worker/checkpoint.h): every rank writes its shards
 // straight from the cache's host slots and reads them back straight into them
 // (a shard on NVMe is brought to the host once, by the cache); the ranks agree
-// on success before anything is committed or trained.
+// on success before anything is committed or trained. A checkpoint of another
+// world size is resharded as it is read (LoadResharded).
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -212,6 +214,84 @@ Status Trainer::LoadRankFile(const std::string& path, const RankFileInfo& info) 
   return s;
 }
 
+Status Trainer::LoadResharded(const std::string& folder, const CheckpointManifest& m) {
+  const int old_ranks = m.world_size;
+  if (old_ranks < 1 || int(m.ranks.size()) != old_ranks) {
+    return Status::InvalidArgument(folder + "/manifest.json: world_size " + std::to_string(old_ranks) + " but " +
+                                   std::to_string(m.ranks.size()) + " rank file(s) listed");
+  }
+  std::vector<uint64_t> numel;
+  for (int b = 0; b < model_.num_blocks(); ++b) numel.push_back(uint64_t(model_.layout(b).numel));
+  const ShardLayout old = MakeShardLayout(numel, job_.model.layers, job_.dtype, old_ranks);
+  const std::vector<ShardKind> kinds = CheckpointKinds();
+  // Where each (block, kind) record begins in an old rank's file: the same in every one.
+  std::vector<uint64_t> record_at;
+  uint64_t expected = 0;
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    for (ShardKind kind : kinds) {
+      if (old.ElementBytes(kind) != sizeof(float)) return Status::Internal("a checkpoint state that is not fp32");
+      record_at.push_back(expected);
+      expected += old.Bytes(b, kind);
+    }
+  }
+  std::vector<std::string> paths;
+  std::vector<int> fds;
+  Status s;
+  for (int r = 0; r < old_ranks && s.ok(); ++r) {
+    paths.push_back(folder + "/" + RankFileName(r));
+    std::error_code ec;
+    const uint64_t size = fs::file_size(paths.back(), ec);
+    if (ec) {
+      s = Status::NotFound(paths.back() + ": " + ec.message());
+    } else if (size != expected || m.ranks[size_t(r)].bytes != expected) {
+      s = Status::InvalidArgument(paths.back() + ": holds " + std::to_string(size) + " bytes (the manifest says " +
+                                  std::to_string(m.ranks[size_t(r)].bytes) + "); this job's shards over " +
+                                  std::to_string(old_ranks) + " rank(s) are " + std::to_string(expected) +
+                                  " bytes: truncated, or another model");
+    } else {
+      fds.push_back(::open(paths.back().c_str(), O_RDONLY | O_CLOEXEC));
+      if (fds.back() < 0) s = Status::IoError("opening " + paths.back() + ": " + std::strerror(errno));
+    }
+  }
+  std::vector<float> shard, mine;
+  size_t record = 0;
+  for (int b = 0; b < model_.num_blocks() && s.ok(); ++b) {
+    const size_t had = old.counts[size_t(b)], has = layout_.counts[size_t(b)];
+    const size_t lo = size_t(comm_->rank()) * has, hi = std::min(lo + has, size_t(numel[size_t(b)]));
+    for (size_t k = 0; k < kinds.size() && s.ok(); ++k, ++record) {
+      const ShardKind kind = kinds[k];
+      mine.assign(has, 0.0f);  // the padding past the block's elements stays zero
+      for (size_t r = lo / had; lo < hi && r < size_t(old_ranks) && r * had < hi && s.ok(); ++r) {
+        shard.resize(had);
+        s = ReadAll(fds[r], shard.data(), had * sizeof(float), record_at[record], paths[r]);
+        if (s.ok() && Crc32c(0, shard.data(), had * sizeof(float)) != m.ranks[r].shard_crc[record]) {
+          s = Status::Corruption(paths[r] + ": checksum mismatch at offset " + std::to_string(record_at[record]) +
+                                 " (block " + std::to_string(b) + ", " + ShardKindName(kind) +
+                                 "): the checkpoint is damaged; remove its folder to resume from an older one");
+        }
+        const size_t from = std::max(lo, r * had), to = std::min(hi, (r + 1) * had);
+        if (s.ok()) std::memcpy(mine.data() + (from - lo), shard.data() + (from - r * had), (to - from) * sizeof(float));
+      }
+      if (!s.ok()) break;
+      // Into this rank's pieces; mixed precision: the 16-bit parameter rounded from the master as it goes.
+      const bool rounds = layout_.mixed && kind == layout_.MasterKind();
+      StatusOr<ShardRef> param = rounds ? store_->Acquire(b, ShardKind::kParam, 0, Tier::kHost, AccessMode::kOverwrite)
+                                        : StatusOr<ShardRef>(ShardRef());
+      s = param.status();
+      for (int j = 0; j < layout_.Pieces(b, kind) && s.ok(); ++j) {
+        StatusOr<ShardRef> p = store_->Acquire(b, kind, j, Tier::kHost, AccessMode::kOverwrite);
+        s = p.status();
+        if (!s.ok()) break;
+        const size_t begin = layout_.PieceBegin(b, kind, j);
+        std::memcpy(p->data(), mine.data() + begin, p->count() * sizeof(float));
+        if (rounds) WriteComputeCopy(*param, begin, p->count(), p->f32(), &lanes_);
+      }
+    }
+  }
+  for (int fd : fds) ::close(fd);
+  return s;
+}
+
 Status Trainer::Resume() {
   const std::string& dir = job_.train.checkpoint_dir;
   const std::string key = job_.Where("train.checkpoint_dir");
@@ -235,17 +315,21 @@ Status Trainer::Resume() {
   if (loaded.ok() && m->identity != CheckpointIdentity(job_)) {
     loaded = Status::InvalidArgument(folder + ": written by another job (" + m->identity + "); this job is " +
                                      CheckpointIdentity(job_));
-  } else if (loaded.ok() && m->world_size != ranks_) {
-    loaded = Status::InvalidArgument(folder + ": written by " + std::to_string(m->world_size) + " rank(s); this run has " +
-                                     std::to_string(ranks_) + " (ZeRO-3 shards do not carry to another world size)");
   }
-  if (loaded.ok()) loaded = LoadRankFile(folder + "/" + RankFileName(comm_->rank()), m->ranks[size_t(comm_->rank())]);
+  if (loaded.ok()) {
+    loaded = m->world_size == ranks_
+                 ? LoadRankFile(folder + "/" + RankFileName(comm_->rank()), m->ranks[size_t(comm_->rank())])
+                 : LoadResharded(folder, *m);
+  }
   store_->EndStep();  // not a training step
   TC_RETURN_IF_ERROR(Agree(comm_, loaded, "resume from " + folder));
   step_ = m->step;
   optimizer_steps_ = m->optimizer_steps;
   deferred_->Restore(m->loss_scale, m->good_steps, m->skipped_steps);
-  log_("resumed from " + folder + ": the next step is " + std::to_string(step_));
+  log_("resumed from " + folder + ": the next step is " + std::to_string(step_) +
+       (m->world_size == ranks_ ? std::string()
+                                : " (written by " + std::to_string(m->world_size) + " rank(s), resharded onto " +
+                                      std::to_string(ranks_) + ")"));
   return Status::Ok();
 }
 
