@@ -7,7 +7,7 @@
 # and once with SIGTERM (a preemption notice: the ranks finish the step and
 # write a checkpoint). From each run.json: the steps lost, the seconds from the
 # failure to the restarted run's first step (time to recover), and the whole
-# run's wall time over the uninterrupted one's. The random draws come from
+# run's wall time less the uninterrupted one's. The random draws come from
 # SEED (printed; default: the time). Writes $RESULTS_DIR/recovery.json
 # (default bench/results) through bench/results_file.py; the run folders are
 # in a temporary folder, removed at exit. Run it on a quiet machine.
@@ -53,10 +53,11 @@ hit() {  # name signal at
   sleep "$(python3 -c "import random; random.seed($RANDOM); print(round(random.uniform(0, 0.1), 3))")"
   rank=$(( RANDOM % 2 ))
   pid=$(awk '$1 == "TENCACHE_PID" {print $2; exit}' "$out/$name/logs/rank-$rank.out")
-  echo "$name: $sig to rank $rank (PID $pid) in step $at"
+  echo "$name: $sig to rank $rank (PID $pid) once step $at began"
   echo "$sig $rank $at" >"$out/$name.hit"
   kill "-$sig" "$pid"
 }
+launch_timed warm-up  # measures this machine once: the probe cache serves the timed launches
 for round in $(seq 1 "$rounds"); do
   launch_timed "whole-$round"
   for sig in KILL TERM; do
@@ -86,14 +87,14 @@ for sig, label in (("KILL", "SIGKILL (no notice)"), ("TERM", "SIGTERM (notice: c
         _, rank, at = open(f"{out}/{name}.hit").read().split()
         lost.append(first["steps_lost"])
         recover.append(first["recover_seconds"])
-        slower.append(wall(name) / wall(f"whole-{r}"))
-        print(f"{label} round {r}: rank {rank} hit in step {at}; it stopped after {first['steps_done']} step(s), "
+        slower.append(wall(name) - wall(f"whole-{r}"))
+        print(f"{label} round {r}: rank {rank} hit once step {at} began; it stopped after {first['steps_done']} step(s), "
               f"resumed at {first['resumed_at_step']}: {first['steps_lost']} step(s) lost "
               f"({first['lost_step_seconds']:.2f} s of steps), recovered in {first['recover_seconds']:.2f} s; "
               f"run {wall(name):.1f} s vs {wall(f'whole-{r}'):.1f} s uninterrupted")
     rows.append([label, rf.span(lost, "{:.0f}"), f"**{statistics.median(recover):.2f} s** "
-                 f"({min(recover):.2f}-{max(recover):.2f})", f"{statistics.median(slower):.2f}x "
-                 f"({min(slower):.2f}-{max(slower):.2f})"])
+                 f"({min(recover):.2f}-{max(recover):.2f})", f"{statistics.median(slower):+.1f} s "
+                 f"({min(slower):+.1f} .. {max(slower):+.1f})"])
     print(f"{label}: steps lost {min(lost)}-{max(lost)}, time to recover median {statistics.median(recover):.2f} s")
 rf.write(
     "recovery",
@@ -104,12 +105,14 @@ rf.write(
            "chosen at random, gets SIGKILL or SIGTERM at a random moment of a random step. Steps lost: the steps "
            "the failed attempt reported past the checkpoint the restart resumed from (run again; the step in flight "
            "is not counted). Time to recover: from the failed attempt's end (every rank gone) to the restarted "
-           "attempt's first step (mpirun, the ranks' start, the checkpoint's read, the step). Run time: the whole "
-           "launch, planning and report included, over the uninterrupted launch's in the same round."],
+           "attempt's first step (mpirun, the ranks' start, the checkpoint's read, the step). Run time added: the "
+           "whole launch (planning and report included) less the uninterrupted launch's in the same round; a warm-up "
+           "launch first fills the probe cache. The signal lands a moment after its step begins: its step is a "
+           "lower bound of where the ranks stopped."],
     commands=[f"SEED={seed} bench/recovery.sh {rounds} {steps} {every}"],
     rounds=f"{rf.plural(rounds, 'round')}, each an uninterrupted run and one of each signal; a cell is the median "
            "over the rounds (range).",
     tables=[{"columns": ["preemption", "steps lost", "time to recover, median (range)",
-                         "run time / uninterrupted, median (range)"], "rows": rows}],
+                         "run time added, median (range)"], "rows": rows}],
 )
 PY
