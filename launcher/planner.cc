@@ -182,7 +182,49 @@ StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const M
     r.local_notes = local->notes;
     for (const std::string& n : r.local->assumptions) r.local_notes.push_back(n);
   }
+  if (r.local && r.local->feasible) r.checkpoints = CheckpointPlan(job, *r.local);
+  else if (r.chosen >= 0) r.checkpoints = CheckpointPlan(job, r.candidates[size_t(r.chosen)]);
   return r;
+}
+
+std::string CheckpointPlan(const JobSpec& job, const Candidate& c) {
+  const TrainSpec& t = job.train;
+  std::string when = t.checkpoint_every > 0 ? "every " + std::to_string(t.checkpoint_every) + " steps" : "";
+  if (t.checkpoint_on_stop) when += when.empty() ? "on a stop (SIGINT / SIGTERM)" : " and on a stop";
+  if (when.empty()) return "checkpoints: none (train.checkpoint_every 0, train.checkpoint_on_stop false)";
+  const bool k8s = job.cluster.target == Target::kK8s;
+  std::string where;
+  const std::string dir = job.locations.count("train.checkpoint_dir") != 0 ? t.checkpoint_dir : "";
+  if (k8s && !job.cluster.k8s.checkpoint_claim.empty()) {
+    where = (dir.empty() ? "" : dir + " on ") + "the PersistentVolumeClaim " + job.cluster.k8s.checkpoint_claim +
+            " (cluster.checkpoint_claim)";
+  } else if (k8s) {
+    where = (dir.empty() ? "" : dir + " on ") + "the nodes' own disk (not durable: name a volume in "
+                                                "cluster.checkpoint_claim)";
+  } else {
+    where = dir.empty() ? "the run folder's checkpoints/" : dir + " (train.checkpoint_dir)";
+  }
+  const int per_node = std::max(1, c.ranks / std::max(1, c.nodes));
+  const uint64_t per_rank = c.states.checkpoint(job.dtype), node = per_rank * uint64_t(per_node);
+  double gbps = 0;
+  std::string bandwidth;
+  if (k8s) {
+    gbps = job.cluster.k8s.checkpoint_write_gbps;
+    bandwidth = "cluster.checkpoint_write_gbps";
+  } else if (c.instance != nullptr && c.instance->nvme.write_gbps_per_disk > 0) {
+    gbps = c.instance->nvme.write_gbps_per_disk;
+    bandwidth = "one NVMe disk's write";
+  }
+  std::string line = "checkpoints: " + when + ", to " + where + ": " + FormatBytes(per_rank) + " a rank, " +
+                     FormatBytes(node) + " a node";
+  if (gbps > 0) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.2f", gbps);
+    line += ", written in " + FormatDuration(double(node) / (gbps * 1e9)) + " at " + rate + " GB/s (" + bandwidth + ")";
+  } else {
+    line += "; the disk's write bandwidth is unknown, so how long one takes is not predicted";
+  }
+  return line;
 }
 
 namespace {
@@ -293,6 +335,7 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
     }
     for (const std::string& n : plan.local_notes) out << "  " << n << "\n";
   }
+  if (!plan.checkpoints.empty()) out << "\n" << plan.checkpoints << "\n";
   if (plan.chosen >= 0) {
     const Candidate& c = plan.candidates[plan.chosen];
     out << "\nChosen: " << c.nodes << " x " << c.instance->type << " (" << c.ranks << " rank" << (c.ranks == 1 ? "" : "s") << "), "
@@ -372,6 +415,7 @@ nlohmann::ordered_json PlanToJson(const PlanResult& plan, bool all_nodes) {
     j["local"] = CandidateJson(*plan.local);
     j["local_notes"] = plan.local_notes;
   }
+  if (!plan.checkpoints.empty()) j["checkpoints"] = plan.checkpoints;
   return j;
 }
 

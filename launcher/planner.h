@@ -37,7 +37,19 @@ struct PlanResult {
   // The cache budgets the job sets (not auto), each as written and, when that
   // reads differently, as parsed: "cache.host_budget 8GB = 7.45 GiB".
   std::vector<std::string> budgets;
+  // Where the run's checkpoints go (the local candidate's where there is one,
+  // else the chosen one's), how big one is and how long it takes to write:
+  // CheckpointPlan. "" when nothing is feasible.
+  std::string checkpoints;
 };
+
+// One line on the checkpoints of `job` run as `c`: how often
+// (train.checkpoint_every, train.checkpoint_on_stop), where
+// (train.checkpoint_dir, cluster.checkpoint_claim, or the default), the bytes
+// per rank and per node, and the seconds one takes to write at the checkpoint
+// disk's write bandwidth (cluster.checkpoint_write_gbps on Kubernetes, else the
+// instance's NVMe per disk), or that the bandwidth is unknown.
+std::string CheckpointPlan(const JobSpec& job, const Candidate& c);
 
 // InvalidArgument when the job names an instance type the catalog lacks.
 // `local` (this machine, for cluster.target local) is evaluated beside the

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/byte_size.h"
+#include "common/human_format.h"
 
 namespace tencache {
 namespace {
@@ -63,6 +64,29 @@ TEST_F(PlannerTest, ChoosesTheCheapestFeasiblePlan) {
       EXPECT_LE(plan.candidates[i - 1].cost_per_epoch_usd, plan.candidates[i].cost_per_epoch_usd);
     }
   }
+}
+
+// Issue #40: the plan says where checkpoints go and how long one takes to
+// write (the chosen candidate's bytes per node over the checkpoint disk).
+TEST_F(PlannerTest, ThePlanSaysWhereCheckpointsGoAndHowLongOneTakes) {
+  const JobSpec job = Job(kLlama7b, {"cluster.target=k8s", "cluster.checkpoint_claim=ckpt-pvc",
+                                     "cluster.checkpoint_write_gbps=2", "train.checkpoint_every=100"});
+  PlanResult plan = *PlanJob(job, catalog_, ModelAssumptions());
+  ASSERT_GE(plan.chosen, 0);
+  const Candidate& c = plan.candidates[size_t(plan.chosen)];
+  const uint64_t node = c.states.checkpoint(job.dtype) * uint64_t(c.ranks / c.nodes);
+  EXPECT_EQ(plan.checkpoints, CheckpointPlan(job, c));
+  EXPECT_NE(plan.checkpoints.find("every 100 steps and on a stop, to the PersistentVolumeClaim ckpt-pvc"),
+            std::string::npos) << plan.checkpoints;
+  EXPECT_NE(plan.checkpoints.find(FormatBytes(node) + " a node, written in " +
+                                  FormatDuration(double(node) / 2e9) + " at 2.00 GB/s"),
+            std::string::npos) << plan.checkpoints;
+  EXPECT_NE(RenderPlanTable(plan, false).find(plan.checkpoints), std::string::npos);
+  EXPECT_EQ(PlanToJson(plan, false)["checkpoints"], plan.checkpoints);
+  // Without a claim the nodes' disk is named as not durable; a job that writes none says so.
+  EXPECT_NE(CheckpointPlan(Job(kLlama7b, {"cluster.target=k8s"}), c).find("not durable"), std::string::npos);
+  EXPECT_EQ(CheckpointPlan(Job(kLlama7b, {"train.checkpoint_on_stop=false"}), c),
+            "checkpoints: none (train.checkpoint_every 0, train.checkpoint_on_stop false)");
 }
 
 TEST_F(PlannerTest, ObjectiveTimeChoosesTheFastest) {
