@@ -5,8 +5,9 @@
 // and `tencache-launch JOB.yaml --resume RUN_DIR` must continue at step 6 with
 // the uninterrupted run's losses bit for bit. The kill waits on the checkpoint
 // folder, polled with a deadline, never on a timer. Nothing may be left under
-// cache.nvme_path after the kill. The second case (#40) lets the launcher
-// restart the run itself (cluster.max_restarts).
+// cache.nvme_path after the kill. The later cases (#40) let the launcher
+// restart the run itself (cluster.max_restarts): after a SIGKILL, after a
+// SIGTERM to a rank, and with the ranks stopped mid-checkpoint.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -409,6 +410,116 @@ TEST(KillResume, WithMaxRestarts1ARankSigtermedMidRunIsResumedFromItsStopCheckpo
   for (int s = 0; s < kSteps; ++s) EXPECT_EQ(got[s].step, s);
   ExpectSameLosses(want, got, "the preempted and resumed run");
   EXPECT_EQ(run["status"], "finished");
+  if (!HasFailure()) fs::remove_all(Runs());
+}
+
+// A checkpoint caught mid-write: a step-N.tmp folder of `run` (N >= 3, so that
+// complete ones precede it) whose step-N is not there while both ranks are
+// stopped (SIGSTOP); *step is N. A checkpoint
+// that completes before the ranks stop is let go (SIGCONT) and the next one
+// tried. false: none caught before the launcher ended or 180 s passed.
+bool FreezeMidCheckpoint(const fs::path& run, pid_t launcher, const pid_t ranks[2], int* step) {
+  const fs::path dir = run / "checkpoints";
+  std::vector<std::string> tried;
+  const double deadline = Now() + 180;
+  int status = 0;
+  while (Now() < deadline && waitpid(launcher, &status, WNOHANG) == 0) {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      const size_t dot = name.find(".tmp");
+      if (name.rfind("step-", 0) != 0 || dot == std::string::npos || std::stoi(name.substr(5, dot - 5)) < 3 ||
+          std::find(tried.begin(), tried.end(), name) != tried.end()) {
+        continue;
+      }
+      tried.push_back(name);
+      for (int r = 0; r < 2; ++r) kill(ranks[r], SIGSTOP);
+      if (fs::is_directory(e.path()) && !fs::exists(dir / name.substr(0, dot))) {
+        *step = std::stoi(name.substr(5, dot - 5));
+        return true;
+      }
+      for (int r = 0; r < 2; ++r) kill(ranks[r], SIGCONT);
+    }
+    poll(nullptr, 0, 1);
+  }
+  return false;
+}
+
+// Issue #40, a preemption mid-checkpoint, with `--max-restarts 1` and a
+// checkpoint after every step: both ranks are stopped while a checkpoint is
+// half written, then either rank 0 is killed (SIGKILL: the torn step-N.tmp is
+// never used; the restart resumes from step N-1's) or rank 1 gets SIGTERM
+// (the checkpoint completes, the ranks stop after the next step with another).
+// Either way the run ends with the uninterrupted losses bit for bit and no
+// torn checkpoint left.
+void ExpectMidCheckpointPreemptionRecovers(int signal_number, const std::string& tag) {
+  const fs::path nvme = Runs() / ("nvme-" + tag);
+  const std::string job = kQuickstart + " --steps 10 --set train.checkpoint_every=1 --progress-every 0" +
+                          " --set cache.nvme_path=" + nvme.string();
+  const fs::path whole = Runs() / ("uninterrupted-" + tag);
+  CommandResult ref = tencache::testing::RunCommand(Launch() + " " + job + " --out " + whole.string() + " 2>&1");
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  const std::vector<StepLoss> want = Losses(whole / "metrics.jsonl");
+  ASSERT_EQ(int(want.size()), kSteps);
+
+  const fs::path run_dir = Runs() / tag;
+  const fs::path log = Runs() / (tag + ".log");
+  const pid_t launcher = Start(job + " --max-restarts 1 --set cluster.restart_backoff_s=0 --out " + run_dir.string(), log);
+  ASSERT_GT(launcher, 0);
+  pid_t ranks[2] = {-1, -1};
+  const double deadline = Now() + 180;
+  while ((ranks[0] <= 0 || ranks[1] <= 0) && Now() < deadline) {
+    ranks[0] = PidOfRank(run_dir, 0);
+    ranks[1] = PidOfRank(run_dir, 1);
+    poll(nullptr, 0, 2);
+  }
+  ASSERT_GT(ranks[0], 0);
+  ASSERT_GT(ranks[1], 0);
+  int step = -1;
+  bool in_time = false;
+  if (!FreezeMidCheckpoint(run_dir, launcher, ranks, &step)) {
+    WaitExit(launcher, 0, &in_time);
+    FAIL() << "no checkpoint was caught mid-write\n" << ReadText(log);
+  }
+  std::printf("%s: both ranks stopped while the checkpoint of step %d was being written\n", tag.c_str(), step);
+  if (signal_number == SIGKILL) {
+    kill(ranks[0], SIGKILL);
+    kill(ranks[1], SIGCONT);
+  } else {
+    kill(ranks[1], signal_number);
+    for (pid_t p : ranks) kill(p, SIGCONT);
+  }
+  const int code = WaitExit(launcher, 180, &in_time);
+  const std::string out = ReadText(log);
+  ASSERT_TRUE(in_time) << "the launcher still ran 180 s later\n" << out;
+  EXPECT_EQ(code, 0) << out;
+  const nlohmann::json run = ReadJson(run_dir / "run.json");
+  ASSERT_TRUE(run.is_object()) << ReadText(run_dir / "run.json");
+  ASSERT_EQ(run["attempts"].size(), 2u) << run.dump(2);
+  const nlohmann::json& first = run["attempts"][0];
+  if (signal_number == SIGKILL) {
+    EXPECT_EQ(first["resumed_at_step"], step - 1) << "the previous complete checkpoint: " << first.dump();
+  } else {
+    EXPECT_GT(first["resumed_at_step"].get<int>(), step) << "the stop's own checkpoint: " << first.dump();
+    EXPECT_EQ(first["steps_lost"], 0) << first.dump();
+  }
+  const std::vector<StepLoss> got = Losses(run_dir / "metrics.jsonl");
+  ASSERT_EQ(int(got.size()), kSteps) << ReadText(run_dir / "metrics.jsonl");
+  for (int s = 0; s < kSteps; ++s) EXPECT_EQ(got[s].step, s);
+  ExpectSameLosses(want, got, tag);
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(run_dir / "checkpoints", ec)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "a torn checkpoint left: " << e.path();
+  }
+}
+
+TEST(KillResume, WithMaxRestarts1ARankKilledMidCheckpointResumesFromThePreviousOneBitwise) {
+  ExpectMidCheckpointPreemptionRecovers(SIGKILL, "mid-checkpoint-kill");
+  if (!HasFailure()) fs::remove_all(Runs());
+}
+
+TEST(KillResume, WithMaxRestarts1ASigtermMidCheckpointCompletesItAndResumesBitwise) {
+  ExpectMidCheckpointPreemptionRecovers(SIGTERM, "mid-checkpoint-term");
   if (!HasFailure()) fs::remove_all(Runs());
 }
 
