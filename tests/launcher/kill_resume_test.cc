@@ -281,57 +281,96 @@ TEST(KillResume, ARankKilledAtStep6StopsTheRunWithin10sAndResumeGivesTheUninterr
   if (!HasFailure()) fs::remove_all(Runs());  // kept for a look when the case failed
 }
 
-// Issue #40, managed recovery: the same kill with `--max-restarts 1`: the
-// launcher itself starts the job again from the checkpoint of step 6 and the
-// run ends with every step's loss as in the uninterrupted run, bit for bit;
-// run.json, report.json and the pictures show both attempts.
+// ---- Issue #40, managed recovery: the launcher restarts the run itself.
+
+// The uninterrupted run of `job` (a launch's arguments) in Runs()/NAME: its
+// losses, one per step.
+std::vector<StepLoss> Uninterrupted(const std::string& job, const std::string& name) {
+  CommandResult ref = tencache::testing::RunCommand(Launch() + " " + job + " --out " + (Runs() / name).string() + " 2>&1");
+  EXPECT_EQ(ref.code, 0) << ref.out;
+  std::vector<StepLoss> want = Losses(Runs() / name / "metrics.jsonl");
+  EXPECT_EQ(int(want.size()), kSteps);
+  return want;
+}
+
+// `job` started in the background with `--max-restarts 1` and no backoff, into
+// Runs()/NAME (its output in NAME.log).
+pid_t StartRestarting(const std::string& job, const std::string& name) {
+  return Start(job + " --max-restarts 1 --set cluster.restart_backoff_s=0 --out " + (Runs() / name).string(),
+               Runs() / (name + ".log"));
+}
+
+// Waits while `launcher` runs, 180 s at most, for `path` to exist; false (the
+// launcher stopped) when it never did.
+bool WaitFor(const fs::path& path, pid_t launcher) {
+  const double deadline = Now() + 180;
+  int status = 0;
+  while (!fs::exists(path) && Now() < deadline) {
+    if (waitpid(launcher, &status, WNOHANG) == launcher) return fs::exists(path);
+    poll(nullptr, 0, 2);
+  }
+  if (fs::exists(path)) return true;
+  bool in_time = false;
+  WaitExit(launcher, 0, &in_time);
+  return false;
+}
+
+// Waits for the restarting launch NAME to end: exit 0, finished after one
+// restart, every step reported once with the loss of `want`, bitwise, and no
+// torn checkpoint left. Its run.json.
+nlohmann::json ExpectRestartedRunEndsBitwise(pid_t launcher, const std::string& name,
+                                             const std::vector<StepLoss>& want) {
+  const fs::path dir = Runs() / name;
+  bool in_time = false;
+  const int code = WaitExit(launcher, 180, &in_time);
+  const std::string out = ReadText(Runs() / (name + ".log"));
+  EXPECT_TRUE(in_time) << "the launcher still ran 180 s later\n" << out;
+  EXPECT_EQ(code, 0) << out;
+  nlohmann::json run = ReadJson(dir / "run.json");
+  if (!run.is_object()) {
+    ADD_FAILURE() << ReadText(dir / "run.json") << out;
+    return nlohmann::json::object();
+  }
+  EXPECT_EQ(run["status"], "finished");
+  EXPECT_EQ(run["restarts"], 1);
+  EXPECT_EQ(run["attempts"].size(), 2u) << run.dump(2);
+  const std::vector<StepLoss> got = Losses(dir / "metrics.jsonl");
+  EXPECT_EQ(int(got.size()), kSteps) << ReadText(dir / "metrics.jsonl");
+  for (int s = 0; s < int(got.size()); ++s) EXPECT_EQ(got[s].step, s);
+  ExpectSameLosses(want, got, name);
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir / "checkpoints", ec)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "a torn checkpoint left: " << e.path();
+  }
+  return run.contains("attempts") && run["attempts"].size() == 2 ? run : nlohmann::json::object();
+}
+
+// The same kill with `--max-restarts 1`: the launcher itself starts the job
+// again from the checkpoint of step 6 and the run ends with every step's loss
+// as in the uninterrupted run, bit for bit; run.json, report.json and the
+// pictures show both attempts.
 TEST(KillResume, WithMaxRestarts1TheLauncherRestartsAKilledRankFromItsCheckpointAndEndsBitwiseAsTheUninterrupted) {
   const fs::path nvme = Runs() / "nvme";
-  const std::string kJob = ::kJob + " --set cache.nvme_path=" + nvme.string();
-  const fs::path whole = Runs() / "uninterrupted";
-  CommandResult ref = tencache::testing::RunCommand(Launch() + " " + kJob + " --out " + whole.string() + " 2>&1");
-  ASSERT_EQ(ref.code, 0) << ref.out;
-  const std::vector<StepLoss> want = Losses(whole / "metrics.jsonl");
+  const std::string job = kJob + " --set cache.nvme_path=" + nvme.string();
+  const std::vector<StepLoss> want = Uninterrupted(job, "uninterrupted");
   ASSERT_EQ(int(want.size()), kSteps);
-
-  const fs::path managed = Runs() / "managed";
-  const fs::path log = Runs() / "managed.log";
-  const pid_t launcher =
-      Start(kJob + " --max-restarts 1 --set cluster.restart_backoff_s=0 --out " + managed.string(), log);
+  const pid_t launcher = StartRestarting(job, "managed");
   ASSERT_GT(launcher, 0);
-  const fs::path step6 = managed / "checkpoints" / "step-00000006";
-  const double deadline = Now() + 180;
-  while (!fs::is_directory(step6) && Now() < deadline) poll(nullptr, 0, 2);
-  bool in_time = false;
-  if (!fs::is_directory(step6)) {
-    WaitExit(launcher, 0, &in_time);
-    FAIL() << step6 << " never appeared\n" << ReadText(log);
-  }
+  const fs::path managed = Runs() / "managed", step6 = managed / "checkpoints" / "step-00000006";
+  ASSERT_TRUE(WaitFor(step6, launcher)) << step6 << " never appeared\n" << ReadText(Runs() / "managed.log");
   const pid_t victim = PidOfRank(managed, kVictim);
   ASSERT_GT(victim, 0);
   ASSERT_EQ(kill(victim, SIGKILL), 0);
 
-  const int code = WaitExit(launcher, 180, &in_time);
-  const std::string out = ReadText(log);
-  ASSERT_TRUE(in_time) << "the launcher still ran 180 s after the kill\n" << out;
-  EXPECT_EQ(code, 0) << out;
+  const nlohmann::json run = ExpectRestartedRunEndsBitwise(launcher, "managed", want);
+  ASSERT_TRUE(run.contains("attempts"));
+  const std::string out = ReadText(Runs() / "managed.log");
   EXPECT_NE(out.find("restart 1 of 1 in 0 s, from the checkpoint at step 6"), std::string::npos) << out;
   EXPECT_NE(ReadText(managed / "logs" / "rank-0.out")
                 .find("resumed from " + fs::absolute(step6).string() + ": the next step is 6"),
             std::string::npos)
       << ReadText(managed / "logs" / "rank-0.out");
   EXPECT_TRUE(fs::exists(managed / "logs.attempt-1" / "rank-0.out")) << "the failed attempt's logs are kept";
-  // Every step once, in order, each loss as uninterrupted, the last included.
-  const std::vector<StepLoss> got = Losses(managed / "metrics.jsonl");
-  ASSERT_EQ(int(got.size()), kSteps) << ReadText(managed / "metrics.jsonl");
-  for (int s = 0; s < kSteps; ++s) EXPECT_EQ(got[s].step, s);
-  ExpectSameLosses(want, got, "the restarted run");
-
-  const nlohmann::json run = ReadJson(managed / "run.json");
-  ASSERT_TRUE(run.is_object()) << ReadText(managed / "run.json");
-  EXPECT_EQ(run["status"], "finished");
-  EXPECT_EQ(run["restarts"], 1);
-  ASSERT_EQ(run["attempts"].size(), 2u) << run.dump(2);
   const nlohmann::json& first = run["attempts"][0];
   EXPECT_EQ(first["status"], "failed");
   EXPECT_EQ(first["failed_rank"], kVictim);
@@ -365,38 +404,19 @@ TEST(KillResume, WithMaxRestarts1TheLauncherRestartsAKilledRankFromItsCheckpoint
 // launcher resumes from that checkpoint, losing no step, and the run ends with
 // the uninterrupted losses bit for bit.
 TEST(KillResume, WithMaxRestarts1ARankSigtermedMidRunIsResumedFromItsStopCheckpointLosingNoStep) {
-  const fs::path nvme = Runs() / "nvme";
-  const std::string kJob = ::kJob + " --set cache.nvme_path=" + nvme.string();
-  const fs::path whole = Runs() / "uninterrupted";
-  CommandResult ref = tencache::testing::RunCommand(Launch() + " " + kJob + " --out " + whole.string() + " 2>&1");
-  ASSERT_EQ(ref.code, 0) << ref.out;
-  const std::vector<StepLoss> want = Losses(whole / "metrics.jsonl");
+  const std::string job = kJob + " --set cache.nvme_path=" + (Runs() / "nvme").string();
+  const std::vector<StepLoss> want = Uninterrupted(job, "uninterrupted");
   ASSERT_EQ(int(want.size()), kSteps);
-
-  const fs::path run_dir = Runs() / "preempted";
-  const fs::path log = Runs() / "preempted.log";
-  const pid_t launcher =
-      Start(kJob + " --max-restarts 1 --set cluster.restart_backoff_s=0 --out " + run_dir.string(), log);
+  const pid_t launcher = StartRestarting(job, "preempted");
   ASSERT_GT(launcher, 0);
-  const fs::path step3 = run_dir / "checkpoints" / "step-00000003";
-  const double deadline = Now() + 180;
-  while (!fs::is_directory(step3) && Now() < deadline) poll(nullptr, 0, 2);
-  bool in_time = false;
-  if (!fs::is_directory(step3)) {
-    WaitExit(launcher, 0, &in_time);
-    FAIL() << step3 << " never appeared\n" << ReadText(log);
-  }
+  const fs::path run_dir = Runs() / "preempted";
+  ASSERT_TRUE(WaitFor(run_dir / "checkpoints" / "step-00000003", launcher)) << ReadText(Runs() / "preempted.log");
   const pid_t rank1 = PidOfRank(run_dir, 1);
   ASSERT_GT(rank1, 0);
   ASSERT_EQ(kill(rank1, SIGTERM), 0);
 
-  const int code = WaitExit(launcher, 180, &in_time);
-  const std::string out = ReadText(log);
-  ASSERT_TRUE(in_time) << "the launcher still ran 180 s after the SIGTERM\n" << out;
-  EXPECT_EQ(code, 0) << out;
-  const nlohmann::json run = ReadJson(run_dir / "run.json");
-  ASSERT_TRUE(run.is_object()) << ReadText(run_dir / "run.json");
-  ASSERT_EQ(run["attempts"].size(), 2u) << run.dump(2);
+  const nlohmann::json run = ExpectRestartedRunEndsBitwise(launcher, "preempted", want);
+  ASSERT_TRUE(run.contains("attempts"));
   const nlohmann::json& first = run["attempts"][0];
   const int stopped_at = first["steps_done"].get<int>();
   EXPECT_GT(stopped_at, 3);
@@ -405,19 +425,14 @@ TEST(KillResume, WithMaxRestarts1ARankSigtermedMidRunIsResumedFromItsStopCheckpo
   EXPECT_EQ(first["steps_lost"], 0);
   EXPECT_NE(ReadText(run_dir / "logs.attempt-1" / "rank-0.out").find("stopped after step " + std::to_string(stopped_at)),
             std::string::npos);
-  const std::vector<StepLoss> got = Losses(run_dir / "metrics.jsonl");
-  ASSERT_EQ(int(got.size()), kSteps) << ReadText(run_dir / "metrics.jsonl");
-  for (int s = 0; s < kSteps; ++s) EXPECT_EQ(got[s].step, s);
-  ExpectSameLosses(want, got, "the preempted and resumed run");
-  EXPECT_EQ(run["status"], "finished");
   if (!HasFailure()) fs::remove_all(Runs());
 }
 
 // A checkpoint caught mid-write: a step-N.tmp folder of `run` (N >= 3, so that
 // complete ones precede it) whose step-N is not there while both ranks are
-// stopped (SIGSTOP); *step is N. A checkpoint
-// that completes before the ranks stop is let go (SIGCONT) and the next one
-// tried. false: none caught before the launcher ended or 180 s passed.
+// stopped (SIGSTOP); *step is N. A checkpoint that completes before the ranks
+// stop is let go (SIGCONT) and the next one tried. false: none caught before
+// the launcher ended or 180 s passed.
 bool FreezeMidCheckpoint(const fs::path& run, pid_t launcher, const pid_t ranks[2], int* step) {
   const fs::path dir = run / "checkpoints";
   std::vector<std::string> tried;
@@ -445,27 +460,21 @@ bool FreezeMidCheckpoint(const fs::path& run, pid_t launcher, const pid_t ranks[
   return false;
 }
 
-// Issue #40, a preemption mid-checkpoint, with `--max-restarts 1` and a
-// checkpoint after every step: both ranks are stopped while a checkpoint is
-// half written, then either rank 0 is killed (SIGKILL: the torn step-N.tmp is
-// never used; the restart resumes from step N-1's) or rank 1 gets SIGTERM
-// (the checkpoint completes, the ranks stop after the next step with another).
-// Either way the run ends with the uninterrupted losses bit for bit and no
-// torn checkpoint left.
+// A preemption mid-checkpoint, with `--max-restarts 1` and a checkpoint after
+// every step: both ranks are stopped while a checkpoint is half written, then
+// either rank 0 is killed (SIGKILL: the torn step-N.tmp is never used; the
+// restart resumes from step N-1's) or rank 1 gets SIGTERM (the checkpoint
+// completes, the ranks stop after the next step with another). Either way the
+// run ends with the uninterrupted losses bit for bit and no torn checkpoint left.
 void ExpectMidCheckpointPreemptionRecovers(int signal_number, const std::string& tag) {
-  const fs::path nvme = Runs() / ("nvme-" + tag);
   const std::string job = kQuickstart + " --steps 10 --set train.checkpoint_every=1 --progress-every 0" +
-                          " --set cache.nvme_path=" + nvme.string();
-  const fs::path whole = Runs() / ("uninterrupted-" + tag);
-  CommandResult ref = tencache::testing::RunCommand(Launch() + " " + job + " --out " + whole.string() + " 2>&1");
-  ASSERT_EQ(ref.code, 0) << ref.out;
-  const std::vector<StepLoss> want = Losses(whole / "metrics.jsonl");
+                          " --set cache.nvme_path=" + (Runs() / ("nvme-" + tag)).string();
+  const std::vector<StepLoss> want = Uninterrupted(job, "uninterrupted-" + tag);
   ASSERT_EQ(int(want.size()), kSteps);
-
-  const fs::path run_dir = Runs() / tag;
-  const fs::path log = Runs() / (tag + ".log");
-  const pid_t launcher = Start(job + " --max-restarts 1 --set cluster.restart_backoff_s=0 --out " + run_dir.string(), log);
+  const pid_t launcher = StartRestarting(job, tag);
   ASSERT_GT(launcher, 0);
+  const fs::path run_dir = Runs() / tag;
+  ASSERT_TRUE(WaitFor(run_dir / "logs" / "rank-1.out", launcher)) << ReadText(Runs() / (tag + ".log"));
   pid_t ranks[2] = {-1, -1};
   const double deadline = Now() + 180;
   while ((ranks[0] <= 0 || ranks[1] <= 0) && Now() < deadline) {
@@ -476,10 +485,10 @@ void ExpectMidCheckpointPreemptionRecovers(int signal_number, const std::string&
   ASSERT_GT(ranks[0], 0);
   ASSERT_GT(ranks[1], 0);
   int step = -1;
-  bool in_time = false;
   if (!FreezeMidCheckpoint(run_dir, launcher, ranks, &step)) {
+    bool in_time = false;
     WaitExit(launcher, 0, &in_time);
-    FAIL() << "no checkpoint was caught mid-write\n" << ReadText(log);
+    FAIL() << "no checkpoint was caught mid-write\n" << ReadText(Runs() / (tag + ".log"));
   }
   std::printf("%s: both ranks stopped while the checkpoint of step %d was being written\n", tag.c_str(), step);
   if (signal_number == SIGKILL) {
@@ -489,27 +498,14 @@ void ExpectMidCheckpointPreemptionRecovers(int signal_number, const std::string&
     kill(ranks[1], signal_number);
     for (pid_t p : ranks) kill(p, SIGCONT);
   }
-  const int code = WaitExit(launcher, 180, &in_time);
-  const std::string out = ReadText(log);
-  ASSERT_TRUE(in_time) << "the launcher still ran 180 s later\n" << out;
-  EXPECT_EQ(code, 0) << out;
-  const nlohmann::json run = ReadJson(run_dir / "run.json");
-  ASSERT_TRUE(run.is_object()) << ReadText(run_dir / "run.json");
-  ASSERT_EQ(run["attempts"].size(), 2u) << run.dump(2);
+  const nlohmann::json run = ExpectRestartedRunEndsBitwise(launcher, tag, want);
+  ASSERT_TRUE(run.contains("attempts"));
   const nlohmann::json& first = run["attempts"][0];
   if (signal_number == SIGKILL) {
     EXPECT_EQ(first["resumed_at_step"], step - 1) << "the previous complete checkpoint: " << first.dump();
   } else {
     EXPECT_GT(first["resumed_at_step"].get<int>(), step) << "the stop's own checkpoint: " << first.dump();
     EXPECT_EQ(first["steps_lost"], 0) << first.dump();
-  }
-  const std::vector<StepLoss> got = Losses(run_dir / "metrics.jsonl");
-  ASSERT_EQ(int(got.size()), kSteps) << ReadText(run_dir / "metrics.jsonl");
-  for (int s = 0; s < kSteps; ++s) EXPECT_EQ(got[s].step, s);
-  ExpectSameLosses(want, got, tag);
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(run_dir / "checkpoints", ec)) {
-    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "a torn checkpoint left: " << e.path();
   }
 }
 
