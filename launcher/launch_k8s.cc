@@ -35,8 +35,7 @@ Status PlanForK8s(const std::string& job_path, const std::vector<std::string>& o
   if (out->job.cluster.max_restarts > 0) {
     return Status::InvalidArgument(out->job.Where("cluster.max_restarts") +
                                    ": managed recovery runs on cluster.target local and hosts; a Kubernetes run "
-                                   "is not restarted by tencache-launch yet (set it to 0, or resume by hand with "
-                                   "--resume)");
+                                   "is not restarted by tencache-launch yet (set it to 0)");
   }
   TC_ASSIGN_OR_RETURN(out->catalog, Catalog::Load(CatalogPathFor(catalog_flag, out->job.cluster.catalog)));
   TC_ASSIGN_OR_RETURN(out->plan, PlanJob(out->job, out->catalog, ModelAssumptions()));
@@ -66,6 +65,10 @@ class MpiJobRunner : public Runner {
   explicit MpiJobRunner(const LaunchOptions& opt) : opt_(opt) {}
 
   StatusOr<PlannedRun> Plan() override {
+    if (opt_.resume) {
+      return Status::InvalidArgument("--resume: a Kubernetes run does not resume from a checkpoint yet (the "
+                                     "rendered MPIJob starts afresh); resume on cluster.target local or hosts");
+    }
     std::vector<std::string> overrides = opt_.overrides;
     if (opt_.steps >= 0) overrides.push_back("train.steps=" + std::to_string(opt_.steps));
     if (!opt_.namespace_.empty()) overrides.push_back("cluster.namespace=" + opt_.namespace_);

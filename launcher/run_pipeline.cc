@@ -89,26 +89,27 @@ StatusOr<RunOutcome> FollowAttempts(Runner& runner, const PlannedRun& run, const
       return o;
     }
     runner.ExplainEnd(run, o);
-    RunAttempt& failed = attempts->back();
     TC_ASSIGN_OR_RETURN(const int64_t begin_step, runner.PrepareRestart(run));
+    const double wait_s = cluster.restart_backoff_s * std::pow(2.0, restarts);
+    std::fprintf(stderr, "tencache-launch: restart %d of %d in %.0f s, %s\n", restarts + 1, cluster.max_restarts,
+                 wait_s,
+                 begin_step > 0 ? ("from the checkpoint at step " + std::to_string(begin_step)).c_str()
+                                : "from the start (no complete checkpoint)");
+    std::fflush(stderr);
+    if (!WaitBeforeRestart(wait_s)) {  // stopped while waiting: the failed attempt's results stay as they are
+      RunOutcome stopped = o;
+      stopped.interrupted = true;
+      return stopped;
+    }
+    RunAttempt& failed = attempts->back();
     TC_RETURN_IF_ERROR(TrimMetrics(folder.Path("metrics.jsonl"), begin_step, &failed.steps_lost, &failed.lost_step_s));
     TC_RETURN_IF_ERROR(KeepAttemptLogs(folder, failed.number));
     failed.restarted = true;
     failed.resumed_at = begin_step;
-    const double wait_s = cluster.restart_backoff_s * std::pow(2.0, restarts);
-    std::fprintf(stderr, "tencache-launch: restart %d of %d in %.0f s, %s (%lld step(s) lost; the failed attempt's "
-                         "logs are in %s)\n",
-                 restarts + 1, cluster.max_restarts, wait_s,
-                 begin_step > 0 ? ("from the checkpoint at step " + std::to_string(begin_step)).c_str()
-                                : "from the start (no complete checkpoint)",
+    std::fprintf(stderr, "tencache-launch: restarting: %lld step(s) lost (run again); the failed attempt's logs are "
+                         "in %s\n",
                  (long long)failed.steps_lost, folder.Path("logs.attempt-" + std::to_string(failed.number)).c_str());
     std::fflush(stderr);
-    if (!WaitBeforeRestart(wait_s)) {
-      RunOutcome stopped = o;
-      stopped.interrupted = true;
-      failed.restarted = false;
-      return stopped;
-    }
   }
 }
 

@@ -161,7 +161,8 @@ TEST(K8sRender, MissingImageOrBadNamespaceIsAClearError) {
 }
 
 // Managed recovery is the local and hosts targets' (docs/launcher.md): a
-// Kubernetes job that asks for it is refused, naming the key, not ignored.
+// Kubernetes job that asks for it is refused, naming the key, not ignored; so
+// is --resume, which the rendered MPIJob cannot do yet.
 TEST(K8sRender, MaxRestartsIsRefusedNamingTheKey) {
   CommandResult r = Render("llama-2-7b", "--set cluster.max_restarts=2");
   EXPECT_EQ(r.code, 2) << r.out;
@@ -170,6 +171,12 @@ TEST(K8sRender, MaxRestartsIsRefusedNamingTheKey) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(Render("llama-2-7b", "--set cluster.max_restarts=0").code, 0);
+  // --resume is refused on Kubernetes too, before anything is planned or applied.
+  r = testing::RunCommand("cd " + kSource + " && " + TENCACHE_LAUNCH_BIN +
+                          " run configs/examples/llama-2-7b.yaml --target k8s --resume --kubectl /nonexistent 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--resume: a Kubernetes run does not resume from a checkpoint yet"), std::string::npos)
+      << r.out;
 }
 
 // `tencache-launch JOB.yaml --target k8s` end to end against the stand-in

@@ -209,9 +209,13 @@ TEST_F(RunPipelineTest, AFailedRunIsRestartedFromItsCheckpointUpToMaxRestartsAnd
   EXPECT_EQ(r.calls, (std::vector<std::string>{"Plan", "Prepare", "Start", "Follow", "ExplainEnd", "PrepareRestart",
                                                "Start", "Follow", "ExplainEnd", "PrepareRestart", "Start", "Follow",
                                                "RunFields", "Predicted", "ExplainEnd"}));
-  EXPECT_NE(err.find("restart 1 of 2 in 0 s, from the checkpoint at step 3 (2 step(s) lost"), std::string::npos)
+  EXPECT_NE(err.find("restart 1 of 2 in 0 s, from the checkpoint at step 3\ntencache-launch: restarting: 2 step(s) "
+                     "lost (run again); the failed attempt's logs are in " + Out() + "/logs.attempt-1"),
+            std::string::npos)
       << err;
-  EXPECT_NE(err.find("restart 2 of 2 in 0 s, from the checkpoint at step 6 (2 step(s) lost"), std::string::npos)
+  EXPECT_NE(err.find("restart 2 of 2 in 0 s, from the checkpoint at step 6\ntencache-launch: restarting: 2 step(s) "
+                     "lost"),
+            std::string::npos)
       << err;
   // The steps lost were taken out: each step once, in order.
   EXPECT_EQ(MetricsSteps(dir_ / "run"), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
