@@ -530,10 +530,7 @@ void MpirunRunner::ExplainEnd(const PlannedRun& run, const RunOutcome& o) {
     return;
   }
   if (o.exit_code == 0) return;
-  std::string who = o.failed_rank >= 0 ? "rank " + std::to_string(o.failed_rank) : "a rank";
-  if (!o.failed_host.empty() && o.failure.find(o.failed_host) == std::string::npos) {
-    who += " on " + o.failed_host;  // unless the failure names it already
-  }
+  const std::string who = WhoFailed(o);
   std::fprintf(stderr, "tencache-launch: %s failed%s%s after %d step(s); the other ranks were stopped.\n", who.c_str(),
                o.failure.empty() ? "" : ": ", o.failure.c_str(), o.steps_done);
   if (!o.last_stderr.empty()) {
@@ -550,16 +547,18 @@ std::unique_ptr<Runner> MakeMpirunRunner(const LaunchOptions& options, JobSpec j
 }
 
 int LaunchRun(const LaunchOptions& opt) {
+  // The job keys --max-restarts and --target set (the k8s runner adds --steps' itself).
+  std::vector<std::string> flags;
+  if (opt.max_restarts >= 0) flags.push_back("cluster.max_restarts=" + std::to_string(opt.max_restarts));
+  if (!opt.target.empty()) flags.push_back("cluster.target=" + opt.target);
   std::vector<std::string> overrides = opt.overrides;
   if (opt.steps >= 0) overrides.push_back("train.steps=" + std::to_string(opt.steps));
-  if (opt.max_restarts >= 0) overrides.push_back("cluster.max_restarts=" + std::to_string(opt.max_restarts));
-  if (!opt.target.empty()) overrides.push_back("cluster.target=" + opt.target);
+  overrides.insert(overrides.end(), flags.begin(), flags.end());
   StatusOr<JobSpec> job = LoadJobFile(opt.job_path, overrides);
   if (!job.ok()) return FailCommand(job.status());
   if (job->cluster.target == Target::kK8s) {
     LaunchOptions k8s = opt;
-    if (!opt.target.empty()) k8s.overrides.push_back("cluster.target=" + opt.target);
-    if (opt.max_restarts >= 0) k8s.overrides.push_back("cluster.max_restarts=" + std::to_string(opt.max_restarts));
+    k8s.overrides.insert(k8s.overrides.end(), flags.begin(), flags.end());
     return RunPipeline(*MakeMpiJobRunner(k8s), opt.job_path, opt.dry_run);
   }
   return RunPipeline(*MakeMpirunRunner(opt, std::move(*job)), opt.job_path, opt.dry_run);

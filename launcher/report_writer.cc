@@ -33,7 +33,8 @@ std::vector<nlohmann::json> ReadMetrics(const std::string& path) {
 
 int WriteReport(const RunFolder& folder, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
                 const nlohmann::ordered_json& machine, const std::string& status,
-                const std::vector<std::string>& notes, const std::map<int, std::string>& rank_hosts) {
+                const std::vector<std::string>& notes, const std::map<int, std::string>& rank_hosts,
+                const nlohmann::ordered_json& attempts) {
   ReportInputs in;
   in.job = &job;
   in.catalog = &catalog;
@@ -51,12 +52,7 @@ int WriteReport(const RunFolder& folder, const JobSpec& job, const Catalog& cata
                  report.status().message().c_str());
     return kExitFailed;
   }
-  // Every attempt of a run cluster.max_restarts restarted (run.json, written first).
-  std::ifstream run_in(folder.Path("run.json"));
-  const nlohmann::json run = nlohmann::json::parse(run_in, nullptr, false);
-  if (!run.is_discarded() && run.is_object() && run.contains("attempts") && run["attempts"].is_array()) {
-    report->attempts = run["attempts"];
-  }
+  report->attempts = attempts;
   if (Status s = folder.Write("report.json", report->ToJson().dump(2) + "\n"); !s.ok()) return FailCommand(s);
   std::string summary;
   std::vector<std::string> warnings;
@@ -89,9 +85,11 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   std::ifstream run_in(folder.Path("run.json"));
   nlohmann::json run = nlohmann::json::parse(run_in, nullptr, false);
   std::map<int, std::string> rank_hosts;
+  nlohmann::ordered_json attempts;  // null: none recorded
   if (!run.is_discarded() && run.is_object()) {
     status = run.value("status", status);
     if (run.contains("rank_hosts")) rank_hosts = RankHostsFromJson(run["rank_hosts"]);
+    if (run.contains("attempts") && run["attempts"].is_array()) attempts = run["attempts"];
   }
   if (m.value("target", "") == "k8s") {  // predicted: the plan's instance type, as run
     JobSpec planned = *job;
@@ -101,13 +99,13 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
     if (plan->chosen < 0) {
       return FailCommand(Status::InvalidArgument(dir_arg + ": the run's instance type is no longer feasible"));
     }
-    return WriteReport(folder, *job, *catalog, plan->candidates[plan->chosen], m, status, {}, rank_hosts);
+    return WriteReport(folder, *job, *catalog, plan->candidates[plan->chosen], m, status, {}, rank_hosts, attempts);
   }
   if (job->cluster.target == Target::kHosts && m.contains("instance_type")) {  // described by the catalog
     StatusOr<LocalCandidate> local = MakeCatalogHostsCandidate(*job, *catalog);
     if (!local.ok()) return FailCommand(local.status());
     const Candidate predicted = EvaluateCandidate(*job, local->instance, local->gpu, local->nodes, local->assumptions);
-    return WriteReport(folder, *job, *catalog, predicted, m, status, local->notes, rank_hosts);
+    return WriteReport(folder, *job, *catalog, predicted, m, status, local->notes, rank_hosts, attempts);
   }
   MachineFacts facts;
   LocalProbes probes;
@@ -129,7 +127,7 @@ int RebuildReport(const std::string& dir_arg, const std::string& catalog_flag) {
   const int nodes = job->cluster.target == Target::kHosts ? job->cluster.nodes : 1;
   const LocalCandidate local = MakeLocalCandidate(probed, facts, probes, ranks, nodes);
   const Candidate predicted = EvaluateCandidate(*job, local.instance, local.gpu, local.nodes, local.assumptions);
-  return WriteReport(folder, *job, *catalog, predicted, m, status, local.notes, rank_hosts);
+  return WriteReport(folder, *job, *catalog, predicted, m, status, local.notes, rank_hosts, attempts);
 }
 
 }  // namespace tencache

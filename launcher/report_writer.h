@@ -25,12 +25,14 @@ namespace tencache {
 // and prints the summary. `machine`: machine.json as the run wrote it;
 // `status`: finished | interrupted | failed; `notes`: the prediction's
 // assumptions; `rank_hosts`: the host each rank reported (RunOutcome), for the
-// per-node figures. Returns the exit code: 0, or 1 when no report could be made
+// per-node figures; `attempts`: run.json's attempts (launcher/run_recovery.h;
+// null: none recorded). Returns the exit code: 0, or 1 when no report could be made
 // (no step measured, a file not written; said on stderr). A picture gnuplot
 // could not draw is a warning while report.md stands.
 int WriteReport(const RunFolder& folder, const JobSpec& job, const Catalog& catalog, const Candidate& predicted,
                 const nlohmann::ordered_json& machine, const std::string& status,
-                const std::vector<std::string>& notes, const std::map<int, std::string>& rank_hosts = {});
+                const std::vector<std::string>& notes, const std::map<int, std::string>& rank_hosts = {},
+                const nlohmann::ordered_json& attempts = nullptr);
 
 // Rebuilds the report of the run folder `dir` (finished or interrupted) from
 // its job.resolved.yaml, machine.json, run.json and metrics.jsonl, with the

@@ -20,6 +20,12 @@ std::string RunStatus(const RunOutcome& o) {
   return o.exit_code == 0 ? "finished" : o.interrupted ? "interrupted" : "failed";
 }
 
+std::string WhoFailed(const RunOutcome& o) {
+  std::string who = o.failed_rank >= 0 ? "rank " + std::to_string(o.failed_rank) : "a rank";
+  if (!o.failed_host.empty() && o.failure.find(o.failed_host) == std::string::npos) who += " on " + o.failed_host;
+  return who;
+}
+
 int RunExitCode(const RunOutcome& o) {
   return o.interrupted ? kExitInterrupted : o.exit_code != 0 ? kExitFailed : kExitOk;
 }
@@ -115,7 +121,7 @@ StatusOr<RunOutcome> FollowAttempts(Runner& runner, const PlannedRun& run, const
 
 // run.json: how the run ended.
 Status WriteRunRecord(Runner& runner, const RunFolder& folder, const PlannedRun& run, const RunOutcome& o,
-                      const std::vector<RunAttempt>& attempts) {
+                      const nlohmann::ordered_json& attempts) {
   nlohmann::ordered_json j = {{"status", RunStatus(o)},
                               {"target", TargetName(run.job.cluster.target)},
                               {"exit_code", RunExitCode(o)},
@@ -128,7 +134,7 @@ Status WriteRunRecord(Runner& runner, const RunFolder& folder, const PlannedRun&
                               {"stop_forced", o.forced},
                               {"rank_hosts", RankHostsToJson(o.rank_hosts)},
                               {"restarts", std::max(0, int(attempts.size()) - 1)},
-                              {"attempts", AttemptsToJson(attempts, RunPricePerHour(run))}};
+                              {"attempts", attempts}};
   runner.RunFields(run, o, &j);
   return folder.Write("run.json", j.dump(2) + "\n");
 }
@@ -158,10 +164,11 @@ int RunPipeline(Runner& runner, const std::string& job_path, bool dry_run) {
   if (!outcome.ok()) return FailCommand(outcome.status());
   // The run has ended: what can still be written and said, is.
   int code = kExitOk;
-  if (Status s = WriteRunRecord(runner, folder, run, *outcome, attempts); !s.ok()) code = FailCommand(s);
+  const nlohmann::ordered_json attempts_json = AttemptsToJson(attempts, RunPricePerHour(run));
+  if (Status s = WriteRunRecord(runner, folder, run, *outcome, attempts_json); !s.ok()) code = FailCommand(s);
   if (outcome->steps_done > 0) {
     const int reported = WriteReport(folder, resolved.job, *run.catalog, runner.Predicted(run, resolved),
-                                     run.machine, RunStatus(*outcome), run.notes, outcome->rank_hosts);
+                                     run.machine, RunStatus(*outcome), run.notes, outcome->rank_hosts, attempts_json);
     if (code == kExitOk) code = reported;
   }
   runner.ExplainEnd(run, *outcome);

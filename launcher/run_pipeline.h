@@ -87,6 +87,9 @@ class Runner {
 // "finished", "interrupted" or "failed", and the exit code (launcher/exit_code.h).
 std::string RunStatus(const RunOutcome& outcome);
 int RunExitCode(const RunOutcome& outcome);
+// Who failed: "rank R" (or "a rank" where unknown), with " on HOST" where the
+// host is known and the failure does not name it already.
+std::string WhoFailed(const RunOutcome& outcome);
 
 // Runs the six steps with `runner`; returns the process exit code
 // (launcher/exit_code.h): 0 finished (or a dry run), 1 failed or no report

@@ -35,9 +35,7 @@ bool FailedTheSameWayTwice(const std::vector<RunAttempt>& attempts) {
 std::string AttemptCause(const RunOutcome& o) {
   if (o.interrupted) return "interrupted (SIGINT / SIGTERM to tencache-launch)";
   if (o.exit_code == 0) return "finished";
-  std::string who = o.failed_rank >= 0 ? "rank " + std::to_string(o.failed_rank) : "a rank";
-  if (!o.failed_host.empty() && o.failure.find(o.failed_host) == std::string::npos) who += " on " + o.failed_host;
-  return who + ": " + (o.failure.empty() ? "exit code " + std::to_string(o.exit_code) : o.failure);
+  return WhoFailed(o) + ": " + (o.failure.empty() ? "exit code " + std::to_string(o.exit_code) : o.failure);
 }
 
 Status TrimMetrics(const std::string& path, int64_t step, int64_t* removed, double* removed_s) {

@@ -62,6 +62,33 @@ Status ReadAll(int fd, void* data, size_t bytes, uint64_t offset, const std::str
   return Status::Ok();
 }
 
+// Bytes of one rank's checkpoint file under `layout`: every block's `kinds`, back to back.
+uint64_t RankFileBytes(const ShardLayout& layout, const std::vector<ShardKind>& kinds) {
+  uint64_t bytes = 0;
+  for (int b = 0; b < int(layout.num_blocks()); ++b) {
+    for (ShardKind kind : kinds) bytes += layout.Bytes(b, kind);
+  }
+  return bytes;
+}
+
+// The rank file at `path` holds `expected` bytes (this job's shards over
+// `ranks` ranks), as the manifest says (`listed`).
+Status CheckRankFileSize(const std::string& path, uint64_t listed, uint64_t expected, int ranks) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) return Status::NotFound(path + ": " + ec.message());
+  if (size == expected && listed == expected) return Status::Ok();
+  return Status::InvalidArgument(path + ": holds " + std::to_string(size) + " bytes (the manifest says " +
+                                 std::to_string(listed) + "); this job's shards over " + std::to_string(ranks) +
+                                 " rank(s) are " + std::to_string(expected) + " bytes: truncated, or another model");
+}
+
+Status ChecksumMismatch(const std::string& path, uint64_t offset, int block, ShardKind kind, uint64_t bytes) {
+  return Status::Corruption(path + ": checksum mismatch at offset " + std::to_string(offset) + " (block " +
+                            std::to_string(block) + ", " + ShardKindName(kind) + ", " + std::to_string(bytes) +
+                            " bytes): the checkpoint is damaged; remove its folder to resume from an older one");
+}
+
 }  // namespace
 
 std::vector<ShardKind> Trainer::CheckpointKinds() const {
@@ -158,18 +185,7 @@ Status Trainer::SaveCheckpoint() {
 }
 
 Status Trainer::LoadRankFile(const std::string& path, const RankFileInfo& info) {
-  uint64_t expected = 0;
-  for (int b = 0; b < model_.num_blocks(); ++b) {
-    for (ShardKind kind : CheckpointKinds()) expected += layout_.Bytes(b, kind);
-  }
-  std::error_code ec;
-  const uint64_t size = fs::file_size(path, ec);
-  if (ec) return Status::NotFound(path + ": " + ec.message());
-  if (size != expected || info.bytes != expected) {
-    return Status::InvalidArgument(path + ": holds " + std::to_string(size) + " bytes (the manifest says " +
-                                   std::to_string(info.bytes) + "); this job's shards are " +
-                                   std::to_string(expected) + " bytes: truncated, or another model");
-  }
+  TC_RETURN_IF_ERROR(CheckRankFileSize(path, info.bytes, RankFileBytes(layout_, CheckpointKinds()), ranks_));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::IoError("opening " + path + ": " + std::strerror(errno));
   Status s;
@@ -201,9 +217,7 @@ Status Trainer::LoadRankFile(const std::string& path, const RankFileInfo& info) 
         if (s.ok() && rounds) WriteComputeCopy(*param, layout_.PieceBegin(b, kind, j), p->count(), p->f32(), &lanes_);
       }
       if (s.ok() && (i >= info.shard_crc.size() || crc != info.shard_crc[i])) {
-        s = Status::Corruption(path + ": checksum mismatch at offset " + std::to_string(offset) + " (block " +
-                               std::to_string(b) + ", " + ShardKindName(kind) + ", " + std::to_string(bytes) +
-                               " bytes): the checkpoint is damaged; remove its folder to resume from an older one");
+        s = ChecksumMismatch(path, offset, b, kind, bytes);
       }
       if (!s.ok()) break;
       offset += bytes;
@@ -226,12 +240,12 @@ Status Trainer::LoadResharded(const std::string& folder, const CheckpointManifes
   const std::vector<ShardKind> kinds = CheckpointKinds();
   // Where each (block, kind) record begins in an old rank's file: the same in every one.
   std::vector<uint64_t> record_at;
-  uint64_t expected = 0;
+  uint64_t at = 0;
   for (int b = 0; b < model_.num_blocks(); ++b) {
     for (ShardKind kind : kinds) {
       if (old.ElementBytes(kind) != sizeof(float)) return Status::Internal("a checkpoint state that is not fp32");
-      record_at.push_back(expected);
-      expected += old.Bytes(b, kind);
+      record_at.push_back(at);
+      at += old.Bytes(b, kind);
     }
   }
   std::vector<std::string> paths;
@@ -239,16 +253,8 @@ Status Trainer::LoadResharded(const std::string& folder, const CheckpointManifes
   Status s;
   for (int r = 0; r < old_ranks && s.ok(); ++r) {
     paths.push_back(folder + "/" + RankFileName(r));
-    std::error_code ec;
-    const uint64_t size = fs::file_size(paths.back(), ec);
-    if (ec) {
-      s = Status::NotFound(paths.back() + ": " + ec.message());
-    } else if (size != expected || m.ranks[size_t(r)].bytes != expected) {
-      s = Status::InvalidArgument(paths.back() + ": holds " + std::to_string(size) + " bytes (the manifest says " +
-                                  std::to_string(m.ranks[size_t(r)].bytes) + "); this job's shards over " +
-                                  std::to_string(old_ranks) + " rank(s) are " + std::to_string(expected) +
-                                  " bytes: truncated, or another model");
-    } else {
+    s = CheckRankFileSize(paths.back(), m.ranks[size_t(r)].bytes, at, old_ranks);
+    if (s.ok()) {
       fds.push_back(::open(paths.back().c_str(), O_RDONLY | O_CLOEXEC));
       if (fds.back() < 0) s = Status::IoError("opening " + paths.back() + ": " + std::strerror(errno));
     }
@@ -265,9 +271,7 @@ Status Trainer::LoadResharded(const std::string& folder, const CheckpointManifes
         shard.resize(had);
         s = ReadAll(fds[r], shard.data(), had * sizeof(float), record_at[record], paths[r]);
         if (s.ok() && Crc32c(0, shard.data(), had * sizeof(float)) != m.ranks[r].shard_crc[record]) {
-          s = Status::Corruption(paths[r] + ": checksum mismatch at offset " + std::to_string(record_at[record]) +
-                                 " (block " + std::to_string(b) + ", " + ShardKindName(kind) +
-                                 "): the checkpoint is damaged; remove its folder to resume from an older one");
+          s = ChecksumMismatch(paths[r], record_at[record], b, kind, had * sizeof(float));
         }
         const size_t from = std::max(lo, r * had), to = std::min(hi, (r + 1) * had);
         if (s.ok()) std::memcpy(mine.data() + (from - lo), shard.data() + (from - r * had), (to - from) * sizeof(float));

@@ -386,6 +386,10 @@ TEST(KillResume, WithMaxRestarts1TheLauncherRestartsAKilledRankFromItsCheckpoint
   EXPECT_EQ(report["status"], "finished");
   EXPECT_EQ(report["attempts"], run["attempts"]);
   EXPECT_NE(ReadText(managed / "report.md").find("## Attempts"), std::string::npos);
+  // `tencache-launch report` rebuilds the same attempts from run.json.
+  CommandResult rebuilt = tencache::testing::RunCommand(Launch() + " report " + managed.string() + " 2>&1");
+  EXPECT_EQ(rebuilt.code, 0) << rebuilt.out;
+  EXPECT_EQ(ReadJson(managed / "report.json")["attempts"], run["attempts"]);
   if (fs::exists(managed / "plots" / "loss_step_time.gp")) {  // drawn where gnuplot is installed
     EXPECT_NE(ReadText(managed / "plots" / "loss_step_time.gp").find("set arrow from first 6, graph 0"),
               std::string::npos);
