@@ -33,6 +33,7 @@ std::string CacheMetrics::ToJson() const {
     const std::string p = TierName(static_cast<Tier>(t));
     j[p + "_hits"] = tiers[t].hits;
     j[p + "_misses"] = tiers[t].misses;
+    j[p + "_late"] = tiers[t].late;
     j[p + "_reserved_bytes"] = tiers[t].reserved_bytes;
     j[p + "_used_bytes"] = tiers[t].used_bytes;
     j[p + "_peak_used_bytes"] = tiers[t].peak_used_bytes;

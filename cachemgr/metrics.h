@@ -16,6 +16,8 @@ namespace tencache {
 struct TierMetrics {
   uint64_t hits = 0;              // acquires that found the tensor already in this tier
   uint64_t misses = 0;            // acquires that had to wait for it to arrive
+  uint64_t late = 0;              // of the misses, those that found it already on its way here
+                                  // (a prefetch started but not arrived: issued too late to hide)
   uint64_t reserved_bytes = 0;    // carved pool capacity (what the tier holds for us)
   uint64_t used_bytes = 0;        // bytes of tensors occupying slots, at step end
   uint64_t peak_used_bytes = 0;   // maximum of used_bytes during the step

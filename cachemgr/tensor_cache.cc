@@ -252,6 +252,7 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
     if (!missed) {
       missed = true;
       ++metrics_.tiers[t].misses;
+      if (e.pending[t]) ++metrics_.tiers[t].late;  // a move here was started before this call
       ++e.waiters;
       waiting.e = &e;
       WakeSlotWaiters();

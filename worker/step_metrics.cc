@@ -23,6 +23,7 @@ std::string StepMetrics::ToJson() const {
   j["device_hit_rate"] = device_hit_rate;
   j["device_acquire_hit_rate"] = device_acquire_hit_rate;
   j["host_acquire_hit_rate"] = host_acquire_hit_rate;
+  j["host_acquire_late_rate"] = host_acquire_late_rate;
   j["compute_dtype"] = compute_dtype;
   j["job_dtype"] = job_dtype;
   for (Link l : kLinks) j[std::string("bytes_") + LinkName(l)] = bytes[l];

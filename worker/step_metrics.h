@@ -39,6 +39,10 @@ struct StepMetrics {
   // that found the shard in host memory (a state prefetch that arrived in time
   // counts), all ranks.
   double host_acquire_hit_rate = 0;
+  // Of the host acquires, those that found the shard on its way there (a fetch
+  // issued, not arrived: planned in time, copied too slowly), all ranks. Hit
+  // rate plus late rate is the share the plan fetched ahead, however fast the disk.
+  double host_acquire_late_rate = 0;
   // What the model computes in ("bf16" in mixed precision, with fp32 masters
   // and optimizer; "fp32"), and the job's model.dtype.
   std::string compute_dtype = "fp32";

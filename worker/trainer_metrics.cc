@@ -24,7 +24,8 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
                    double(hit_counter_->accesses()),
                    double(c.tier(Tier::kHost).hits),
                    double(c.tier(Tier::kHost).misses),
-                   optimizer_wait_s_};
+                   optimizer_wait_s_,
+                   double(c.tier(Tier::kHost).late)};
   hit_counter_->Reset();
   TC_RETURN_IF_ERROR(comm_->AllReduceSum(sums, std::size(sums)));
   // This rank's lanes: the training thread's (compute, collectives, optimizer)
@@ -83,6 +84,7 @@ StatusOr<StepMetrics> Trainer::Collect(double loss_sum, double seconds, const Ca
   auto rate = [](double hits, double misses) { return hits + misses > 0 ? hits / (hits + misses) : 1.0; };
   m.device_acquire_hit_rate = rate(sums[7], sums[8]);
   m.host_acquire_hit_rate = rate(sums[12], sums[13]);
+  m.host_acquire_late_rate = sums[12] + sums[13] > 0 ? sums[15] / (sums[12] + sums[13]) : 0.0;
   m.compute_dtype = TorchDtypeName(compute_dtype_);
   m.job_dtype = DTypeName(job_.dtype);
   m.device_used_bytes = peak[0];

@@ -19,6 +19,7 @@ TEST(CacheMetricsTest, JsonHasEveryFieldByName) {
   m.step = 3;
   m.tier(Tier::kDevice).hits = 7;
   m.tier(Tier::kHost).misses = 2;
+  m.tier(Tier::kHost).late = 1;
   m.tier(Tier::kHost).reserved_bytes = 1000;
   m.tier(Tier::kHost).peak_used_bytes = 950;
   m.link(Link::kNvmeRead).bytes = 11;
@@ -32,6 +33,7 @@ TEST(CacheMetricsTest, JsonHasEveryFieldByName) {
   EXPECT_EQ(j["step"], 3);
   EXPECT_EQ(j["device_hits"], 7);
   EXPECT_EQ(j["host_misses"], 2);
+  EXPECT_EQ(j["host_late"], 1);
   EXPECT_EQ(j["nvme_hits"], 0);
   EXPECT_EQ(j["bytes_nvme_to_host"], 11);
   EXPECT_EQ(j["bytes_host_to_device"], 12);

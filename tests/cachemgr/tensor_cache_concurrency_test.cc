@@ -229,6 +229,7 @@ TEST(TensorCacheInterleavingTest, AcquiredPrefetchIsADemandMissNotDeclined) {
     std::this_thread::yield();
   }
   EXPECT_EQ(c->Snapshot().tier(Tier::kHost).misses, misses_before + 1);
+  EXPECT_EQ(c->Snapshot().tier(Tier::kHost).late, 1u);  // the prefetch was issued, not yet arrived
   gate->Open();
   reader.join();
   EXPECT_TRUE(acquired.ok()) << acquired.ToString();

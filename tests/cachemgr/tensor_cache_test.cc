@@ -177,6 +177,7 @@ TEST_F(TensorCacheTest, MissWaitsAndRecordsStall) {
   EXPECT_TRUE(ReadMatches(c.get(), 0, 1));
   CacheMetrics m = c->EndStep();
   EXPECT_EQ(m.tier(Tier::kDevice).misses, 1u);
+  EXPECT_EQ(m.tier(Tier::kDevice).late, 0u);  // nothing was on its way: no prefetch
   EXPECT_GT(m.stall_seconds, 0.0);
   EXPECT_EQ(m.link(Link::kNvmeRead).bytes, kBytes);
 }

@@ -159,27 +159,35 @@ TEST(Trainer, UpdatesRunInTheBackwardAndOnePieceGradientsAreNeverStored) {
   fs::remove_all(NvmeDir("fused-ref"));
 }
 
-// The plan fetches each update's states to the host ahead of it, so the
-// optimizer finds them there far more often than when they come on demand.
+// The plan fetches each update's states to the host ahead of it: the
+// optimizer finds them there, or on their way, far more often than when they
+// come on demand. (Whether a fetch arrives in time depends on the disk and the
+// machine's load, so the test counts the fetches issued ahead, arrived or not.
+// The updates run on the training thread: on the optimizer lane their acquires
+// race the next block's, and which of them a slot goes to is the scheduler's.)
 TEST(Trainer, StatePrefetchesServeTheUpdatesFromTheHost) {
   auto solo = MakeSoloCommunicator();
-  double rate[2] = {0, 0};
+  double covered[2] = {0, 0}, late[2] = {0, 0};
   for (int prefetch = 0; prefetch < 2; ++prefetch) {
     const std::string tag = "states-" + std::to_string(prefetch);
     std::vector<StepMetrics> m =
         Train(SmallJob("tencache", tag, {"train.global_batch=2", "cache.device_budget=320KiB",
-                                         "cache.host_budget=1024KiB",
+                                         "cache.host_budget=1024KiB", "train.optimizer_overlap=off",
                                          std::string("cache.prefetch=") + (prefetch ? "true" : "false")}),
               solo.get(), 8);
     ASSERT_EQ(m.size(), 8u);
-    for (int s = 2; s < 8; ++s) rate[prefetch] += m[s].host_acquire_hit_rate / 6;
+    for (int s = 2; s < 8; ++s) {
+      covered[prefetch] += (m[s].host_acquire_hit_rate + m[s].host_acquire_late_rate) / 6;
+      late[prefetch] += m[s].host_acquire_late_rate / 6;
+    }
     fs::remove_all(NvmeDir(tag));
   }
-  std::printf("host acquire hit rate: prefetch off %.3f, on %.3f\n", rate[0], rate[1]);
+  std::printf("host acquires found there or on their way: prefetch off %.3f (late %.3f), on %.3f (late %.3f)\n",
+              covered[0], late[0], covered[1], late[1]);
   // 14 host acquires a step (3 per update, the embedding's stored gradient
-  // twice); measured: 10 hits on demand, 12 with the state fetches. The rest
-  // are capacity misses the Belady-safe rule declines to prefetch.
-  EXPECT_GT(rate[1], rate[0] + 0.05);
+  // twice); measured: 10 hits on demand, all 14 with the state fetches.
+  EXPECT_EQ(late[0], 0.0);  // nothing is fetched ahead without the plan
+  EXPECT_GT(covered[1], covered[0] + 0.05);
 }
 
 // Each lane's busy time is measured: the model computes, the optimizer runs,
