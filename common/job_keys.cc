@@ -489,13 +489,24 @@ std::vector<JobKey> MakeJobKeys() {
       "each update behind the backward, on the cores it has (docs/resource-model.md); the trace "
       "marks updates the lane ran (docs/trace-format.md).",
       "`auto`", "`off`"}));
-  keys.push_back(Int("train.checkpoint_every", 0, kIntMax, TC_FIELD(train.checkpoint_every),
-      {"Steps between checkpoints; `0`: none but the one a stop writes (`train.checkpoint_on_stop`)."
+  JobKey every = Key("train.checkpoint_every", "`auto` or " + IntType(0, kIntMax),
+      {"Steps between checkpoints; `0`: none but the one a stop writes (`train.checkpoint_on_stop`); "
+      "`auto`: the planner's choice for the plan's instance type (docs/launcher.md, \"Spot pricing\"): "
+      "on spot nodes (`cluster.use_spot`) the Young/Daly interval sqrt(2 x checkpoint time x mean time "
+      "between preemptions), or `0` where a stop's checkpoint fits in the cloud's preemption notice; "
+      "`0` on-demand and on this machine. job.resolved.yaml carries the number and why."
       " A checkpoint holds every rank's fp32 masters and AdamW moments (those on NVMe included), "
       "the step, AdamW's step count and the fp16 loss scaler, with a manifest of sizes and CRC32Cs "
       "(docs/worker.md, \"Checkpoints\"). `tencache-launch JOB --resume [RUN_DIR]` and "
       "`tencache-worker --resume` continue from the newest complete one, bitwise.",
-      "`0`", "`100`"}));
+      "`0`", "`100`, `auto`"});
+  every.read = [](JobReader& r, JobSpec* j) {
+    return r.GetIntOrAuto("train.checkpoint_every", 0, kCheckpointEveryAuto, &j->train.checkpoint_every);
+  };
+  every.write = [](const JobSpec& j) {
+    return j.train.checkpoint_every == kCheckpointEveryAuto ? std::string("auto") : IntText(j.train.checkpoint_every);
+  };
+  keys.push_back(every);
   keys.push_back(Flag("train.checkpoint_on_stop", TC_FIELD(train.checkpoint_on_stop),
       {"A stop asked by a signal (Ctrl-C, SIGTERM from Kubernetes or a spot reclaim, SIGUSR1) lets "
       "every rank finish its step and write a checkpoint, so that `--resume` continues from there; "
@@ -535,11 +546,28 @@ std::vector<JobKey> MakeJobKeys() {
       {"`cost` picks the lowest cost per epoch, `time` the shortest epoch.",
       "`cost`", "`time`"}));
   keys.push_back(Flag("cluster.use_spot", TC_FIELD(cluster.use_spot),
-      {"Price with spot prices (`price.spot` in the catalog). The shipped catalog has none, so "
-      "`plan` refuses `true` up front (exit 2: \"the catalog at PATH has no spot price for any "
-      "candidate\"); with a catalog where only some instance types have one, the others become "
-      "infeasible (\"no spot price in the catalog\").",
+      {"Run on spot nodes: the plan's cost and time per epoch are the expected ones on spot, "
+      "preemptions included (work lost since the last checkpoint, checkpoints, restarts: "
+      "docs/launcher.md, \"Spot pricing\"), and the objective ranks by them. The plan shows on-demand "
+      "and spot side by side either way. Instance types without a spot price (`price.spot`) or an "
+      "interruption rate (the catalog's `spot_interruption`, else `cluster.spot_interruption_rate`) "
+      "become infeasible, saying which is missing; `plan` refuses `true` up front (exit 2) when no "
+      "candidate has a spot price.",
       "`false`", "`true`"}));
+  keys.push_back(Key("cluster.spot_interruption_rate", "number >= 0 and < 1",
+      {"The share of spot nodes preempted in a month (AWS Spot Advisor's \"frequency of "
+      "interruption\", Azure's eviction rate), used for instance types whose catalog entry has "
+      "none (`spot_interruption`); printed in the plan as an assumption. `0`: the catalog's only.",
+      "`0`", "`0.1`"}));
+  keys.back().read = [](JobReader& r, JobSpec* j) {
+    return r.GetDoubleBelow("cluster.spot_interruption_rate", 0.0, false, 1.0, &j->cluster.spot_interruption_rate);
+  };
+  keys.back().write = [](const JobSpec& j) { return NumberText(j.cluster.spot_interruption_rate); };
+  keys.push_back(Number("cluster.spot_restart_s", 0.0, kAtLeast, TC_FIELD(cluster.spot_restart_s),
+      {"Seconds from a preemption until the job runs again on a replacement node (provisioning, "
+      "image pull, the ranks' start), beyond `cluster.restart_backoff_s` and the checkpoint's read: "
+      "the spot cost's restart time. Printed in the plan as an assumption unless set.",
+      "`300`", "`120`"}));
   keys.push_back(Number("cluster.max_price_per_hour", 0.0, kAtLeast, TC_FIELD(cluster.max_price_per_hour),
       {"Cap in USD per hour for all nodes together; `0` means no cap.",
       "`0`", "`60`"}));

@@ -178,6 +178,20 @@ Status JobReader::GetCountOrAuto(const std::string& key, int* out, int max) {
   return s;
 }
 
+Status JobReader::GetIntOrAuto(const std::string& key, int min, int auto_value, int* out) {
+  YAML::Node node = Find(key);
+  if (node.IsDefined() && node.IsScalar() && node.Scalar() == "auto") {
+    *out = auto_value;
+    Record(key, node);
+    return Status::Ok();
+  }
+  const std::string expected = "'auto' or an integer >= " + std::to_string(min);
+  if (node.IsDefined() && !node.IsScalar()) return Error(key, node, expected);
+  Status s = GetInt(key, min, out);
+  if (!s.ok()) return Error(key, node, expected);
+  return s;
+}
+
 Status JobReader::GetUint64(const std::string& key, uint64_t min, uint64_t* out) {
   bool negative = false, found = false;
   uint64_t magnitude = 0;
@@ -201,6 +215,17 @@ Status JobReader::GetDouble(const std::string& key, double min, bool min_exclusi
   if (bad) return Error(key, node, expected.str());
   *out = v;
   Record(key, node);
+  return Status::Ok();
+}
+
+Status JobReader::GetDoubleBelow(const std::string& key, double min, bool min_exclusive, double max, double* out) {
+  YAML::Node node = Find(key);
+  if (!node.IsDefined()) return Status::Ok();
+  std::ostringstream expected;
+  expected << "a number " << (min_exclusive ? "> " : ">= ") << min << " and < " << max;
+  double v = 0;
+  if (!GetDouble(key, min, min_exclusive, &v).ok() || v >= max) return Error(key, node, expected.str());
+  *out = v;
   return Status::Ok();
 }
 

@@ -42,9 +42,13 @@ class JobReader {
   Status GetInt(const std::string& key, int64_t min, int* out, int64_t max = 2147483647);
   // An integer >= 1, or 'auto' (stored as 0).
   Status GetCountOrAuto(const std::string& key, int* out, int max = 2147483647);
+  // An integer >= `min`, or 'auto' (stored as `auto_value`, below `min`).
+  Status GetIntOrAuto(const std::string& key, int min, int auto_value, int* out);
   // An integer from `min` to 2^64 - 1.
   Status GetUint64(const std::string& key, uint64_t min, uint64_t* out);
   Status GetDouble(const std::string& key, double min, bool min_exclusive, double* out);
+  // A number in [min, max) (`min` itself excluded when min_exclusive).
+  Status GetDoubleBelow(const std::string& key, double min, bool min_exclusive, double max, double* out);
   Status GetBool(const std::string& key, bool* out);
   Status GetSize(const std::string& key, bool allow_auto, std::optional<uint64_t>* out, bool allow_zero = false);
   // A list of non-empty names, each named once.

@@ -91,7 +91,8 @@ bool operator==(const KubernetesSpec& a, const KubernetesSpec& b) {
 bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
   auto fields = [](const ClusterSpec& c) {
     return std::tie(c.target, c.nodes, c.ranks_per_node, c.max_nodes, c.instance_types, c.objective, c.use_spot,
-                    c.max_price_per_hour, c.max_restarts, c.restart_backoff_s, c.volume, c.catalog, c.k8s, c.hosts);
+                    c.max_price_per_hour, c.max_restarts, c.restart_backoff_s, c.spot_interruption_rate,
+                    c.spot_restart_s, c.volume, c.catalog, c.k8s, c.hosts);
   };
   return fields(a) == fields(b);
 }

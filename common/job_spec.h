@@ -28,6 +28,8 @@ const char* LrScheduleName(LrSchedule s);  // "constant", "cosine", "linear"
 enum class OptimizerOverlap { kAuto, kOn, kOff };
 const char* OptimizerOverlapName(OptimizerOverlap o);  // "auto", "on", "off"
 
+constexpr int kCheckpointEveryAuto = -1;
+
 struct TrainSpec {
   std::string data;               // text (byte-level tokens), .bin/.u16 (uint16) or .u32 (uint32 tokens)
   uint64_t tokens_per_epoch = 0;  // 0: derive from the data file
@@ -56,7 +58,10 @@ struct TrainSpec {
   // of its machine's cores (worker/compute_device.h ComputeThreadsPerRank).
   int compute_threads = 0;
   OptimizerOverlap optimizer_overlap = OptimizerOverlap::kAuto;
-  int checkpoint_every = 0;       // 0: only at a stop (checkpoint_on_stop)
+  // Steps between checkpoints; 0: only at a stop (checkpoint_on_stop);
+  // kCheckpointEveryAuto: the planner's choice (launcher/preemption.h), which
+  // the resolved job carries as a number.
+  int checkpoint_every = 0;
   bool checkpoint_on_stop = true; // a stop asked by a signal writes a checkpoint after its step
   std::string checkpoint_dir = "ckpt/";  // relative to the job file's folder
   int keep_checkpoints = 2;       // the newest complete checkpoints kept
@@ -126,6 +131,11 @@ struct ClusterSpec {
   // restart after restart_backoff_s x 2^(k-1) seconds.
   int max_restarts = 0;
   double restart_backoff_s = 10;
+  // Spot pricing (launcher/preemption.h): the share of nodes preempted in a
+  // month, where the catalog gives none (0: the catalog's), and the seconds a
+  // preempted job takes to run again beyond the backoff and the checkpoint read.
+  double spot_interruption_rate = 0;
+  double spot_restart_s = 300;
   VolumeSpec volume;
   std::string catalog;            // directory or file; "" : the built-in catalog
   KubernetesSpec k8s;             // cluster.target k8s

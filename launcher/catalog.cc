@@ -58,6 +58,19 @@ class EntryReader {
   std::string entry_;
 };
 
+// Every key of the mapping `node` is one of `allowed`.
+Status CheckKeys(const EntryReader& r, const YAML::Node& node, const std::vector<std::string>& allowed) {
+  std::string names;
+  for (const std::string& k : allowed) names += (names.empty() ? "" : ", ") + k;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      return r.Error(key, "one of " + names + DidYouMean(key, allowed));
+    }
+  }
+  return Status::Ok();
+}
+
 // `sources:` maps a fact's key (one of `keys`) or `spec` (every fact not named)
 // to where it comes from: a non-empty string, typically URLs and what they say.
 Status ReadSources(const std::string& file, const EntryReader& e, const std::string& entry,
@@ -170,10 +183,24 @@ Status ReadInstance(const std::string& file, const YAML::Node& node, const std::
   if (!price.IsDefined() || !price.IsMap()) return e.Error("price", "a mapping {on_demand: USD/h, spot: USD/h, source: ...}");
   EntryReader p(file, price, "instance '" + s->type + "' price");
   TC_RETURN_IF_ERROR(p.Number("on_demand", true, &s->price_on_demand));
+  TC_RETURN_IF_ERROR(CheckKeys(p, price, {"on_demand", "spot", "source", "spot_source"}));
   double spot = 0;
   TC_RETURN_IF_ERROR(p.Number("spot", false, &spot));
   if (spot > 0) s->price_spot = spot;
   TC_RETURN_IF_ERROR(p.String("source", true, &s->price_source));
+  TC_RETURN_IF_ERROR(p.String("spot_source", false, &s->spot_source));
+  YAML::Node interruption = e.Child("spot_interruption");
+  if (interruption.IsDefined() && !interruption.IsNull()) {
+    if (!interruption.IsMap()) return e.Error("spot_interruption", "a mapping {monthly: share, bucket: ..., source: ...}");
+    EntryReader i(file, interruption, "instance '" + s->type + "' spot_interruption");
+    TC_RETURN_IF_ERROR(CheckKeys(i, interruption, {"monthly", "bucket", "source"}));
+    SpotInterruption si;
+    TC_RETURN_IF_ERROR(i.Number("monthly", true, &si.monthly));
+    if (si.monthly >= 1) return i.Error("monthly", "a share of nodes below 1 (0.10 for 10 %)");
+    TC_RETURN_IF_ERROR(i.String("bucket", false, &si.bucket));
+    TC_RETURN_IF_ERROR(i.String("source", true, &si.source));
+    s->spot_interruption = si;
+  }
   TC_RETURN_IF_ERROR(ReadSources(file, e, "instance '" + s->type + "'",
                                  {"gpu", "gpu_count", "gpu_memory_gib", "vcpus", "ram_gib", "network_gbps"},
                                  &s->sources));

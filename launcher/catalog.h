@@ -75,6 +75,15 @@ struct FabricSpec {
   bool none() const { return resources.empty() && env.empty(); }
 };
 
+// How often the provider reclaims a spot node of this type: the share of
+// nodes interrupted in a month (AWS Spot Advisor's "frequency of
+// interruption" bucket, Azure's eviction rate), as the bucket's upper bound.
+struct SpotInterruption {
+  double monthly = 0;  // 0 < monthly < 1
+  std::string bucket;  // as published, e.g. "5-10%"
+  std::string source;  // where and when
+};
+
 struct InstanceSpec {
   std::string provider;
   std::string type;
@@ -92,6 +101,8 @@ struct InstanceSpec {
   double price_on_demand = 0;    // USD per hour per node
   std::optional<double> price_spot;
   std::string price_source;
+  std::string spot_source;       // where price_spot comes from ("" : price_source)
+  std::optional<SpotInterruption> spot_interruption;  // unknown when absent
   std::string price_recorded;    // date the price was copied into the catalog
   std::string file;              // catalog file it came from
   // Where each fact comes from (`sources:`): keyed by gpu, gpu_count,

@@ -82,27 +82,6 @@ WorkerResources SizeWorker(const InstanceSpec& inst, int ranks_per_node, uint64_
   return w;
 }
 
-int SpotNoticeSeconds(const std::string& provider, std::string* source) {
-  struct Notice {
-    const char* provider;
-    int seconds;
-    const char* source;
-  };
-  static const Notice kNotices[] = {
-      {"aws", 120, "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html"},
-      {"gcp", 30, "https://cloud.google.com/compute/docs/instances/spot#preemption"},
-      {"azure", 30, "https://learn.microsoft.com/azure/virtual-machines/spot-vms (Scheduled Events: 30 s)"},
-  };
-  for (const Notice& n : kNotices) {
-    if (provider == n.provider) {
-      if (source != nullptr) *source = n.source;
-      return n.seconds;
-    }
-  }
-  if (source != nullptr) source->clear();
-  return 0;
-}
-
 GracePeriod TerminationGrace(const JobSpec& job, const Candidate& chosen) {
   GracePeriod g;
   const int per_node = job.cluster.ranks_per_node;

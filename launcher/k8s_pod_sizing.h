@@ -18,6 +18,7 @@
 
 #include "common/job_spec.h"
 #include "launcher/catalog.h"
+#include "launcher/preemption.h"
 #include "launcher/resource_model.h"
 
 namespace tencache {
@@ -58,9 +59,6 @@ struct GracePeriod {
   std::string comment;                     // the arithmetic, for the rendered pod
   std::string warning;                     // non-empty: it outlasts the spot notice (cluster.use_spot)
 };
-// The spot interruption notice of a provider in seconds ("aws" 120, "gcp" 30,
-// "azure" 30), and where it is published; 0 and "" for an unknown provider.
-int SpotNoticeSeconds(const std::string& provider, std::string* source = nullptr);
 // REQUIRES: chosen.feasible; job resolved (ranks_per_node set).
 GracePeriod TerminationGrace(const JobSpec& job, const Candidate& chosen);
 

@@ -142,6 +142,8 @@ StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const M
   r.model_state_bytes = ShardBytesPerRank(job.model, job.dtype, 1).total();
   r.tokens_per_epoch = job.train.tokens_per_epoch;
   r.objective = job.cluster.objective;
+  r.spot_restart_s = job.cluster.spot_restart_s;
+  r.spot_restart_assumed = job.locations.count("cluster.spot_restart_s") == 0;
   for (const auto& [key, budget] : {std::pair<const char*, std::optional<uint64_t>>{"cache.device_budget",
                                                                                     job.cache.device_budget},
                                     {"cache.host_budget", job.cache.host_budget},
@@ -189,9 +191,14 @@ StatusOr<PlanResult> PlanJob(const JobSpec& job, const Catalog& catalog, const M
 
 std::string CheckpointPlan(const JobSpec& job, const Candidate& c) {
   const TrainSpec& t = job.train;
-  std::string when = t.checkpoint_every > 0 ? "every " + std::to_string(t.checkpoint_every) + " steps" : "";
+  const bool automatic = t.checkpoint_every == kCheckpointEveryAuto;
+  const int every = automatic ? c.checkpoint_every : t.checkpoint_every;
+  std::string when = every > 0 ? "every " + std::to_string(every) + " steps" : "";
   if (t.checkpoint_on_stop) when += when.empty() ? "on a stop (SIGINT / SIGTERM)" : " and on a stop";
-  if (when.empty()) return "checkpoints: none (train.checkpoint_every 0, train.checkpoint_on_stop false)";
+  if (automatic) when += " (train.checkpoint_every auto, " + c.checkpoint_every_why + ")";
+  if (every == 0 && !t.checkpoint_on_stop) {
+    return "checkpoints: none (train.checkpoint_every 0, train.checkpoint_on_stop false)";
+  }
   const bool k8s = job.cluster.target == Target::kK8s;
   std::string where;
   const std::string dir = job.locations.count("train.checkpoint_dir") != 0 ? t.checkpoint_dir : "";
@@ -204,23 +211,13 @@ std::string CheckpointPlan(const JobSpec& job, const Candidate& c) {
   } else {
     where = dir.empty() ? "the run folder's checkpoints/" : dir + " (train.checkpoint_dir)";
   }
-  const int per_node = std::max(1, c.ranks / std::max(1, c.nodes));
-  const uint64_t per_rank = c.states.checkpoint(job.dtype), node = per_rank * uint64_t(per_node);
-  double gbps = 0;
-  std::string bandwidth;
-  if (k8s) {
-    gbps = job.cluster.k8s.checkpoint_write_gbps;
-    bandwidth = "cluster.checkpoint_write_gbps";
-  } else if (c.instance != nullptr && c.instance->nvme.write_gbps_per_disk > 0) {
-    gbps = c.instance->nvme.write_gbps_per_disk;
-    bandwidth = "one NVMe disk's write";
-  }
-  std::string line = "checkpoints: " + when + ", to " + where + ": " + FormatBytes(per_rank) + " a rank, " +
-                     FormatBytes(node) + " a node";
-  if (gbps > 0) {
+  const CheckpointTiming& ck = c.checkpoint;
+  std::string line = "checkpoints: " + when + ", to " + where + ": " + FormatBytes(ck.bytes_per_rank) + " a rank, " +
+                     FormatBytes(ck.bytes_per_node) + " a node";
+  if (ck.known()) {
     char rate[32];
-    std::snprintf(rate, sizeof rate, "%.2f", gbps);
-    line += ", written in " + FormatDuration(double(node) / (gbps * 1e9)) + " at " + rate + " GB/s (" + bandwidth + ")";
+    std::snprintf(rate, sizeof rate, "%.2f", ck.write_gbps);
+    line += ", written in " + FormatDuration(ck.write_s) + " at " + rate + " GB/s (" + ck.bandwidth + ")";
   } else {
     line += "; the disk's write bandwidth is unknown, so how long one takes is not predicted";
   }
@@ -262,7 +259,8 @@ std::vector<std::string> Row(const Candidate& c, bool chosen) {
           FormatDuration(c.step.step_s),
           Count(c.tokens_per_s),
           FormatDuration(c.epoch_hours * 3600),
-          priced ? FormatUsd(c.cost_per_epoch_usd) : "-",
+          priced ? FormatUsd(c.on_demand_cost_per_epoch_usd) : "-",
+          priced && c.spot_estimate.known ? FormatUsd(c.spot_estimate.cost_per_epoch_usd) : "-",
           chosen ? "*" : ""};
 }
 
@@ -282,7 +280,7 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
   out << "\n";
   std::vector<std::vector<std::string>> rows = {{"INSTANCE", "CLOUD", "NODES x GPUs", "$/h", "GPU/rank",
                                                  "CPU/rank", "NVMe/rank", "PLACEMENT", "STEP", "TOKENS/S",
-                                                 "EPOCH", "$/EPOCH", "CHOSEN"}};
+                                                 "EPOCH", "$/EPOCH", "SPOT $/EPOCH", "CHOSEN"}};
   const std::vector<Candidate>& list = all_nodes ? plan.evaluated : plan.candidates;
   std::vector<std::pair<std::string, std::string>> infeasible;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -299,7 +297,10 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
   else out << "No feasible plan.\n";
   out << "GPU/rank, CPU/rank, NVMe/rank: what the worker's cache gets on each rank (cache.device_budget, pinned\n"
          "cache.host_budget, cache.nvme_budget in job.resolved.yaml; the host tier holds every shard that fits).\n"
-         "PLACEMENT: share of model states the model keeps on GPU / pinned CPU / NVMe for its step time.\n";
+         "PLACEMENT: share of model states the model keeps on GPU / pinned CPU / NVMe for its step time.\n"
+         "$/EPOCH: on-demand nodes, training alone. SPOT $/EPOCH: expected on spot nodes, with the work\n"
+         "preemptions lose, checkpoints and restarts (docs/launcher.md, \"Spot pricing\"); EPOCH and the\n"
+         "ranking use it with cluster.use_spot.\n";
   if (!infeasible.empty()) {
     out << "\nInfeasible:\n";
     for (const auto& [type, reason] : infeasible) out << "  " << type << ": " << reason << "\n";
@@ -311,6 +312,20 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
     notes["price: " + c.instance->price_source + ", recorded " + c.instance->price_recorded +
           "; refresh before trusting"].push_back(c.instance->type);
     for (const std::string& n : c.assumptions) notes[n].push_back(c.instance->type);
+    const SpotEstimate& s = c.spot_estimate;
+    if (c.instance->price_spot) {
+      notes["spot price: " + (c.instance->spot_source.empty() ? c.instance->price_source : c.instance->spot_source)]
+          .push_back(c.instance->type);
+    }
+    if (s.known) {
+      if (!s.rate_assumed) notes[s.rate_source].push_back(c.instance->type);
+      else if (!c.spot) notes[s.rate_source].push_back(c.instance->type);  // with use_spot it is in c.assumptions
+      notes["spot restart: " + FormatDuration(plan.spot_restart_s) + " after a preemption" +
+            (plan.spot_restart_assumed ? " assumed (cluster.spot_restart_s)" : " (cluster.spot_restart_s)") +
+            ", plus cluster.restart_backoff_s and the checkpoint's read"].push_back(c.instance->type);
+    } else if (c.instance->price_spot) {
+      notes["spot cost unknown: " + s.missing].push_back(c.instance->type);
+    }
   }
   if (!notes.empty()) {
     out << "\nAssumptions (and the instances they apply to):\n";
@@ -340,6 +355,19 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
     const Candidate& c = plan.candidates[plan.chosen];
     out << "\nChosen: " << c.nodes << " x " << c.instance->type << " (" << c.ranks << " rank" << (c.ranks == 1 ? "" : "s") << "), "
         << FormatUsd(c.cost_per_epoch_usd) << " and " << FormatDuration(c.epoch_hours * 3600) << " per epoch\n";
+    const SpotEstimate& s = c.spot_estimate;
+    if (s.known) {
+      char buf[512];
+      std::snprintf(buf, sizeof buf,
+                    "  on spot: %s expected (on-demand %s): %.2g preemption(s) an epoch, one every %s; "
+                    "checkpoint every %d step(s)%s; adds %s of checkpoints, %s of lost work, %s of restarts\n",
+                    FormatUsd(s.cost_per_epoch_usd).c_str(), FormatUsd(c.on_demand_cost_per_epoch_usd).c_str(),
+                    s.preemptions, FormatDuration(s.mtbp_s).c_str(), s.checkpoint_every,
+                    s.notice_saves ? " and in the preemption notice" : "",
+                    FormatDuration(s.checkpoint_hours * 3600).c_str(), FormatDuration(s.lost_hours * 3600).c_str(),
+                    FormatDuration(s.restart_hours * 3600).c_str());
+      out << buf;
+    }
     if (c.step.optimizer_hidden_s > 0) {
       out << "  optimizer lane (train.optimizer_overlap): " << FormatDuration(c.step.optimizer_hidden_s)
           << " of the updates hidden per step, " << FormatDuration(c.step.optimizer_exposed_s) << " on the step\n";
@@ -388,6 +416,30 @@ nlohmann::ordered_json CandidateJson(const Candidate& c) {
   j["tokens_per_s"] = c.tokens_per_s;
   j["epoch_hours"] = c.epoch_hours;
   j["cost_per_epoch_usd"] = c.cost_per_epoch_usd;
+  j["on_demand_cost_per_epoch_usd"] = c.on_demand_cost_per_epoch_usd;
+  j["checkpoint_every"] = c.checkpoint_every;
+  j["checkpoint_write_s"] = c.checkpoint.write_s;
+  const SpotEstimate& s = c.spot_estimate;
+  nlohmann::ordered_json spot = {{"known", s.known}, {"missing", s.missing}};
+  if (s.known) {
+    spot["price_per_node_hour"] = s.price_per_node_hour;
+    spot["monthly_interruption_share"] = s.monthly_share;
+    spot["rate_source"] = s.rate_source;
+    spot["rate_assumed"] = s.rate_assumed;
+    spot["mtbp_s"] = s.mtbp_s;
+    spot["checkpoint_s"] = s.checkpoint_s;
+    spot["restart_s"] = s.restart_s;
+    spot["notice_s"] = s.notice_s;
+    spot["notice_saves"] = s.notice_saves;
+    spot["checkpoint_every"] = s.checkpoint_every;
+    spot["preemptions"] = s.preemptions;
+    spot["epoch_hours"] = s.epoch_hours;
+    spot["checkpoint_hours"] = s.checkpoint_hours;
+    spot["lost_hours"] = s.lost_hours;
+    spot["restart_hours"] = s.restart_hours;
+    spot["cost_per_epoch_usd"] = s.cost_per_epoch_usd;
+  }
+  j["spot_estimate"] = spot;
   j["price_source"] = c.instance->price_source;
   j["assumptions"] = c.assumptions;
   return j;

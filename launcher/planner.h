@@ -41,13 +41,17 @@ struct PlanResult {
   // else the chosen one's), how big one is and how long it takes to write:
   // CheckpointPlan. "" when nothing is feasible.
   std::string checkpoints;
+  // cluster.spot_restart_s, and whether the job left it at its default (an
+  // assumption the plan prints).
+  double spot_restart_s = 0;
+  bool spot_restart_assumed = true;
 };
 
 // One line on the checkpoints of `job` run as `c`: how often
 // (train.checkpoint_every, train.checkpoint_on_stop), where
 // (train.checkpoint_dir, cluster.checkpoint_claim, or the default), the bytes
 // per rank and per node, and the seconds one takes to write at the checkpoint
-// disk's write bandwidth (cluster.checkpoint_write_gbps on Kubernetes, else the
+// disk's write bandwidth (TimeCheckpoint: cluster.checkpoint_write_gbps on Kubernetes, else the
 // instance's NVMe per disk), or that the bandwidth is unknown.
 std::string CheckpointPlan(const JobSpec& job, const Candidate& c);
 

@@ -53,6 +53,10 @@ StatusOr<ResolvedJob> ResolveJob(const JobSpec& job, const Candidate& run) {
                                  " accumulation step(s))";
   }
   r.job.train.micro_batch = run.micro_batch;
+  if (job.train.checkpoint_every == kCheckpointEveryAuto) {
+    r.why["train.checkpoint_every"] = run.checkpoint_every_why;
+    r.job.train.checkpoint_every = run.checkpoint_every;
+  }
   if (!job.locations.count("train.tokens_per_epoch") && !job.train.data.empty()) {
     const int per_token = DataBytesPerToken(job.train.data);
     r.why["train.tokens_per_epoch"] = "counted in train.data: its bytes" +

@@ -477,6 +477,21 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
   c.tokens_per_s = double(job.train.global_batch) * job.model.seq_len / c.step.step_s;
   c.epoch_hours = double(job.train.tokens_per_epoch) / c.tokens_per_s / 3600.0;
   c.cost_per_epoch_usd = c.epoch_hours * hourly;
+  c.on_demand_cost_per_epoch_usd = c.epoch_hours * inst.price_on_demand * nodes;
+  c.checkpoint = TimeCheckpoint(job, inst, std::max(1, c.ranks / std::max(1, nodes)),
+                                c.states.checkpoint(job.dtype));
+  c.spot_estimate = EstimateSpot(job, inst, nodes, c.checkpoint, c.step.step_s, c.epoch_hours);
+  if (c.spot) {
+    if (!c.spot_estimate.known) {
+      c.feasible = false;
+      c.reason = "spot: " + c.spot_estimate.missing + " (cluster.use_spot)";
+      return c;
+    }
+    c.epoch_hours = c.spot_estimate.epoch_hours;
+    c.cost_per_epoch_usd = c.spot_estimate.cost_per_epoch_usd;
+    if (c.spot_estimate.rate_assumed) c.assumptions.push_back(c.spot_estimate.rate_source);
+  }
+  c.checkpoint_every = ResolveCheckpointEvery(job, c.spot_estimate, &c.checkpoint_every_why);
   return c;
 }
 

@@ -25,6 +25,7 @@
 #include "common/link.h"
 #include "launcher/cache_budgets.h"
 #include "launcher/catalog.h"
+#include "launcher/preemption.h"
 
 namespace tencache {
 
@@ -196,8 +197,15 @@ struct Candidate {
   CacheBudgets budgets;
   StepBreakdown step;
   double tokens_per_s = 0;
+  // The epoch as the objective ranks it: on spot nodes (cluster.use_spot) the
+  // expected one, preemptions included (`spot_estimate`), else on-demand.
   double epoch_hours = 0;
   double cost_per_epoch_usd = 0;
+  double on_demand_cost_per_epoch_usd = 0;  // training alone at the on-demand price
+  CheckpointTiming checkpoint;              // one checkpoint of a node
+  SpotEstimate spot_estimate;               // the same epoch on spot nodes (side by side)
+  int checkpoint_every = 0;                 // train.checkpoint_every as the run uses it
+  std::string checkpoint_every_why;         // where the job said auto: how it was chosen
   std::vector<std::string> assumptions;  // e.g. assumed NVMe bandwidth, network
   ModelAssumptions evaluated_with;       // what EvaluateCandidate was given (a calibration re-evaluates with it)
 };

@@ -118,6 +118,10 @@ Status Trainer::Init() {
     return Status::InvalidArgument(job_.Where("train.micro_batch") + ": 'auto' is resolved by the planner: run the job "
                                    "with tencache-launch (workers read its OUT/job.resolved.yaml), or set a number");
   }
+  if (job_.train.checkpoint_every == kCheckpointEveryAuto) {
+    return Status::InvalidArgument(job_.Where("train.checkpoint_every") + ": 'auto' is resolved by the planner: run "
+                                   "the job with tencache-launch (workers read its OUT/job.resolved.yaml), or set a number");
+  }
   const ClusterSpec& cl = job_.cluster;
   if (cl.nodes > 0 && cl.ranks_per_node > 0 && cl.nodes * cl.ranks_per_node != ranks_) {
     return Status::InvalidArgument(job_.Where("cluster.ranks_per_node") + ": the job is planned for " +

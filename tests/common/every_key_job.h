@@ -81,6 +81,8 @@ inline std::map<std::string, std::string> EveryKeyValues(const std::filesystem::
       {"cluster.max_price_per_hour", "60.5"},
       {"cluster.max_restarts", "3"},
       {"cluster.restart_backoff_s", "2.5"},
+      {"cluster.spot_interruption_rate", "0.08"},
+      {"cluster.spot_restart_s", "120"},
       {"cluster.catalog", "my-catalog/"},
       {"cluster.volume.size", "2TiB"},
       {"cluster.volume.read_gbps", "2.5"},

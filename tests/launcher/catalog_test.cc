@@ -195,6 +195,31 @@ TEST_F(BadCatalog, UnknownGpuAndNegativeNumbers) {
   EXPECT_NE(s.message().find("listed twice"), std::string::npos) << s.message();
 }
 
+// Spot: a price with its own source, and an interruption share below 1 with
+// its source; a misspelt key in either is named, not ignored.
+TEST_F(BadCatalog, SpotPriceAndInterruptionAreReadWithTheirSources) {
+  const std::string head = "  - {type: t1, gpu: X1, gpu_count: 1, gpu_memory_gib: 16, vcpus: 4, ram_gib: 16, network_gbps: 10,";
+  StatusOr<Catalog> c = Load(head + " price: {on_demand: 1, spot: 0.3, source: a, spot_source: b},"
+                                    " spot_interruption: {monthly: 0.1, bucket: '5-10%', source: advisor}}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const InstanceSpec& t = **c->FindInstance("t1");
+  EXPECT_EQ(t.price_spot, 0.3);
+  EXPECT_EQ(t.spot_source, "b");
+  ASSERT_TRUE(t.spot_interruption.has_value());
+  EXPECT_EQ(t.spot_interruption->monthly, 0.1);
+  EXPECT_EQ(t.spot_interruption->bucket, "5-10%");
+  EXPECT_EQ(t.spot_interruption->source, "advisor");
+  Status s = LoadWith(head + " price: {on_demand: 1, spto: 0.3, source: a}}\n");
+  EXPECT_NE(s.message().find("instance 't1' price: key 'spto': expected one of on_demand, spot, source, spot_source "
+                             "(did you mean 'spot'?)"),
+            std::string::npos)
+      << s.message();
+  s = LoadWith(head + " price: {on_demand: 1, source: a}, spot_interruption: {monthly: 1.5, source: x}}\n");
+  EXPECT_NE(s.message().find("key 'monthly': expected a share of nodes below 1"), std::string::npos) << s.message();
+  s = LoadWith(head + " price: {on_demand: 1, source: a}, spot_interruption: {monthly: 0.1}}\n");
+  EXPECT_NE(s.message().find("spot_interruption: key 'source'"), std::string::npos) << s.message();
+}
+
 TEST_F(BadCatalog, NetworkLatencyIsOptionalAndPositive) {
   StatusOr<Catalog> c = Load("  - {type: t1, gpu: X1, gpu_count: 1, gpu_memory_gib: 16, vcpus: 4, ram_gib: 16,"
                              " network_gbps: 10, network_latency_us: 12.5, price: {on_demand: 1, source: test}}\n"

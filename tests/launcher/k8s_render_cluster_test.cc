@@ -156,21 +156,8 @@ TEST(K8sRenderCluster, TheNvmeVolumeTheJobNamesIsHonouredWithoutAnNvmeBudget) {
 }
 
 TEST(K8sRenderCluster, SpotWarnsWhereTheGracePeriodOutlastsTheNotice) {
-  // A catalog whose p5.48xlarge has a spot price (the shipped one has none).
-  const fs::path dir = fs::temp_directory_path() / ("tencache_spot_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  fs::copy_file(fs::path(kSource) / "configs/instances/gpus.yaml", dir / "gpus.yaml");
-  fs::copy_file(fs::path(kSource) / "configs/instances/fabrics.yaml", dir / "fabrics.yaml");
-  for (const char* f : {"gcp.yaml", "azure.yaml"}) fs::copy_file(fs::path(kSource) / "configs/instances" / f, dir / f);
-  std::ifstream in(fs::path(kSource) / "configs/instances/aws.yaml");
-  std::string aws((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (size_t at = 0; (at = aws.find("price: {on_demand:", at)) != std::string::npos; at += 20) {
-    aws.replace(at, 18, "price: {spot: 20.0, on_demand:");
-  }
-  std::ofstream(dir / "aws.yaml") << aws;
-  CommandResult r = Render70b("p5.48xlarge", 2, "--catalog " + dir.string() + " --set cluster.use_spot=true");
-  fs::remove_all(dir);
+  // The shipped catalog's p5.48xlarge has a spot price and an interruption rate.
+  CommandResult r = Render70b("p5.48xlarge", 2, "--set cluster.use_spot=true");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("warning: terminationGracePeriodSeconds"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("spot interruption notice (120 s"), std::string::npos) << r.out;

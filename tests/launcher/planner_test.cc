@@ -240,49 +240,132 @@ TEST_F(PlannerTest, MultiNodePlansArePricedForAllTheirNodes) {
   }
 }
 
-TEST_F(PlannerTest, UseSpotIsRefusedWhenTheCatalogHasNoSpotPrice) {
-  StatusOr<PlanResult> plan = PlanJob(Job(kLlama7b, {"cluster.use_spot=true"}), catalog_, ModelAssumptions());
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(ExitCodeFor(plan.status()), 2);
-  const std::string& m = plan.status().message();
-  EXPECT_NE(m.find("--set cluster.use_spot=true: key 'cluster.use_spot'"), std::string::npos) << m;
-  EXPECT_NE(m.find("the catalog at " + DefaultCatalogPath() + " has no spot price for any candidate"),
-            std::string::npos)
-      << m;
-  EXPECT_TRUE(PlanJob(Job(kLlama7b, {"cluster.use_spot=false"}), catalog_, ModelAssumptions()).ok());
-}
-
-TEST_F(PlannerTest, UseSpotPricesTheCandidatesThatHaveASpotPrice) {
-  // A catalog where one instance type has a spot price and one has none: the
-  // plan runs, the first is priced at spot, the second stays infeasible.
+// A catalog of one GPU and the instance entries given (`- {...}` lines), loaded
+// from a temporary folder.
+Catalog TestCatalog(const std::string& instances) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("tencache_planner_spot_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "gpus.yaml") << "gpus:\n  - {name: X1, bf16_tflops: 100, fp32_tflops: 10, memory_gib: 80,"
                                        " memory_bw_gbps: 2000, p2p_gbps: 10, h2d_gbps: 25, source: test}\n";
-  std::ofstream(dir / "cloud.yaml")
-      << "provider: test\ninstances:\n"
-         "  - {type: with-spot, gpu: X1, gpu_count: 1, gpu_memory_gib: 80, vcpus: 16, ram_gib: 256, network_gbps: 10,"
-         " nvme: none, price: {on_demand: 4, spot: 1.5, source: test}}\n"
-         "  - {type: no-spot, gpu: X1, gpu_count: 1, gpu_memory_gib: 80, vcpus: 16, ram_gib: 256, network_gbps: 10,"
-         " nvme: none, price: {on_demand: 3, source: test}}\n";
+  std::ofstream(dir / "cloud.yaml") << "provider: test\ninstances:\n" << instances;
   StatusOr<Catalog> catalog = Catalog::Load(dir.string());
   std::filesystem::remove_all(dir);
-  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  EXPECT_TRUE(catalog.ok()) << catalog.status().ToString();
+  return catalog.ok() ? *catalog : Catalog();
+}
+
+const char kInstance[] = "  - {type: %s, gpu: X1, gpu_count: 1, gpu_memory_gib: 80, vcpus: 16, ram_gib: 256, network_gbps: 10,"
+                         " nvme: none, price: {%s}%s}\n";
+std::string Entry(const std::string& type, const std::string& price, const std::string& more = "") {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, kInstance, type.c_str(), price.c_str(), more.c_str());
+  return buf;
+}
+
+TEST_F(PlannerTest, UseSpotIsRefusedWhenTheCatalogHasNoSpotPrice) {
+  const Catalog catalog = TestCatalog(Entry("a", "on_demand: 4, source: test") + Entry("b", "on_demand: 3, source: test"));
+  StatusOr<PlanResult> plan = PlanJob(Job(kLlama7b, {"cluster.use_spot=true"}), catalog, ModelAssumptions());
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(ExitCodeFor(plan.status()), 2);
+  const std::string& m = plan.status().message();
+  EXPECT_NE(m.find("--set cluster.use_spot=true: key 'cluster.use_spot'"), std::string::npos) << m;
+  EXPECT_NE(m.find("has no spot price for any candidate"), std::string::npos) << m;
+  EXPECT_TRUE(PlanJob(Job(kLlama7b, {"cluster.use_spot=false"}), catalog, ModelAssumptions()).ok());
+}
+
+TEST_F(PlannerTest, UseSpotPricesTheCandidatesThatHaveASpotPrice) {
+  // One instance type with a spot price and a rate, one with a price and no
+  // rate, one with neither: the first is priced at spot, preemptions included;
+  // the others are infeasible, saying what is missing.
+  const Catalog catalog =
+      TestCatalog(Entry("with-spot", "on_demand: 4, spot: 1.5, source: test",
+                        ", spot_interruption: {monthly: 0.1, bucket: \"5-10%\", source: advisor}") +
+                  Entry("no-rate", "on_demand: 4, spot: 1.2, source: test") +
+                  Entry("no-spot", "on_demand: 3, source: test"));
   StatusOr<PlanResult> plan =
-      PlanJob(Job(kLlama7b, {"cluster.use_spot=true", "cluster.max_nodes=2"}), *catalog, ModelAssumptions());
+      PlanJob(Job(kLlama7b, {"cluster.use_spot=true", "cluster.max_nodes=2"}), catalog, ModelAssumptions());
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ASSERT_EQ(plan->chosen, 0);
   const Candidate& spot = plan->candidates[0];
   EXPECT_EQ(spot.instance->type, "with-spot");
   EXPECT_TRUE(spot.spot);
   EXPECT_DOUBLE_EQ(spot.price_per_node_hour, 1.5);
+  ASSERT_TRUE(spot.spot_estimate.known) << spot.spot_estimate.missing;
+  EXPECT_DOUBLE_EQ(spot.epoch_hours, spot.spot_estimate.epoch_hours);
   EXPECT_NEAR(spot.cost_per_epoch_usd, spot.epoch_hours * 1.5 * spot.nodes, 1e-12 * spot.cost_per_epoch_usd);
-  ASSERT_EQ(plan->candidates.size(), 2u);
-  EXPECT_EQ(plan->candidates[1].instance->type, "no-spot");
-  EXPECT_FALSE(plan->candidates[1].feasible);
-  EXPECT_NE(plan->candidates[1].reason.find("no spot price in the catalog (cluster.use_spot)"), std::string::npos)
-      << plan->candidates[1].reason;
+  EXPECT_GT(spot.spot_estimate.preemptions, 0);
+  EXPECT_EQ(spot.checkpoint.bandwidth, "cluster.volume's write");  // no NVMe: the job's volume
+  ASSERT_EQ(plan->candidates.size(), 3u);
+  for (size_t i = 1; i < 3; ++i) EXPECT_FALSE(plan->candidates[i].feasible) << plan->candidates[i].instance->type;
+  auto reason = [&](const std::string& type) {
+    for (const Candidate& c : plan->candidates)
+      if (c.instance->type == type) return c.reason;
+    return std::string();
+  };
+  EXPECT_NE(reason("no-spot").find("no spot price in the catalog (cluster.use_spot)"), std::string::npos)
+      << reason("no-spot");
+  EXPECT_NE(reason("no-rate").find("set cluster.spot_interruption_rate"), std::string::npos) << reason("no-rate");
+  // The job's rate fills in where the catalog has none, printed as an assumption.
+  plan = PlanJob(Job(kLlama7b, {"cluster.use_spot=true", "cluster.max_nodes=2", "cluster.spot_interruption_rate=0.3"}),
+                 catalog, ModelAssumptions());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::string table = RenderPlanTable(*plan, false);
+  EXPECT_NE(table.find("spot interruptions assumed 30 % of nodes a month (cluster.spot_interruption_rate; the "
+                       "catalog has none): no-rate"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("spot interruptions 5-10% of nodes a month (advisor): with-spot"), std::string::npos) << table;
+  EXPECT_NE(table.find("spot restart: 5 min 0 s after a preemption assumed (cluster.spot_restart_s)"), std::string::npos)
+      << table;
+}
+
+// On-demand and spot side by side for every instance type with a spot price
+// and a rate (the shipped catalog's AWS entries); cluster.use_spot ranks by
+// the spot column, and checkpoint_every auto becomes Young/Daly's interval.
+TEST_F(PlannerTest, OnDemandAndSpotSideBySide) {
+  const JobSpec od = Job(kLlama7b, {"cluster.instance_types=[p4d.24xlarge, g5.48xlarge, g6e.48xlarge]"});
+  PlanResult plan = *PlanJob(od, catalog_, ModelAssumptions());
+  const std::string table = RenderPlanTable(plan, false);
+  EXPECT_NE(table.find("SPOT $/EPOCH"), std::string::npos) << table;
+  int priced = 0;
+  for (const Candidate& c : plan.candidates) {
+    if (!c.feasible) continue;
+    EXPECT_FALSE(c.spot);
+    EXPECT_DOUBLE_EQ(c.cost_per_epoch_usd, c.on_demand_cost_per_epoch_usd);
+    ASSERT_TRUE(c.spot_estimate.known) << c.instance->type << ": " << c.spot_estimate.missing;
+    EXPECT_FALSE(c.spot_estimate.rate_assumed);  // the AWS Spot Advisor's bucket
+    EXPECT_LT(c.spot_estimate.cost_per_epoch_usd, c.on_demand_cost_per_epoch_usd) << c.instance->type;
+    EXPECT_GT(c.spot_estimate.epoch_hours, c.epoch_hours);
+    EXPECT_NE(table.find(FormatUsd(c.spot_estimate.cost_per_epoch_usd)), std::string::npos) << table;
+    ++priced;
+  }
+  EXPECT_GT(priced, 0);
+  const nlohmann::ordered_json j = PlanToJson(plan, false)["candidates"][0];
+  EXPECT_TRUE(j["spot_estimate"]["known"].get<bool>());
+  EXPECT_GT(j["spot_estimate"]["mtbp_s"].get<double>(), 0);
+
+  PlanResult spot = *PlanJob(Job(kLlama7b, {"cluster.instance_types=[p4d.24xlarge, g5.48xlarge, g6e.48xlarge]",
+                                            "cluster.use_spot=true", "train.checkpoint_every=auto",
+                                            "train.checkpoint_on_stop=false"}),
+                             catalog_, ModelAssumptions());
+  ASSERT_GE(spot.chosen, 0);
+  for (size_t i = 1; i < spot.candidates.size(); ++i) {
+    if (spot.candidates[i].feasible) {
+      EXPECT_LE(spot.candidates[i - 1].cost_per_epoch_usd, spot.candidates[i].cost_per_epoch_usd);
+    }
+  }
+  const Candidate& c = spot.candidates[size_t(spot.chosen)];
+  EXPECT_DOUBLE_EQ(c.cost_per_epoch_usd, c.spot_estimate.cost_per_epoch_usd);
+  EXPECT_EQ(c.checkpoint_every,
+            YoungDalyEvery(c.checkpoint.write_s, c.spot_estimate.mtbp_s, c.step.step_s));
+  EXPECT_NE(spot.checkpoints.find("every " + std::to_string(c.checkpoint_every) +
+                                  " steps (train.checkpoint_every auto, planned: Young/Daly"),
+            std::string::npos)
+      << spot.checkpoints;
+  EXPECT_NE(RenderPlanTable(spot, false).find("  on spot: " + FormatUsd(c.cost_per_epoch_usd) + " expected"),
+            std::string::npos)
+      << RenderPlanTable(spot, false);
 }
 
 TEST_F(PlannerTest, TableShowsTheJobsBudgetsAsWrittenAndInBinaryUnits) {

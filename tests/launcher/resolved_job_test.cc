@@ -79,6 +79,40 @@ TEST(ResolvedJob, EveryAutoIsReplacedAndSaysWhy) {
   }
 }
 
+// train.checkpoint_every auto: 0 with no preemptions priced (this machine);
+// on spot nodes Young/Daly's interval for the plan's instance type. Either way
+// the resolved job carries the number and why.
+TEST(ResolvedJob, CheckpointEveryAutoIsPlannedAndSaysWhy) {
+  StatusOr<ResolvedJob> r = Resolve({"train.checkpoint_every=auto"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->job.train.checkpoint_every, 0);
+  ASSERT_TRUE(r->why.count("train.checkpoint_every"));
+  EXPECT_NE(r->why.at("train.checkpoint_every").find("off spot nodes"), std::string::npos)
+      << r->why.at("train.checkpoint_every");
+  const std::string text = RenderResolvedJob(*r, {});
+  EXPECT_NE(text.find("checkpoint_every: 0  # planned: no periodic checkpoint off spot nodes"), std::string::npos)
+      << text;
+
+  StatusOr<JobSpec> job = ParseJobText(kJob, "job.yaml",
+                                       {"train.checkpoint_every=auto", "train.checkpoint_on_stop=false",
+                                        "cluster.use_spot=true", "train.tokens_per_epoch=1e12"});
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  StatusOr<Catalog> catalog = Catalog::Load(DefaultCatalogPath());
+  ASSERT_TRUE(catalog.ok());
+  StatusOr<PlanResult> plan = PlanJob(*job, *catalog, ModelAssumptions());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_GE(plan->chosen, 0);
+  const Candidate& c = plan->candidates[size_t(plan->chosen)];
+  r = ResolveJob(*job, c);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GT(r->job.train.checkpoint_every, 0);
+  EXPECT_EQ(r->job.train.checkpoint_every, c.spot_estimate.checkpoint_every);
+  EXPECT_EQ(r->why.at("train.checkpoint_every").rfind("planned: Young/Daly", 0), 0u) << r->why.at("train.checkpoint_every");
+  StatusOr<JobSpec> back = ParseJobText(RenderResolvedJob(*r, {}), "resolved.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->train.checkpoint_every, r->job.train.checkpoint_every);
+}
+
 TEST(ResolvedJob, TextReadsBackToTheSameJob) {
   StatusOr<ResolvedJob> r = Resolve({"cache.host_budget=3MiB", "train.lr=0.002"});
   ASSERT_TRUE(r.ok()) << r.status().message();
