@@ -11,8 +11,6 @@ namespace {
 
 constexpr uint64_t kPerRankProcess = 2ull << 30;   // the framework, CUDA and MPI beside the host budget
 constexpr uint64_t kEvictionThreshold = 100ull << 20;
-constexpr double kGraceFactor = 2.0;               // margin on the step and the write
-constexpr int64_t kGraceFixedS = 30;               // process exit, volume flush, the manifest
 
 // Sum of `fraction` x the part of `value` in each band (upper bounds ascending).
 double Banded(double value, const std::vector<std::pair<double, double>>& bands) {
@@ -86,25 +84,28 @@ GracePeriod TerminationGrace(const JobSpec& job, const Candidate& chosen) {
   GracePeriod g;
   const int per_node = job.cluster.ranks_per_node;
   const double step_s = chosen.step.step_s;
-  const double gbps = job.cluster.k8s.checkpoint_write_gbps;
   char buf[512];
   if (job.train.checkpoint_on_stop) {
     const uint64_t per_rank = chosen.states.checkpoint(job.dtype);
-    g.checkpoint_bytes_per_node = per_rank * uint64_t(per_node);
-    g.write_s = double(g.checkpoint_bytes_per_node) / (gbps * 1e9);
-    g.seconds = int64_t(std::ceil(kGraceFactor * (step_s + g.write_s))) + kGraceFixedS;
+    JobSpec pods = job;  // rendered pods write to the checkpoint volume, whatever the job's target
+    pods.cluster.target = Target::kK8s;
+    const CheckpointTiming ck = TimeCheckpoint(pods, *chosen.instance, per_node, per_rank);
+    const double gbps = ck.write_gbps;
+    g.checkpoint_bytes_per_node = ck.bytes_per_node;
+    g.write_s = ck.write_s;
+    g.seconds = StopSeconds(step_s, g.write_s);
     std::snprintf(buf, sizeof(buf),
                   "terminationGracePeriodSeconds: SIGTERM lets the step in flight finish (%.1f s planned) and "
                   "writes a checkpoint: %d ranks x %s (fp32 masters, AdamW moments) = %s per node at %.2f GB/s "
                   "(cluster.checkpoint_write_gbps) = %.1f s; %.0fx (step + write) + %llds = %llds",
                   step_s, per_node, Gib(per_rank).c_str(), Gib(g.checkpoint_bytes_per_node).c_str(), gbps,
-                  g.write_s, kGraceFactor, (long long)kGraceFixedS, (long long)g.seconds);
+                  g.write_s, kStopMarginFactor, (long long)kStopFixedS, (long long)g.seconds);
   } else {
-    g.seconds = int64_t(std::ceil(kGraceFactor * step_s)) + kGraceFixedS;
+    g.seconds = StopSeconds(step_s, 0);
     std::snprintf(buf, sizeof(buf),
                   "terminationGracePeriodSeconds: train.checkpoint_on_stop is false, so SIGTERM writes no checkpoint; "
                   "the step in flight (%.1f s planned) x %.0f + %llds = %llds",
-                  step_s, kGraceFactor, (long long)kGraceFixedS, (long long)g.seconds);
+                  step_s, kStopMarginFactor, (long long)kStopFixedS, (long long)g.seconds);
   }
   g.comment = buf;
   std::string source;

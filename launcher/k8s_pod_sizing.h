@@ -59,7 +59,9 @@ struct GracePeriod {
   std::string comment;                     // the arithmetic, for the rendered pod
   std::string warning;                     // non-empty: it outlasts the spot notice (cluster.use_spot)
 };
-// REQUIRES: chosen.feasible; job resolved (ranks_per_node set).
+// StopSeconds of the planned step and the node's checkpoint (TimeCheckpoint
+// at cluster.checkpoint_write_gbps, the pods' checkpoint volume). REQUIRES:
+// chosen.feasible; job resolved (ranks_per_node set).
 GracePeriod TerminationGrace(const JobSpec& job, const Candidate& chosen);
 
 // Kubernetes quantity of bytes in whole Gi (from 1 GiB) or Mi, rounded up or down.

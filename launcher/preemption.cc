@@ -29,6 +29,10 @@ int SpotNoticeSeconds(const std::string& provider, std::string* source) {
   return 0;
 }
 
+int64_t StopSeconds(double step_s, double write_s) {
+  return int64_t(std::ceil(kStopMarginFactor * (step_s + write_s))) + kStopFixedS;
+}
+
 CheckpointTiming TimeCheckpoint(const JobSpec& job, const InstanceSpec& instance, int ranks_per_node,
                                 uint64_t bytes_per_rank) {
   CheckpointTiming t;
@@ -99,14 +103,15 @@ SpotEstimate EstimateSpot(const JobSpec& job, const InstanceSpec& inst, int node
   e.checkpoint_s = ckpt.write_s;
   e.restart_s = job.cluster.restart_backoff_s + job.cluster.spot_restart_s + ckpt.read_s;
   e.notice_s = SpotNoticeSeconds(inst.provider);
-  e.notice_saves = job.train.checkpoint_on_stop && e.notice_s > 0 && step_s + ckpt.write_s <= e.notice_s;
+  e.notice_saves = job.train.checkpoint_on_stop && e.notice_s > 0 && StopSeconds(step_s, ckpt.write_s) <= e.notice_s;
   const double T = compute_hours * 3600;
   if (job.train.checkpoint_every != kCheckpointEveryAuto) {
     e.checkpoint_every = job.train.checkpoint_every;
   } else if (e.notice_saves) {
     e.checkpoint_every = 0;
     e.every_why = "planned: no periodic checkpoint on spot nodes: a stop's checkpoint (" + FormatDuration(step_s) +
-                  " step + " + FormatDuration(ckpt.write_s) + " write) fits in the " + inst.provider + " " +
+                  " step + " + FormatDuration(ckpt.write_s) + " write, with margin " +
+                  std::to_string(StopSeconds(step_s, ckpt.write_s)) + " s) fits in the " + inst.provider + " " +
                   std::to_string(e.notice_s) + " s preemption notice";
   } else {
     e.checkpoint_every = YoungDalyEvery(ckpt.write_s, e.mtbp_s, step_s);

@@ -13,8 +13,8 @@
 // training plus C seconds of checkpoint takes (T / tau) x (M + R) x
 // (e^((tau + C) / M) - 1) seconds on average, minimised near Young/Daly's
 // tau = sqrt(2 C M). Where a stop's checkpoint (train.checkpoint_on_stop) fits in
-// the provider's notice, nothing is lost: each preemption costs half a step,
-// one checkpoint and R. Pure functions; thread-safe.
+// the provider's notice (StopSeconds, with its margin), nothing is lost: each
+// preemption costs half a step, one checkpoint and R. Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,15 @@ constexpr double kHoursPerMonth = 730;
 // The spot interruption notice of a provider in seconds ("aws" 120, "gcp" 30,
 // "azure" 30), and where it is published; 0 and "" for an unknown provider.
 int SpotNoticeSeconds(const std::string& provider, std::string* source = nullptr);
+
+// The seconds a preempted node must be given to stop cleanly: the step in
+// flight and, with a checkpoint on stop, its write, each with a margin
+// (x kStopMarginFactor + kStopFixedS: process exit, volume flush, the manifest).
+// Kubernetes' terminationGracePeriodSeconds is this; a stop's checkpoint saves
+// the work only where it is within the provider's notice.
+constexpr double kStopMarginFactor = 2.0;
+constexpr int64_t kStopFixedS = 30;
+int64_t StopSeconds(double step_s, double write_s);
 
 // How long one checkpoint of a node takes: its ranks' bytes over the
 // checkpoint disk's bandwidth (cluster.checkpoint_write_gbps on Kubernetes, read

@@ -111,14 +111,16 @@ TEST(Preemption, YoungDalyIsWhereTheExpectedEpochIsLeast) {
   EXPECT_EQ(YoungDalyEvery(1e-6, 1, 1000), 1);
 }
 
-// Where a stop's checkpoint fits in the provider's notice (AWS: 120 s), a
-// preemption loses no work: auto writes no periodic checkpoint, and each
-// preemption costs half a step, one checkpoint and the restart.
+// Where a stop's checkpoint fits in the provider's notice (AWS: 120 s) with
+// the margin Kubernetes' grace period gives it (StopSeconds), a preemption
+// loses no work: auto writes no periodic checkpoint, and each preemption costs
+// half a step, one checkpoint and the restart.
 TEST(Preemption, ACheckpointInTheNoticeLosesNoWork) {
   JobSpec job = SpotJob(kCheckpointEveryAuto);
   job.train.checkpoint_on_stop = true;
   const InstanceSpec aws = Spot("aws", 0.2);
-  const CheckpointTiming ckpt = TimeCheckpoint(job, aws, 8, 4ull << 30);  // 34 s at 1 GB/s
+  const CheckpointTiming ckpt = TimeCheckpoint(job, aws, 8, 2ull << 30);  // 17 s at 1 GB/s
+  EXPECT_EQ(StopSeconds(10, ckpt.write_s), 85);                          // 2 x (10 + 17.2) + 30
   const SpotEstimate e = EstimateSpot(job, aws, 2, ckpt, 10, 24);
   ASSERT_TRUE(e.known) << e.missing;
   EXPECT_TRUE(e.notice_saves);
@@ -134,6 +136,11 @@ TEST(Preemption, ACheckpointInTheNoticeLosesNoWork) {
   EXPECT_FALSE(gcp.notice_saves);
   EXPECT_GT(gcp.checkpoint_every, 0);
   EXPECT_GT(gcp.epoch_hours, e.epoch_hours);
+  // 8 GiB a rank: step + write (79 s) is under 120 s, but not with the margin
+  // the grace period takes (188 s): the plan does not count on the notice.
+  const CheckpointTiming big = TimeCheckpoint(job, aws, 8, 8ull << 30);
+  EXPECT_LT(10 + big.write_s, 120);
+  EXPECT_FALSE(EstimateSpot(job, aws, 2, big, 10, 24).notice_saves);
 }
 
 TEST(Preemption, SaysWhatItLacksAndWhereTheRateComesFrom) {
