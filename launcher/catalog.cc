@@ -77,17 +77,15 @@ Status ReadSources(const std::string& file, const EntryReader& e, const std::str
                    const std::vector<std::string>& keys, std::map<std::string, std::string>* out) {
   YAML::Node sources = e.Child("sources");
   if (!sources.IsDefined() || sources.IsNull()) return Status::Ok();
-  std::string names = "spec";
-  for (const std::string& k : keys) names += ", " + k;
+  std::vector<std::string> allowed = {"spec"};
+  allowed.insert(allowed.end(), keys.begin(), keys.end());
+  std::string names;
+  for (const std::string& k : allowed) names += (names.empty() ? "" : ", ") + k;
   if (!sources.IsMap()) return e.Error("sources", "a mapping of " + names + " to a source string");
   EntryReader r(file, sources, entry + " sources");
-  std::vector<std::string> allowed = keys;
-  allowed.push_back("spec");
+  TC_RETURN_IF_ERROR(CheckKeys(r, sources, allowed));
   for (const auto& kv : sources) {
-    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      return r.Error(key, "one of " + names + DidYouMean(key, allowed));
-    }
+    const std::string key = kv.first.Scalar();
     if (!kv.second.IsScalar() || kv.second.Scalar().empty()) return r.Error(key, "a non-empty source string");
     (*out)[key] = kv.second.Scalar();
   }
