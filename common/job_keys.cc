@@ -572,12 +572,13 @@ std::vector<JobKey> MakeJobKeys() {
       {"Cap in USD per hour for all nodes together; `0` means no cap.",
       "`0`", "`60`"}));
   keys.push_back(Int("cluster.max_restarts", 0, 100, TC_FIELD(cluster.max_restarts),
-      {"Managed recovery (`local` and `hosts` targets; `k8s` refuses a value above 0): when a rank "
-      "dies, a host is lost or the ranks are stopped by a signal the launcher did not send, the "
-      "launcher starts the job again from the newest complete checkpoint (from scratch where there "
-      "is none), up to this many times; a run that fails the same way twice in a row (the same "
-      "rank, cause and step) stops with that cause. Every attempt is in run.json and the report "
-      "(docs/launcher.md, \"Managed recovery\"). `--max-restarts N` sets it.",
+      {"Managed recovery: when a rank dies, a host or pod is lost or the ranks are stopped by a "
+      "signal the launcher did not send, the launcher starts the job again from the newest complete "
+      "checkpoint (from scratch where there is none), up to this many times; a run that fails the "
+      "same way twice in a row (the same rank, cause and step) stops with that cause. On `k8s` it "
+      "deletes the MPIJob and applies it again with the ranks resuming, and needs "
+      "`cluster.checkpoint_claim`. Every attempt is in run.json and the report (docs/launcher.md, "
+      "\"Managed recovery\"). `--max-restarts N` sets it.",
       "`0`", "`3`"}));
   keys.push_back(Number("cluster.restart_backoff_s", 0.0, kAtLeast, TC_FIELD(cluster.restart_backoff_s),
       {"Seconds before the first restart (`cluster.max_restarts`); each further restart waits twice "
@@ -622,7 +623,8 @@ std::vector<JobKey> MakeJobKeys() {
       "`/mnt/nvme/tencache`", "`/local/tencache`"}));
   keys.push_back(Text("cluster.checkpoint_claim", TC_FIELD(cluster.k8s.checkpoint_claim),
       {"A ReadWriteMany PersistentVolumeClaim mounted for `train.checkpoint_dir`; without it "
-      "checkpoints go to an emptyDir and end with the pod.",
+      "checkpoints go to an emptyDir and end with the pod, so `cluster.max_restarts` above 0 and "
+      "`--resume` need it on `k8s`.",
       "none", "`tencache-checkpoints`"}));
   keys.push_back(Text("cluster.data_claim", TC_FIELD(cluster.k8s.data_claim),
       {"A PersistentVolumeClaim holding `train.data`, mounted read-only at its folder.",

@@ -245,7 +245,8 @@ std::string SubmissionSuffix() {
   return s.substr(s.size() > 7 ? s.size() - 7 : 0);
 }
 
-StatusOr<RenderedJob> RenderK8sJob(const ResolvedJob& resolved, const Candidate& chosen, const std::string& name) {
+StatusOr<RenderedJob> RenderK8sJob(const ResolvedJob& resolved, const Candidate& chosen, const std::string& name,
+                                   bool resume) {
   const JobSpec& job = resolved.job;
   const KubernetesSpec& k = job.cluster.k8s;
   if (k.image.empty()) {
@@ -273,6 +274,7 @@ StatusOr<RenderedJob> RenderK8sJob(const ResolvedJob& resolved, const Candidate&
   r.launcher_command = {"mpirun", "--tag-output", "-n", std::to_string(ranks), kK8sWorkerBinary,
                         "--job", kK8sJobFile, "--report-lines", "--sample", "0",
                         "--save-weights", K8sWeightsDir(job.name)};
+  if (resume) r.launcher_command.push_back("--resume");
 
   const std::string config = name + "-job";
   json configmap = {{"apiVersion", "v1"},

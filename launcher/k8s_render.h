@@ -56,8 +56,12 @@ std::string SubmissionSuffix();
 
 // `resolved` as the run executes it on `chosen` (nodes x the instance type),
 // its job file rewritten for the containers' paths. InvalidArgument naming the
-// key when cluster.image is unset or a name is not RFC 1123.
-// REQUIRES: chosen.feasible, chosen.instance from the catalog.
-StatusOr<RenderedJob> RenderK8sJob(const ResolvedJob& resolved, const Candidate& chosen, const std::string& name);
+// key when cluster.image is unset or a name is not RFC 1123. `resume`: the
+// ranks get --resume (continue from the newest complete checkpoint in
+// train.checkpoint_dir, on cluster.checkpoint_claim; exit 2 where there is none).
+// REQUIRES: chosen.feasible, chosen.instance from the catalog; with `resume`,
+// cluster.checkpoint_claim set (an emptyDir starts empty).
+StatusOr<RenderedJob> RenderK8sJob(const ResolvedJob& resolved, const Candidate& chosen, const std::string& name,
+                                   bool resume = false);
 
 }  // namespace tencache

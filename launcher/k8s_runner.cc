@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <deque>
@@ -145,6 +146,9 @@ StatusOr<RunOutcome> K8sFollow::Run() {
   follower_.Progress(true);
   outcome.steps_done = follower_.steps_done();
   outcome.failed_rank = follower_.failed_rank();
+  outcome.first_step = follower_.first_step();
+  outcome.first_step_s = follower_.first_metrics_s();
+  outcome.checkpoint_step = follower_.checkpoint_step();
   if (outcome.interrupted) {
     outcome.exit_code = 130;
     outcome.failure = "stopped following after " + std::to_string(outcome.steps_done) + " step(s); the MPIJob " +
@@ -451,6 +455,18 @@ Status ApplyManifests(const KubectlOptions& o, const std::string& manifest_file)
   }
   std::fflush(stdout);
   return Status::Ok();
+}
+
+Status DeleteForRestart(const KubectlOptions& o, const std::string& name, double timeout_s) {
+  const long long seconds = std::max(1LL, (long long)std::ceil(timeout_s));
+  TC_ASSIGN_OR_RETURN(ProcessResult r,
+                      Kubectl(o, {"delete", kMpiJobResource, name, "--cascade=foreground", "--wait=true",
+                                  "--timeout=" + std::to_string(seconds) + "s"},
+                              double(seconds) + kKubectlTimeoutS));
+  if (r.exit_code == 0) return Status::Ok();
+  if (Contains(r.err, "(NotFound)") && !MpiJobKindMissing(r.err)) return Status::Ok();
+  const Status s = KubectlFailure("kubectl delete mpijob " + name + " (before the restart)", r);
+  return Status::Unavailable(s.message());
 }
 
 StatusOr<RunOutcome> FollowK8sJob(const KubectlOptions& o, const FollowOptions& f) {

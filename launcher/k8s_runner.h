@@ -44,6 +44,15 @@ std::vector<std::string> KubectlCommand(const KubectlOptions& o, const std::vect
 // kubectl's stderr.
 Status ApplyManifests(const KubectlOptions& o, const std::string& manifest_file);
 
+// Before a restart (cluster.max_restarts): deletes the MPIJob and waits until
+// it and its pods are gone, so that the same name can be applied again:
+//   kubectl ... delete mpijobs.v2beta1.kubeflow.org NAME --cascade=foreground --wait=true --timeout=Ts
+// (foreground: the MPIJob stays until the pods it owns are deleted, each within
+// its grace period). The job's ConfigMap stays (apply configures it again). An
+// MPIJob already gone is Ok; Unavailable (with kubectl's stderr) when the
+// cluster cannot be reached or T = `timeout_s` passes first.
+Status DeleteForRestart(const KubectlOptions& o, const std::string& name, double timeout_s);
+
 struct FollowOptions {
   std::string job_name;          // the MPIJob's metadata.name
   std::string log_dir;           // launcher.log (the launcher pod's log), pods.json snapshots

@@ -1,5 +1,6 @@
 #include "launcher/launch_k8s.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "common/text_file.h"
 #include "launcher/catalog.h"
 #include "launcher/exit_code.h"
+#include "launcher/k8s_pod_sizing.h"
 #include "launcher/k8s_render.h"
 #include "launcher/k8s_runner.h"
 #include "launcher/launch_run.h"
@@ -32,10 +34,11 @@ struct K8sPlan {
 Status PlanForK8s(const std::string& job_path, const std::vector<std::string>& overrides,
                   const std::string& catalog_flag, K8sPlan* out) {
   TC_ASSIGN_OR_RETURN(out->job, LoadJobFile(job_path, overrides));
-  if (out->job.cluster.max_restarts > 0) {
-    return Status::InvalidArgument(out->job.Where("cluster.max_restarts") +
-                                   ": managed recovery runs on cluster.target local and hosts; a Kubernetes run "
-                                   "is not restarted by tencache-launch yet (set it to 0)");
+  if (out->job.cluster.max_restarts > 0 && out->job.cluster.k8s.checkpoint_claim.empty()) {
+    return Status::InvalidArgument(out->job.Where("cluster.max_restarts") + ": a restart resumes from the "
+                                   "checkpoints, and without cluster.checkpoint_claim they are in an emptyDir that "
+                                   "goes with the pod; name a PersistentVolumeClaim (ReadWriteMany for more than "
+                                   "one node) in cluster.checkpoint_claim, or set cluster.max_restarts to 0");
   }
   TC_ASSIGN_OR_RETURN(out->catalog, Catalog::Load(CatalogPathFor(catalog_flag, out->job.cluster.catalog)));
   TC_ASSIGN_OR_RETURN(out->plan, PlanJob(out->job, out->catalog, ModelAssumptions()));
@@ -47,16 +50,21 @@ StatusOr<std::string> MpiJobName(const JobSpec& job, const std::string& name_fla
 }
 
 // The chosen candidate's objects; prints what a cluster admin should hear.
-StatusOr<RenderedJob> Render(const ResolvedJob& resolved, const Candidate& chosen, const std::string& name) {
-  TC_ASSIGN_OR_RETURN(RenderedJob rendered, RenderK8sJob(resolved, chosen, name));
+StatusOr<RenderedJob> Render(const ResolvedJob& resolved, const Candidate& chosen, const std::string& name,
+                             bool resume = false) {
+  TC_ASSIGN_OR_RETURN(RenderedJob rendered, RenderK8sJob(resolved, chosen, name, resume));
   for (const std::string& w : rendered.warnings) std::fprintf(stderr, "tencache-launch: warning: %s\n", w.c_str());
   return rendered;
 }
 
-std::string Header(const std::string& job_path, const Candidate& c, const RenderedJob& r) {
+std::string Header(const std::string& job_path, const Candidate& c, const RenderedJob& r, bool resume = false) {
   return "# tencache-launch render " + job_path + ": " + std::to_string(c.nodes) + " x " + c.instance->type + " (" +
-         std::to_string(c.ranks) + " ranks), namespace " + r.namespace_ + "\n";
+         std::to_string(c.ranks) + " ranks), namespace " + r.namespace_ +
+         (resume ? "; the ranks resume from the newest complete checkpoint" : "") + "\n";
 }
+
+// The manifests a restart applies when it resumes (the first attempt's are manifests.yaml).
+constexpr char kResumeManifests[] = "manifests.resume.yaml";
 
 // cluster.target k8s: a Kubeflow MPIJob applied through kubectl and followed
 // (launcher/k8s_runner.h).
@@ -65,14 +73,20 @@ class MpiJobRunner : public Runner {
   explicit MpiJobRunner(const LaunchOptions& opt) : opt_(opt) {}
 
   StatusOr<PlannedRun> Plan() override {
-    if (opt_.resume) {
-      return Status::InvalidArgument("--resume: a Kubernetes run does not resume from a checkpoint yet (the "
-                                     "rendered MPIJob starts afresh); resume on cluster.target local or hosts");
+    if (!opt_.resume_from.empty()) {
+      return Status::InvalidArgument("--resume " + opt_.resume_from + ": a Kubernetes run resumes from the "
+                                     "checkpoints on cluster.checkpoint_claim (train.checkpoint_dir there is "
+                                     "the job's own folder), not from a run folder; use --resume alone");
     }
     std::vector<std::string> overrides = opt_.overrides;
     if (opt_.steps >= 0) overrides.push_back("train.steps=" + std::to_string(opt_.steps));
     if (!opt_.namespace_.empty()) overrides.push_back("cluster.namespace=" + opt_.namespace_);
     TC_RETURN_IF_ERROR(PlanForK8s(opt_.job_path, overrides, opt_.catalog, &p_));
+    if (opt_.resume && p_.job.cluster.k8s.checkpoint_claim.empty()) {
+      return Status::InvalidArgument("--resume: " + p_.job.Where("cluster.checkpoint_claim") + " is not set, so "
+                                     "the pods' checkpoints were in an emptyDir, gone with the pods; a Kubernetes "
+                                     "run resumes from the claim's");
+    }
     PlannedRun run;
     run.job = p_.job;
     run.catalog = &p_.catalog;
@@ -87,27 +101,29 @@ class MpiJobRunner : public Runner {
   StatusOr<RunFiles> Prepare(const PlannedRun& run, const ResolvedJob& resolved) override {
     resolved_ = resolved;
     const Candidate& c = run.candidate();
-    TC_ASSIGN_OR_RETURN(rendered_, Render(resolved, c, name_));
+    TC_ASSIGN_OR_RETURN(rendered_, Render(resolved, c, name_, opt_.resume));
+    manifests_ = "manifests.yaml";
     machine_ = {{"target", "k8s"},
                 {"instance_type", c.instance->type},
                 {"nodes", c.nodes},
                 {"namespace", rendered_.namespace_},
                 {"mpijob", rendered_.name}};
-    return RunFiles{{"manifests.yaml", Header(opt_.job_path, c, rendered_) + rendered_.yaml},
+    return RunFiles{{"manifests.yaml", Header(opt_.job_path, c, rendered_, opt_.resume) + rendered_.yaml},
                     {"job.resolved.yaml", RenderResolvedJob(resolved, {"tencache-launch: the job as planned."})},
                     {"plan.json", PlanToJson(run.plan, false).dump(2) + "\n"},
                     {"machine.json", machine_.dump(2) + "\n"}};
   }
 
   std::string DryRun(const PlannedRun& run, const RunFiles&) override {
-    return "Dry run: nothing applied.\n\n" + Header(opt_.job_path, run.candidate(), rendered_) + rendered_.yaml;
+    return "Dry run: nothing applied.\n\n" + Header(opt_.job_path, run.candidate(), rendered_, opt_.resume) +
+           rendered_.yaml;
   }
 
   Status Start(const PlannedRun& run) override {
     kubectl_.kubectl = opt_.kubectl;
     kubectl_.context = opt_.context;
     kubectl_.namespace_ = rendered_.namespace_;
-    const std::string manifests = (fs::path(run.out) / "manifests.yaml").string();
+    const std::string manifests = (fs::path(run.out) / manifests_).string();
     std::printf("Applying %s (MPIJob %s in namespace %s)\n", manifests.c_str(), rendered_.name.c_str(),
                 kubectl_.namespace_.c_str());
     return ApplyManifests(kubectl_, manifests);
@@ -121,13 +137,35 @@ class MpiJobRunner : public Runner {
     f.total_steps = resolved_.job.train.steps;
     f.progress_in_place = isatty(1);
     f.progress_every_s = opt_.progress_every_s;
-    return FollowK8sJob(kubectl_, f);
+    StatusOr<RunOutcome> o = FollowK8sJob(kubectl_, f);
+    if (o.ok()) checkpoint_step_ = std::max(checkpoint_step_, o->checkpoint_step);
+    return o;
   }
 
   Candidate Predicted(const PlannedRun& run, const ResolvedJob&) override { return run.candidate(); }
 
-  StatusOr<int64_t> PrepareRestart(const PlannedRun&) override {
-    return Status::FailedPrecondition("a Kubernetes run is not restarted by tencache-launch (cluster.max_restarts)");
+  // The failed MPIJob is deleted (its pods with it) and applied again under
+  // the same name: resuming (manifests.resume.yaml) from the newest checkpoint
+  // the ranks said they committed or resumed from in any attempt; afresh
+  // (manifests.yaml) where they said none. The launcher cannot read the claim:
+  // a checkpoint committed after the last line its log delivered is newer than
+  // the step returned, and the ranks resume from it all the same.
+  StatusOr<int64_t> PrepareRestart(const PlannedRun& run) override {
+    const double grace_s = TerminationGrace(resolved_.job, run.candidate()).seconds;
+    std::printf("Deleting the MPIJob %s and its pods (to apply it again)\n", rendered_.name.c_str());
+    std::fflush(stdout);
+    TC_RETURN_IF_ERROR(DeleteForRestart(kubectl_, rendered_.name, grace_s + kDeleteSlackS));
+    if (checkpoint_step_ <= 0) {
+      manifests_ = "manifests.yaml";
+      return int64_t{0};
+    }
+    if (!opt_.resume) {
+      TC_ASSIGN_OR_RETURN(const RenderedJob resumed, RenderK8sJob(resolved_, run.candidate(), name_, true));
+      TC_RETURN_IF_ERROR(RunFolder(run.out).Write(
+          kResumeManifests, Header(opt_.job_path, run.candidate(), resumed, true) + resumed.yaml));
+      manifests_ = kResumeManifests;
+    }
+    return checkpoint_step_;
   }
 
   void RunFields(const PlannedRun&, const RunOutcome&, nlohmann::ordered_json* run_json) override {
@@ -155,6 +193,10 @@ class MpiJobRunner : public Runner {
   RenderedJob rendered_;
   nlohmann::ordered_json machine_;
   KubectlOptions kubectl_;
+  std::string manifests_ = "manifests.yaml";  // what Start applies, in the run folder
+  int64_t checkpoint_step_ = -1;               // the newest checkpoint any attempt's ranks said; -1: none
+  // Beyond the pods' grace period, for the API server and the kubelets to remove them.
+  static constexpr double kDeleteSlackS = 120;
 };
 
 }  // namespace

@@ -139,6 +139,7 @@ StatusOr<RunOutcome> RunLocal(const RunOptions& o) {
   outcome.steps_done = follower.steps_done();
   outcome.first_step = follower.first_step();
   outcome.first_step_s = follower.first_metrics_s();
+  outcome.checkpoint_step = follower.checkpoint_step();
   outcome.failed_rank = follower.failed_rank();
   outcome.failure = follower.failure();
   outcome.failed_host = follower.failed_host();

@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -76,6 +77,7 @@ struct RunOutcome {
   int steps_done = 0;                     // the last step reported + 1 (a resumed run counts from 0)
   int first_step = -1;                    // the first step reported (0, or a resumed run's first); -1: none
   double first_step_s = -1;               // MonotonicSeconds when it was reported; -1: none
+  int64_t checkpoint_step = -1;           // the newest checkpoint rank 0 said it committed or resumed from; -1: none
   double stop_seconds = 0;                // from the signal or death to every rank gone
 };
 

@@ -222,6 +222,13 @@ void RunFollower::RankLine(int rank, bool err, const std::string& text) {
     rank_hosts_[rank] = host;
     if (pid > 0) rank_pids_[rank] = pid_t(pid);
     if (pid > 0 && (host.empty() || host == local_host_)) pids_.push_back(pid_t(pid));
+  } else if (rank == 0 && text.rfind(kWorkerLogPrefix, 0) == 0) {
+    const std::string said = text.substr(std::strlen(kWorkerLogPrefix));
+    for (const char* prefix : {kReportCheckpointSaid, kReportResumedSaid}) {
+      if (said.rfind(prefix, 0) != 0) continue;
+      const long long step = std::atoll(said.c_str() + std::strlen(prefix));
+      if (step > 0) checkpoint_step_ = std::max<int64_t>(checkpoint_step_, step);
+    }
   } else if (rank == 0 && text.rfind(kReportMetricsPrefix, 0) == 0) {
     nlohmann::json j = nlohmann::json::parse(text.substr(std::strlen(kReportMetricsPrefix)), nullptr, false);
     if (j.is_discarded() || !j.is_object()) {  // said, not dropped in silence

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -109,6 +110,9 @@ class RunFollower {
   // step; -1: none yet.
   double first_metrics_s() const { return first_metrics_s_; }
   int first_step() const { return first_step_; }
+  // The newest checkpoint rank 0 said it committed or resumed from
+  // (common/report_lines.h); -1: none said.
+  int64_t checkpoint_step() const { return checkpoint_step_; }
   // Rank 0's metrics lines that were not JSON (each also said as a Note).
   int unreadable_metrics() const { return unreadable_metrics_; }
 
@@ -132,6 +136,7 @@ class RunFollower {
   int steps_done_ = 0;
   double first_metrics_s_ = -1;
   int first_step_ = -1;
+  int64_t checkpoint_step_ = -1;
   int unreadable_metrics_ = 0;
   nlohmann::json last_;
   std::vector<double> step_times_;

@@ -74,8 +74,8 @@ class Runner {
   // Managed recovery (cluster.max_restarts), after Follow returned a failed
   // outcome: makes the next Start / Follow resume from the newest complete
   // checkpoint, or start afresh when there is none; returns the step the next
-  // attempt begins at (0: afresh); an error where the target does not
-  // restart runs (FailedPrecondition).
+  // attempt begins at (0: afresh); a Status when the failed attempt cannot be
+  // cleared away (a Kubernetes MPIJob that is not deleted in time).
   virtual StatusOr<int64_t> PrepareRestart(const PlannedRun& run) = 0;
   // run.json's fields of this target, added to the ones every run has.
   virtual void RunFields(const PlannedRun& run, const RunOutcome& outcome, nlohmann::ordered_json* run_json) = 0;

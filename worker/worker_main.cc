@@ -257,7 +257,7 @@ Status Run(const Args& args, int rank, int* stopped_by) {
   const int threads = job.train.compute_threads > 0 ? job.train.compute_threads : device.cores;
   const int blas_threads = SetComputeThreads(threads);
   auto log = [rank](const std::string& line) {
-    if (rank == 0) std::cout << "tencache-worker: " << line << std::endl;
+    if (rank == 0) std::cout << kWorkerLogPrefix << line << std::endl;
   };
   if (args.probe) {
     TC_ASSIGN_OR_RETURN(ProbeResult probe, ProbeMachine(job, mpi.get(), torch::get_num_threads(), corpus));
@@ -278,7 +278,7 @@ Status Run(const Args& args, int rank, int* stopped_by) {
   if (args.resume) {
     const double t0 = MonotonicSeconds();
     TC_RETURN_IF_ERROR(trainer->Resume());
-    log("resumed at step " + std::to_string(trainer->step()) + " from " +
+    log(kReportResumedSaid + std::to_string(trainer->step()) + " from " +
         Throughput(CheckpointFolder(job.train.checkpoint_dir, trainer->step()), MonotonicSeconds() - t0));
   }
   if (args.evaluate) {
@@ -304,7 +304,7 @@ Status Run(const Args& args, int rank, int* stopped_by) {
     if ((ckpt > 0 && (s + 1) % ckpt == 0) || (stop > 0 && job.train.checkpoint_on_stop)) {
       const double t0 = MonotonicSeconds();
       TC_RETURN_IF_ERROR(trainer->SaveCheckpoint());
-      log("checkpoint: step " + std::to_string(s + 1) + " in " +
+      log(kReportCheckpointSaid + std::to_string(s + 1) + " in " +
           Throughput(CheckpointFolder(job.train.checkpoint_dir, s + 1), MonotonicSeconds() - t0));
     }
     if (stop > 0) {

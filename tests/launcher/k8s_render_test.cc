@@ -4,6 +4,7 @@
 #include "launcher/k8s_render.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <unistd.h>
@@ -160,22 +161,40 @@ TEST(K8sRender, MissingImageOrBadNamespaceIsAClearError) {
   EXPECT_NE(r.out.find("cluster.namespace"), std::string::npos) << r.out;
 }
 
-// Managed recovery is the local and hosts targets' (docs/launcher.md): a
-// Kubernetes job that asks for it is refused, naming the key, not ignored; so
-// is --resume, which the rendered MPIJob cannot do yet.
-TEST(K8sRender, MaxRestartsIsRefusedNamingTheKey) {
+// Managed recovery and --resume on Kubernetes resume from the checkpoints on
+// cluster.checkpoint_claim: without a claim (an emptyDir, gone with the pod)
+// both are refused naming the key, before anything is planned or applied; with
+// one, --resume puts --resume in the ranks' command, and a restart's manifests
+// (manifests.resume.yaml, tested in K8sRun.APreemptedWorkerIsRestartedFromItsCheckpoint) too.
+TEST(K8sRender, RestartsAndResumeNeedACheckpointClaim) {
   CommandResult r = Render("llama-2-7b", "--set cluster.max_restarts=2");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--set cluster.max_restarts=2: key 'cluster.max_restarts': managed recovery runs on cluster.target "
-                       "local and hosts"),
+  EXPECT_NE(r.out.find("--set cluster.max_restarts=2: key 'cluster.max_restarts': a restart resumes from the "
+                       "checkpoints, and without cluster.checkpoint_claim"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(Render("llama-2-7b", "--set cluster.max_restarts=0").code, 0);
-  // --resume is refused on Kubernetes too, before anything is planned or applied.
-  r = testing::RunCommand("cd " + kSource + " && " + TENCACHE_LAUNCH_BIN +
-                          " run configs/examples/llama-2-7b.yaml --target k8s --resume --kubectl /nonexistent 2>&1");
+  r = Render("llama-2-7b", "--set cluster.max_restarts=2 --set cluster.checkpoint_claim=tencache-checkpoints");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("claimName: \"tencache-checkpoints\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--resume"), std::string::npos) << r.out;  // the first attempt starts afresh
+
+  const std::string run = "cd " + kSource + " && " + TENCACHE_LAUNCH_BIN +
+                          " run configs/examples/llama-2-7b.yaml --target k8s --kubectl /nonexistent --dry-run --set cluster.image=" +
+                          kImage + " ";
+  r = testing::RunCommand(run + "--resume 2>&1");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--resume: a Kubernetes run does not resume from a checkpoint yet"), std::string::npos)
+  EXPECT_NE(r.out.find("cluster.checkpoint_claim' is not set, so the pods' checkpoints were in an emptyDir"),
+            std::string::npos)
+      << r.out;
+  r = testing::RunCommand(run + "--resume runs/earlier --set cluster.checkpoint_claim=tencache-checkpoints 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("not from a run folder; use --resume alone"), std::string::npos) << r.out;
+  r = testing::RunCommand(run + "--resume --set cluster.checkpoint_claim=tencache-checkpoints 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the ranks resume from the newest complete checkpoint"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("- \"/var/tmp/tencache-checkpoints/llama7b-finetune/weights\"\n                - \"--resume\""),
+            std::string::npos)
       << r.out;
 }
 
@@ -199,6 +218,82 @@ TEST(K8sRun, PlansRendersAppliesFollowsAndReports) {
   const std::string calls = ReadFile(dir / "calls");
   EXPECT_NE(calls.find("apply"), std::string::npos) << calls;
   EXPECT_NE(calls.find("kind-test"), std::string::npos) << calls;
+  fs::remove_all(dir);
+}
+
+// Managed recovery on Kubernetes (the stand-in's "restart" scenario): attempt 1
+// reports steps 0-2 and a checkpoint of step 2, then a worker pod is
+// terminated by its node's shutdown; the launcher deletes the MPIJob (waiting
+// for its pods), applies it again with the ranks resuming, and attempt 2
+// resumes at step 2 and finishes. Step 2's first run is lost and taken out of
+// metrics.jsonl; run.json and report.json list both attempts.
+TEST(K8sRun, APreemptedWorkerIsRestartedFromItsCheckpoint) {
+  const fs::path dir = fs::temp_directory_path() / ("tencache_k8s_restart_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path out = dir / "run";
+  CommandResult r = testing::RunCommand(
+      "cd " + kSource + " && TENCACHE_KUBECTL_SCENARIO=" + kSource + "/tests/launcher/k8s_scenarios/restart" +
+      " TENCACHE_KUBECTL_RECORD=" + (dir / "calls").string() + " " + TENCACHE_LAUNCH_BIN +
+      " configs/examples/quickstart.yaml --target k8s --set cluster.image=" + kImage +
+      " --set cluster.checkpoint_claim=tencache-checkpoints --set train.checkpoint_every=2"
+      " --set cluster.restart_backoff_s=0 --max-restarts 1 --steps 4 --kubectl " + kSource +
+      "/tests/launcher/stand-in-kubectl --context kind-test --out " + out.string() + " --progress-every 0 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("restart 1 of 1 in 0 s, from the checkpoint at step 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("imminent node shutdown"), std::string::npos) << r.out;
+
+  // The calls: apply manifests.yaml, follow, delete and wait, apply the resuming manifests, follow.
+  std::vector<std::string> verbs;
+  std::string applied;
+  std::string delete_call;
+  {
+    std::ifstream in(dir / "calls");
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<std::string> argv;
+      size_t start = 0, sep;
+      while ((sep = line.find('\037', start)) != std::string::npos) {
+        argv.push_back(line.substr(start, sep - start));
+        start = sep + 1;
+      }
+      ASSERT_GT(argv.size(), 5u) << line;
+      if (argv[5] == "get" || argv[5] == "logs") continue;
+      verbs.push_back(argv[5]);
+      if (argv[5] == "apply") applied += fs::path(argv.back()).filename().string() + " ";
+      if (argv[5] == "delete") {
+        for (size_t i = 5; i < argv.size(); ++i) delete_call += argv[i] + " ";
+      }
+    }
+  }
+  EXPECT_EQ(verbs, (std::vector<std::string>{"apply", "delete", "apply"}));
+  EXPECT_EQ(applied, "manifests.yaml manifests.resume.yaml ");
+  EXPECT_NE(delete_call.find("delete mpijobs.v2beta1.kubeflow.org "), std::string::npos) << delete_call;
+  EXPECT_NE(delete_call.find(" --cascade=foreground --wait=true --timeout="), std::string::npos) << delete_call;
+  const std::string resumed = ReadFile(out / "manifests.resume.yaml");
+  EXPECT_NE(resumed.find("- \"--resume\""), std::string::npos);
+  EXPECT_EQ(ReadFile(out / "manifests.yaml").find("--resume"), std::string::npos);
+
+  // Each step once in metrics.jsonl; the lost step and both attempts in run.json.
+  std::vector<int> steps;
+  {
+    std::ifstream in(out / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) steps.push_back(nlohmann::json::parse(line).at("step").get<int>());
+  }
+  EXPECT_EQ(steps, (std::vector<int>{0, 1, 2, 3}));
+  const nlohmann::json run = nlohmann::json::parse(ReadFile(out / "run.json"));
+  EXPECT_EQ(run.at("status"), "finished");
+  EXPECT_EQ(run.at("restarts"), 1);
+  ASSERT_EQ(run.at("attempts").size(), 2u);
+  const nlohmann::json& first = run.at("attempts")[0];
+  EXPECT_EQ(first.at("status"), "failed");
+  EXPECT_EQ(first.at("resumed_at_step"), 2);
+  EXPECT_EQ(first.at("steps_lost"), 1);
+  EXPECT_NE(first.at("cause").get<std::string>().find("imminent node shutdown"), std::string::npos) << first;
+  EXPECT_EQ(run.at("attempts")[1].at("first_step"), 2);
+  EXPECT_TRUE(fs::exists(out / "logs.attempt-1" / "launcher.log"));
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(out / "report.json")).at("attempts").size(), 2u);
   fs::remove_all(dir);
 }
 
