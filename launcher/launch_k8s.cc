@@ -150,14 +150,15 @@ class MpiJobRunner : public Runner {
   // (manifests.yaml) where they said none. The launcher cannot read the claim:
   // a checkpoint committed after the last line its log delivered is newer than
   // the step returned, and the ranks resume from it all the same.
-  StatusOr<int64_t> PrepareRestart(const PlannedRun& run) override {
+  StatusOr<RestartPlan> PrepareRestart(PlannedRun* planned, ResolvedJob*, const RunOutcome&) override {
+    const PlannedRun& run = *planned;
     const double grace_s = TerminationGrace(resolved_.job, run.candidate()).seconds;
     std::printf("Deleting the MPIJob %s and its pods (to apply it again)\n", rendered_.name.c_str());
     std::fflush(stdout);
     TC_RETURN_IF_ERROR(DeleteForRestart(kubectl_, rendered_.name, grace_s + kDeleteSlackS));
     if (checkpoint_step_ <= 0) {
       manifests_ = "manifests.yaml";
-      return int64_t{0};
+      return RestartPlan{};
     }
     if (!opt_.resume) {
       TC_ASSIGN_OR_RETURN(const RenderedJob resumed, RenderK8sJob(resolved_, run.candidate(), name_, true));
@@ -165,7 +166,7 @@ class MpiJobRunner : public Runner {
           kResumeManifests, Header(opt_.job_path, run.candidate(), resumed, true) + resumed.yaml));
       manifests_ = kResumeManifests;
     }
-    return checkpoint_step_;
+    return RestartPlan{checkpoint_step_, ""};
   }
 
   void RunFields(const PlannedRun&, const RunOutcome&, nlohmann::ordered_json* run_json) override {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -289,7 +290,7 @@ class MpirunRunner : public Runner {
   std::string DryRun(const PlannedRun& run, const RunFiles& files) override;
   Status Start(const PlannedRun& run) override;
   StatusOr<RunOutcome> Follow(const PlannedRun& run) override;
-  StatusOr<int64_t> PrepareRestart(const PlannedRun& run) override;
+  StatusOr<RestartPlan> PrepareRestart(PlannedRun* run, ResolvedJob* resolved, const RunOutcome& failed) override;
   Candidate Predicted(const PlannedRun& run, const ResolvedJob& resolved) override;
   void RunFields(const PlannedRun& run, const RunOutcome& outcome, nlohmann::ordered_json* run_json) override;
   void ExplainEnd(const PlannedRun& run, const RunOutcome& outcome) override;
@@ -301,6 +302,13 @@ class MpirunRunner : public Runner {
   // This machine as the candidate: measured, read from the probe cache, or
   // (hosts with cluster.instance_type) the catalog's entry.
   Status MakeCandidate(const fs::path& out, nlohmann::ordered_json* machine);
+  // cluster.target hosts, before a restart: the hosts that no longer answer
+  // are left out and the job is planned again for the rest, from the first
+  // plan's probes (the ranks reshard the checkpoint onto the new world size,
+  // docs/worker.md "Elastic resume"); `run`, `resolved` and the run folder's
+  // files are remade. "" when every host answers; else what changed.
+  // FailedPrecondition when what is left cannot run the job.
+  StatusOr<std::string> DropLostHosts(PlannedRun* run, ResolvedJob* resolved);
 
   const LaunchOptions& opt_;
   JobSpec job_;
@@ -310,6 +318,8 @@ class MpirunRunner : public Runner {
   Catalog catalog_;
   MachineFacts facts_;
   LocalCandidate local_;  // the plan's local candidate points into it
+  std::optional<LocalProbes> probes_;  // what MakeCandidate measured or read (none: the catalog's hosts)
+  int probe_micro_batch_ = 1;          // the micro-batch they were measured at
   // Set by Prepare.
   ResolvedJob resolved_;
   MpirunSpec spec_;
@@ -375,6 +385,8 @@ Status MpirunRunner::MakeCandidate(const fs::path& out, nlohmann::ordered_json* 
     }
   }
   local_ = MakeLocalCandidate(probed, facts_, *probes, ranks, nodes_);
+  probes_ = *probes;
+  probe_micro_batch_ = probed.train.micro_batch;
   *machine = MachineJson(facts_, *probes, ranks, probing.micro_batch);
   return Status::Ok();
 }
@@ -482,14 +494,67 @@ StatusOr<RunOutcome> MpirunRunner::Follow(const PlannedRun& run) {
 // The newest complete checkpoint's step (0: none).
 int64_t CheckpointStep(const JobSpec& job);
 
-StatusOr<int64_t> MpirunRunner::PrepareRestart(const PlannedRun&) {
-  const int64_t step = CheckpointStep(resolved_.job);
+StatusOr<std::string> MpirunRunner::DropLostHosts(PlannedRun* run, ResolvedJob* resolved) {
+  std::vector<HostSlots>& hosts = job_.cluster.hosts.list;
+  std::string lost;
+  for (std::string why, host; !(host = FirstUnreachableHost(job_, facts_.hostname, 10, &why)).empty();) {
+    std::replace(why.begin(), why.end(), '\n', ' ');  // one line: it becomes a comment of job.resolved.yaml
+    while (!why.empty() && why.back() == ' ') why.pop_back();
+    lost += (lost.empty() ? "" : ", ") + host + " (" + why + ")";
+    hosts.erase(std::remove_if(hosts.begin(), hosts.end(), [&](const HostSlots& h) { return h.host == host; }),
+                hosts.end());
+  }
+  if (lost.empty()) return std::string();
+  if (hosts.empty()) return Status::FailedPrecondition("no host of cluster.hosts answers: " + lost);
+  job_.cluster.hosts.hostfile.clear();  // the resolved job lists the hosts left
+  job_.cluster.nodes = nodes_ = int(hosts.size());
+  const std::string left = "without " + lost + ": " + std::to_string(nodes_) + " host(s), " +
+                           std::to_string(job_.ranks()) + " rank(s)";
+  if (job_.train.global_batch % job_.ranks() != 0) {
+    return Status::FailedPrecondition("planned " + left + ", but train.global_batch " +
+                                      std::to_string(job_.train.global_batch) + " is not a multiple of " +
+                                      std::to_string(job_.ranks()) + " ranks");
+  }
+  if (!job_.cluster.hosts.instance_type.empty()) {
+    TC_ASSIGN_OR_RETURN(local_, MakeCatalogHostsCandidate(job_, catalog_));
+  } else {
+    JobSpec probed = job_;
+    probed.train.micro_batch = probe_micro_batch_;
+    local_ = MakeLocalCandidate(probed, facts_, *probes_, job_.ranks(), nodes_);
+  }
+  StatusOr<PlanResult> plan = PlanJob(job_, catalog_, ModelAssumptions(), &local_);
+  if (!plan.ok()) return Status::FailedPrecondition("planned " + left + ": " + plan.status().message());
+  run->plan = std::move(*plan);
+  run->job = job_;
+  run->notes = local_.notes;
+  run->machine["ranks"] = job_.ranks();
+  if (!run->candidate().feasible) {
+    return Status::FailedPrecondition("planned " + left + ", which cannot run the job: " + run->candidate().reason);
+  }
+  StatusOr<ResolvedJob> again = ResolveJob(job_, run->candidate());
+  if (!again.ok()) return Status::FailedPrecondition("planned " + left + ": " + again.status().message());
+  *resolved = std::move(*again);
+  resolved->why["cluster.hosts"] = "planned again for the restart, " + left;
+  resolved->why["cluster.nodes"] = "planned again: the hosts that answer";
+  StatusOr<RunFiles> files = Prepare(*run, *resolved);  // the hosts left in the argv, job.resolved.yaml
+  if (!files.ok()) return Status::FailedPrecondition("planned " + left + ": " + files.status().message());
+  const RunFolder folder(run->out);
+  for (const auto& [name, text] : *files) TC_RETURN_IF_ERROR(folder.Write(name, text));
+  return left;
+}
+
+StatusOr<RestartPlan> MpirunRunner::PrepareRestart(PlannedRun* run, ResolvedJob* resolved, const RunOutcome&) {
+  RestartPlan next;
+  if (hosts_) {
+    TC_ASSIGN_OR_RETURN(next.replanned, DropLostHosts(run, resolved));
+  }
+  next.step = CheckpointStep(resolved_.job);
   MpirunSpec spec = spec_;
   std::vector<std::string>& args = spec.worker_args;
   args.erase(std::remove(args.begin(), args.end(), "--resume"), args.end());
-  if (step > 0) args.push_back("--resume");
+  if (next.step > 0) args.push_back("--resume");
   argv_ = MpirunCommand(spec);
-  return step;
+  return next;
 }
 
 Candidate MpirunRunner::Predicted(const PlannedRun&, const ResolvedJob& resolved) {

@@ -305,26 +305,29 @@ std::string RenderPlanTable(const PlanResult& plan, bool all_nodes) {
     out << "\nInfeasible:\n";
     for (const auto& [type, reason] : infeasible) out << "  " << type << ": " << reason << "\n";
   }
-  // Each assumption once, with the instance types it applies to.
+  // Each assumption once, with the instance types it applies to (once each:
+  // an assumed spot rate is also among a spot candidate's assumptions).
   std::map<std::string, std::vector<std::string>> notes;
   for (const Candidate& c : plan.candidates) {
     if (!c.feasible) continue;
-    notes["price: " + c.instance->price_source + ", recorded " + c.instance->price_recorded +
-          "; refresh before trusting"].push_back(c.instance->type);
-    for (const std::string& n : c.assumptions) notes[n].push_back(c.instance->type);
+    auto note = [&](const std::string& text) {
+      std::vector<std::string>& types = notes[text];
+      if (types.empty() || types.back() != c.instance->type) types.push_back(c.instance->type);
+    };
+    note("price: " + c.instance->price_source + ", recorded " + c.instance->price_recorded +
+         "; refresh before trusting");
+    for (const std::string& n : c.assumptions) note(n);
     const SpotEstimate& s = c.spot_estimate;
     if (c.instance->price_spot) {
-      notes["spot price: " + (c.instance->spot_source.empty() ? c.instance->price_source : c.instance->spot_source)]
-          .push_back(c.instance->type);
+      note("spot price: " + (c.instance->spot_source.empty() ? c.instance->price_source : c.instance->spot_source));
     }
     if (s.known) {
-      if (!s.rate_assumed) notes[s.rate_source].push_back(c.instance->type);
-      else if (!c.spot) notes[s.rate_source].push_back(c.instance->type);  // with use_spot it is in c.assumptions
-      notes["spot restart: " + FormatDuration(plan.spot_restart_s) + " after a preemption" +
-            (plan.spot_restart_assumed ? " assumed (cluster.spot_restart_s)" : " (cluster.spot_restart_s)") +
-            ", plus cluster.restart_backoff_s and the checkpoint's read"].push_back(c.instance->type);
+      note(s.rate_source);
+      note("spot restart: " + FormatDuration(plan.spot_restart_s) + " after a preemption" +
+           (plan.spot_restart_assumed ? " assumed (cluster.spot_restart_s)" : " (cluster.spot_restart_s)") +
+           ", plus cluster.restart_backoff_s and the checkpoint's read");
     } else if (c.instance->price_spot) {
-      notes["spot cost unknown: " + s.missing].push_back(c.instance->type);
+      note("spot cost unknown: " + s.missing);
     }
   }
   if (!notes.empty()) {
@@ -427,7 +430,6 @@ nlohmann::ordered_json CandidateJson(const Candidate& c) {
     spot["rate_source"] = s.rate_source;
     spot["rate_assumed"] = s.rate_assumed;
     spot["mtbp_s"] = s.mtbp_s;
-    spot["checkpoint_s"] = s.checkpoint_s;
     spot["restart_s"] = s.restart_s;
     spot["notice_s"] = s.notice_s;
     spot["notice_saves"] = s.notice_saves;

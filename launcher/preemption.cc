@@ -100,7 +100,6 @@ SpotEstimate EstimateSpot(const JobSpec& job, const InstanceSpec& inst, int node
   }
   const double node_rate_per_s = -std::log1p(-e.monthly_share) / (kHoursPerMonth * 3600);
   e.mtbp_s = 1 / (node_rate_per_s * std::max(1, nodes));
-  e.checkpoint_s = ckpt.write_s;
   e.restart_s = job.cluster.restart_backoff_s + job.cluster.spot_restart_s + ckpt.read_s;
   e.notice_s = SpotNoticeSeconds(inst.provider);
   e.notice_saves = job.train.checkpoint_on_stop && e.notice_s > 0 && StopSeconds(step_s, ckpt.write_s) <= e.notice_s;

@@ -67,7 +67,6 @@ struct SpotEstimate {
   std::string rate_source;      // the catalog's bucket and source, or the job key
   bool rate_assumed = false;    // from cluster.spot_interruption_rate
   double mtbp_s = 0;            // the job's mean time between preemptions
-  double checkpoint_s = 0;      // C
   double restart_s = 0;         // R
   int notice_s = 0;             // the provider's notice; 0: unknown
   bool notice_saves = false;    // a stop's checkpoint fits in the notice

@@ -300,6 +300,7 @@ json RunReport::ToJson() const {
   r["measured"] = MeasuredJson(measured);
   if (!nodes.is_null()) r["nodes"] = nodes;
   if (!attempts.is_null()) r["attempts"] = attempts;
+  if (!spot.is_null()) r["spot"] = spot;
   r["predicted"] = PredictedJson(predicted);
   Put(&r, "prediction_error", prediction_error);
   Put(&r, "prediction_error_calibrated", prediction_error_calibrated);
@@ -334,6 +335,10 @@ StatusOr<RunReport> RunReport::FromJson(const json& j, const std::string& file) 
   if (j.contains("attempts")) {
     if (!j["attempts"].is_array()) f.Fail("attempts", "an array");
     r.attempts = j["attempts"];
+  }
+  if (j.contains("spot") && !j["spot"].is_null()) {
+    if (!j["spot"].is_object()) f.Fail("spot", "an object");
+    r.spot = j["spot"];
   }
   ReadPredicted(f, j["predicted"], &r.predicted);
   r.prediction_error = f.Num(j, "", "prediction_error");

@@ -117,6 +117,7 @@ struct RunReport {
   ReportMeasured measured;
   nlohmann::ordered_json nodes;    // per-node figures (launcher/report_nodes.h; null: absent)
   nlohmann::ordered_json attempts; // run.json's attempts (launcher/run_recovery.h; null: absent)
+  nlohmann::ordered_json spot;     // on spot nodes: expected vs measured preemptions (SpotAgainstAttempts; null: absent)
   ReportPredicted predicted;
   ReportNumber prediction_error, prediction_error_calibrated;
   std::vector<ReportCostRow> cost_per_epoch;

@@ -413,7 +413,11 @@ std::string AttemptsTable(const RunReport& r) {
   for (const auto& a : r.attempts) {
     if (!a.is_object()) continue;
     const Opt first = num(a, "first_step"), done = num(a, "steps_done");
-    rows.push_back({Int(num(a, "attempt")), text(a, "started_at"), text(a, "status") + ": " + text(a, "cause"),
+    const std::string replanned = a.contains("replanned") && a["replanned"].is_string()
+                                      ? "; planned again " + a["replanned"].get<std::string>()
+                                      : "";
+    rows.push_back({Int(num(a, "attempt")), text(a, "started_at"),
+                    text(a, "status") + ": " + text(a, "cause") + replanned,
                     first && done ? Int(first) + "-" + Int(Opt(*done - 1)) : kNone, Int(num(a, "resumed_at_step")),
                     Int(num(a, "steps_lost")), Secs(num(a, "recover_seconds")), Usd(num(a, "recovery_cost_usd"))});
   }
@@ -422,6 +426,34 @@ std::string AttemptsTable(const RunReport& r) {
          "lost: reported past that checkpoint, and run again; to recover: from the failure to the next attempt's "
          "first step; recovery cost: both at the run's price, where the price is known. The pictures mark each "
          "restart.\n\n";
+}
+
+// On spot nodes: the plan's expected preemptions over this run's hours against
+// its attempts (none: "").
+std::string SpotTable(const RunReport& r) {
+  if (!r.spot.is_object()) return "";
+  auto num = [&](const char* key) -> Opt {
+    return r.spot.contains(key) && r.spot[key].is_number() ? Opt(r.spot[key].get<double>()) : std::nullopt;
+  };
+  char expected[32] = "-";
+  if (const Opt e = num("expected_preemptions")) std::snprintf(expected, sizeof expected, "%.2g", *e);
+  const std::string source = r.spot.value("rate_source", std::string());
+  const std::vector<std::vector<std::string>> rows = {
+      {"", "expected", "measured"},
+      {"preemptions in the run's " + Secs(num("run_hours") ? Opt(*num("run_hours") * 3600) : std::nullopt),
+       std::string(expected) + " (one every " + Secs(num("mtbp_hours") ? Opt(*num("mtbp_hours") * 3600) : std::nullopt) +
+           ")",
+       Plural(long(num("restarts").value_or(0)), "restart") + " (" +
+           Plural(long(num("failed_attempts").value_or(0)), "failed attempt") + ")"},
+      {"time each (work lost + recovery)", Secs(num("expected_seconds_per_preemption")),
+       Secs(num("measured_seconds_per_restart"))},
+      {"their cost at the spot price", Usd(num("expected_cost_usd")), Usd(num("measured_cost_usd"))}};
+  return "## Spot\n\n" + MdTable(rows, /*text_columns=*/1) +
+         "\nExpected: the plan's spot model (docs/launcher.md, \"Spot pricing\") over the run's hours, at the "
+         "interruption rate of " + (source.empty() ? std::string(kNone) : source) +
+         (r.spot.value("rate_assumed", false) ? " (assumed)" : "") +
+         ". Measured: the attempts above; every failed attempt counts, whatever ended it. A run of a few hours "
+         "sees a preemption or none: one run says little about the rate.\n\n";
 }
 
 // Gnuplot lines marking each restart at the step it resumed at.
@@ -460,6 +492,7 @@ std::string RenderMarkdown(const RunReport& r, const MachineShown& machine, cons
         << MdTable(nodes, 2) << "\n";
   }
   out << AttemptsTable(r);
+  out << SpotTable(r);
   out << TierTables(r, machine, m) << "\n" << LaneTable(r) << CostTable(r) << "\n" << Calibration(r);
   out << "## Pictures\n\n";
   for (const auto& [file, caption] : p.drawn) out << "![" << caption << "](" << file << ")\n\n";

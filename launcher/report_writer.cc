@@ -8,6 +8,7 @@
 #include "launcher/local_machine.h"
 #include "launcher/report_nodes.h"
 #include "launcher/report_render.h"
+#include "launcher/run_recovery.h"
 #include "launcher/run_report.h"
 
 namespace tencache {
@@ -53,6 +54,7 @@ int WriteReport(const RunFolder& folder, const JobSpec& job, const Catalog& cata
     return kExitFailed;
   }
   report->attempts = attempts;
+  report->spot = SpotAgainstAttempts(predicted.spot_estimate, job.cluster.use_spot, predicted.nodes, attempts);
   if (Status s = folder.Write("report.json", report->ToJson().dump(2) + "\n"); !s.ok()) return FailCommand(s);
   std::string summary;
   std::vector<std::string> warnings;

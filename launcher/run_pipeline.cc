@@ -68,10 +68,12 @@ std::string UtcNow() {
 
 // Starts and follows the job, and starts it again after a failure while
 // cluster.max_restarts allows (launcher/run_recovery.h): the last attempt's
-// outcome; every attempt in *attempts.
-StatusOr<RunOutcome> FollowAttempts(Runner& runner, const PlannedRun& run, const RunFolder& folder,
-                                    std::vector<RunAttempt>* attempts) {
-  const ClusterSpec& cluster = run.job.cluster;
+// outcome; every attempt in *attempts. A restart may plan the job again for
+// the capacity left (*run, *resolved).
+StatusOr<RunOutcome> FollowAttempts(Runner& runner, PlannedRun* planned, ResolvedJob* resolved,
+                                    const RunFolder& folder, std::vector<RunAttempt>* attempts) {
+  const PlannedRun& run = *planned;
+  const ClusterSpec cluster = run.job.cluster;  // max_restarts and the backoff, as the run began
   for (;;) {
     TC_RETURN_IF_ERROR(runner.Start(run));
     RunAttempt a;
@@ -95,7 +97,14 @@ StatusOr<RunOutcome> FollowAttempts(Runner& runner, const PlannedRun& run, const
       return o;
     }
     runner.ExplainEnd(run, o);
-    TC_ASSIGN_OR_RETURN(const int64_t begin_step, runner.PrepareRestart(run));
+    StatusOr<RestartPlan> next = runner.PrepareRestart(planned, resolved, o);
+    if (next.status().code() == StatusCode::kFailedPrecondition) {
+      std::fprintf(stderr, "tencache-launch: not restarting: %s\n", next.status().message().c_str());
+      return o;
+    }
+    TC_RETURN_IF_ERROR(next.status());
+    const int64_t begin_step = next->step;
+    if (!next->replanned.empty()) std::fprintf(stderr, "tencache-launch: planned again %s\n", next->replanned.c_str());
     const double wait_s = cluster.restart_backoff_s * std::pow(2.0, restarts);
     std::fprintf(stderr, "tencache-launch: restart %d of %d in %.0f s, %s\n", restarts + 1, cluster.max_restarts,
                  wait_s,
@@ -112,6 +121,7 @@ StatusOr<RunOutcome> FollowAttempts(Runner& runner, const PlannedRun& run, const
     TC_RETURN_IF_ERROR(KeepAttemptLogs(folder, failed.number));
     failed.restarted = true;
     failed.resumed_at = begin_step;
+    failed.replanned = next->replanned;
     std::fprintf(stderr, "tencache-launch: restarting: %lld step(s) lost (run again); the failed attempt's logs are "
                          "in %s\n",
                  (long long)failed.steps_lost, folder.Path("logs.attempt-" + std::to_string(failed.number)).c_str());
@@ -160,7 +170,7 @@ int RunPipeline(Runner& runner, const std::string& job_path, bool dry_run) {
   }
   std::error_code ec;
   fs::remove(folder.Path("metrics.jsonl"), ec);  // an earlier run's, replaced by --overwrite
-  StatusOr<RunOutcome> outcome = FollowAttempts(runner, run, folder, &attempts);
+  StatusOr<RunOutcome> outcome = FollowAttempts(runner, &run, &resolved, folder, &attempts);
   if (!outcome.ok()) return FailCommand(outcome.status());
   // The run has ended: what can still be written and said, is.
   int code = kExitOk;

@@ -10,6 +10,7 @@
 // SIGTERM handlers while it follows).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,12 @@ struct PlannedRun {
 // What the run folder holds before the run starts, in writing order.
 using RunFiles = std::vector<std::pair<std::string, std::string>>;  // name, text
 
+// What a Runner prepared for the attempt after a failed one.
+struct RestartPlan {
+  int64_t step = 0;        // the step the next attempt begins at (0: afresh)
+  std::string replanned;   // "" or what changed: the hosts left out and the world the job was planned again for
+};
+
 // One target's part of each step. The pipeline calls, in order: Plan; then
 // (when the candidate is feasible) Prepare; then DryRun and nothing more for a
 // dry run; else Start, Follow (and, for each restart cluster.max_restarts
@@ -71,12 +78,16 @@ class Runner {
   virtual StatusOr<RunOutcome> Follow(const PlannedRun& run) = 0;
   // The candidate the report measures the run against.
   virtual Candidate Predicted(const PlannedRun& run, const ResolvedJob& resolved) = 0;
-  // Managed recovery (cluster.max_restarts), after Follow returned a failed
-  // outcome: makes the next Start / Follow resume from the newest complete
-  // checkpoint, or start afresh when there is none; returns the step the next
-  // attempt begins at (0: afresh); a Status when the failed attempt cannot be
-  // cleared away (a Kubernetes MPIJob that is not deleted in time).
-  virtual StatusOr<int64_t> PrepareRestart(const PlannedRun& run) = 0;
+  // Managed recovery (cluster.max_restarts), after Follow returned the failed
+  // outcome `failed`: makes the next Start / Follow resume from the newest
+  // complete checkpoint, or start afresh when there is none. Where the
+  // capacity changed (a host that no longer answers) it plans the job again
+  // for what is left and updates `run`, `resolved` and the run folder's files.
+  // FailedPrecondition when the job cannot be started again (no capacity
+  // left, the rest cannot run it): the run ends there with that cause; another
+  // Status when the failed attempt cannot be cleared away (a Kubernetes MPIJob
+  // that is not deleted in time).
+  virtual StatusOr<RestartPlan> PrepareRestart(PlannedRun* run, ResolvedJob* resolved, const RunOutcome& failed) = 0;
   // run.json's fields of this target, added to the ones every run has.
   virtual void RunFields(const PlannedRun& run, const RunOutcome& outcome, nlohmann::ordered_json* run_json) = 0;
   // On stderr: why an interrupted or failed run ended and what to do next

@@ -117,10 +117,53 @@ nlohmann::ordered_json AttemptsToJson(const std::vector<RunAttempt>& attempts, d
       j["recovery_cost_usd"] =
           NumberOrNull((a.lost_step_s + std::max(0.0, a.recover_s)) * price_per_hour / 3600.0,
                        recovered && price_per_hour > 0);
+      if (!a.replanned.empty()) j["replanned"] = a.replanned;
     }
     out.push_back(std::move(j));
   }
   return out;
+}
+
+nlohmann::ordered_json SpotAgainstAttempts(const SpotEstimate& e, bool on_spot, int nodes,
+                                           const nlohmann::ordered_json& attempts) {
+  if (!on_spot || !e.known || e.mtbp_s <= 0 || !attempts.is_array()) return nullptr;
+  auto num = [](const nlohmann::ordered_json& a, const char* key) {
+    return a.is_object() && a.contains(key) && a[key].is_number() ? a[key].get<double>() : -1.0;
+  };
+  double run_s = 0, measured_s = 0, measured_usd = 0;
+  int failed = 0, restarts = 0, timed = 0, priced = 0;
+  for (const auto& a : attempts) {
+    run_s += std::max(0.0, num(a, "seconds"));
+    if (a.is_object() && a.value("status", "") == "failed") ++failed;
+    if (num(a, "resumed_at_step") < 0) continue;
+    ++restarts;
+    if (const double recover = num(a, "recover_seconds"); recover >= 0) {
+      measured_s += std::max(0.0, num(a, "lost_step_seconds")) + recover;
+      ++timed;
+    }
+    if (const double usd = num(a, "recovery_cost_usd"); usd >= 0) {
+      measured_usd += usd;
+      ++priced;
+    }
+  }
+  const double price_per_hour = e.price_per_node_hour * std::max(1, nodes);
+  const double expected = run_s / e.mtbp_s;
+  const bool per_known = e.preemptions > 0;
+  const double per_s = per_known ? (e.lost_hours + e.restart_hours) * 3600.0 / e.preemptions : 0;
+  nlohmann::ordered_json j = {{"rate_source", e.rate_source},
+                              {"rate_assumed", e.rate_assumed},
+                              {"mtbp_hours", e.mtbp_s / 3600.0},
+                              {"run_hours", run_s / 3600.0},
+                              {"expected_preemptions", expected},
+                              {"failed_attempts", failed},
+                              {"restarts", restarts},
+                              {"expected_seconds_per_preemption", NumberOrNull(per_s, per_known)},
+                              {"measured_seconds_per_restart", NumberOrNull(timed > 0 ? measured_s / timed : 0,
+                                                                            timed > 0)},
+                              {"expected_cost_usd",
+                               NumberOrNull(expected * per_s / 3600.0 * price_per_hour, per_known)},
+                              {"measured_cost_usd", NumberOrNull(measured_usd, priced > 0)}};
+  return j;
 }
 
 }  // namespace tencache

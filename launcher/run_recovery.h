@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "launcher/local_runner.h"
+#include "launcher/preemption.h"
 #include "launcher/run_folder.h"
 
 namespace tencache {
@@ -36,6 +37,7 @@ struct RunAttempt {
   int64_t steps_lost = 0;
   double lost_step_s = 0;
   double recover_s = -1;
+  std::string replanned;  // what the restart planned again (RestartPlan::replanned); "": nothing
 };
 
 // The attempt's failure, as "the same way" compares it: the rank, what
@@ -65,5 +67,16 @@ bool WaitBeforeRestart(double seconds);
 // recovery_cost_usd (the lost steps' and the recovery's seconds at
 // `price_per_hour` for all nodes) where the price is known (> 0).
 nlohmann::ordered_json AttemptsToJson(const std::vector<RunAttempt>& attempts, double price_per_hour);
+
+// report.json's "spot": the plan's expectation on spot nodes (`estimate`,
+// launcher/preemption.h) over this run's hours against what its `attempts`
+// (AttemptsToJson's) measured: expected_preemptions (the attempts' seconds
+// over the mean time between preemptions) against failed_attempts and
+// restarts (every failure counts, whatever ended it); the seconds each costs
+// (lost work and recovery) and their cost at the nodes' spot price, expected
+// and measured (null where no restart measured one). Null unless the run was
+// on spot nodes (`on_spot`) with a known estimate and `attempts` is an array.
+nlohmann::ordered_json SpotAgainstAttempts(const SpotEstimate& estimate, bool on_spot, int nodes,
+                                           const nlohmann::ordered_json& attempts);
 
 }  // namespace tencache

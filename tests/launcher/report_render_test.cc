@@ -2,6 +2,7 @@
 // numbers, the summary, the pictures (when gnuplot is installed), partial and
 // empty metrics, missing gnuplot, a failing gnuplot, and bad report.json files.
 #include "launcher/report_render.h"
+#include "launcher/report_json.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -234,6 +235,33 @@ TEST_F(RenderReportTest, ReportHasEveryTableWithHumanNumbers) {
   EXPECT_HAS(summary_, "a2-highgpu-1g");
   EXPECT_EQ(summary_.find("p3.2xlarge"), std::string::npos) << "only the five cheapest:\n" << summary_;
   EXPECT_EQ(summary_.find("p4d.24xlarge"), std::string::npos) << summary_;
+}
+
+// A run on spot nodes: the plan's expected preemptions against the measured ones.
+TEST_F(RenderReportTest, ASpotRunComparesExpectedAndMeasuredPreemptions) {
+  json report = FixtureReport();
+  report["spot"] = {{"rate_source", "AWS Spot Advisor <5%"}, {"rate_assumed", false}, {"mtbp_hours", 2.0},
+                    {"run_hours", 1.0}, {"expected_preemptions", 0.5}, {"failed_attempts", 1}, {"restarts", 1},
+                    {"expected_seconds_per_preemption", 360.0}, {"measured_seconds_per_restart", 120.0},
+                    {"expected_cost_usd", 0.45}, {"measured_cost_usd", 0.1}};
+  Write("report.json", report.dump(2));
+  Write("metrics.jsonl", MetricsLines(20));
+  ASSERT_TRUE(Render().ok());
+  const std::string md = Md();
+  EXPECT_HAS(md, "## Spot");
+  EXPECT_HAS(md, "| preemptions in the run's 1 h 0 min | 0.5 (one every 2 h 0 min) | 1 restart (1 failed attempt) |");
+  EXPECT_HAS(md, "| time each (work lost + recovery) | 6 min 0 s | 2 min 0 s |");
+  EXPECT_HAS(md, "interruption rate of AWS Spot Advisor <5%.");
+  // Read back as written; without the section there is no Spot table.
+  StatusOr<RunReport> back = RunReport::Read((dir_ / "report.json").string());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(json::parse(back->ToJson().at("spot").dump()), report["spot"]);
+  WriteFixture(MetricsLines(20));
+  ASSERT_TRUE(Render().ok());
+  EXPECT_EQ(Md().find("## Spot"), std::string::npos);
+  report["spot"] = "often";
+  Write("report.json", report.dump(2));
+  EXPECT_FALSE(Render().ok());
 }
 
 TEST_F(RenderReportTest, DrawsEveryPictureWithGnuplot) {

@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "launcher/exit_code.h"
+#include "launcher/run_recovery.h"
 
 namespace tencache {
 namespace {
@@ -40,6 +41,8 @@ class ScriptedRunner : public Runner {
   RunOutcome outcome;               // Follow's, once `outcomes` are spent
   std::vector<RunOutcome> outcomes;  // Follow's, in turn; each writes its steps' metrics lines
   std::vector<int64_t> restart_steps;  // PrepareRestart's, in turn
+  std::string replanned;               // the first PrepareRestart's RestartPlan::replanned
+  Status restart_status;               // PrepareRestart's, when not Ok
 
   StatusOr<PlannedRun> Plan() override {
     calls.push_back("Plan");
@@ -80,9 +83,13 @@ class ScriptedRunner : public Runner {
     }
     return o;
   }
-  StatusOr<int64_t> PrepareRestart(const PlannedRun&) override {
+  StatusOr<RestartPlan> PrepareRestart(PlannedRun*, ResolvedJob*, const RunOutcome&) override {
     calls.push_back("PrepareRestart");
-    return restarts_ < restart_steps.size() ? restart_steps[restarts_++] : int64_t(0);
+    TC_RETURN_IF_ERROR(restart_status);
+    RestartPlan next;
+    next.replanned = restarts_ == 0 ? replanned : "";
+    next.step = restarts_ < restart_steps.size() ? restart_steps[restarts_++] : int64_t(0);
+    return next;
   }
   Candidate Predicted(const PlannedRun& run, const ResolvedJob&) override {
     calls.push_back("Predicted");
@@ -260,6 +267,41 @@ TEST_F(RunPipelineTest, ARunThatFailsTheSameWayTwiceIsNotRestartedAgain) {
   EXPECT_EQ(RunJson()["status"], "failed");
 }
 
+// A restart that planned the job again (a host left out) is said and recorded;
+// one that cannot be made (FailedPrecondition: nothing left to run on) ends the
+// run with the failed attempt's cause, run.json and the report written.
+TEST_F(RunPipelineTest, ARestartPlannedAgainIsRecordedAndOneThatCannotBeMadeEndsTheRun) {
+  {
+    ScriptedRunner r(Out());
+    r.job_text = kRestartingJob;
+    RunOutcome finished;
+    finished.first_step = 3;
+    finished.steps_done = 10;
+    r.outcomes = {Failed(1, "the node was lost", 0, 5), finished};
+    r.restart_steps = {3};
+    r.replanned = "without 192.0.2.3 (no longer answers): 2 host(s), 2 rank(s)";
+    std::string err;
+    EXPECT_EQ(Run(r, false, &err), kExitOk) << err;
+    EXPECT_NE(err.find("tencache-launch: planned again without 192.0.2.3 (no longer answers): 2 host(s), 2 rank(s)\n"),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(RunJson()["attempts"][0]["replanned"], r.replanned);
+    EXPECT_FALSE(RunJson()["attempts"][1].contains("replanned"));
+  }
+  fs::remove_all(dir_);
+  ScriptedRunner r(Out());
+  r.job_text = kRestartingJob;
+  r.outcomes = {Failed(1, "the node was lost", 0, 5)};
+  r.restart_status = Status::FailedPrecondition("no host of cluster.hosts answers");
+  std::string err;
+  EXPECT_EQ(Run(r, false, &err), kExitFailed);
+  EXPECT_NE(err.find("tencache-launch: not restarting: no host of cluster.hosts answers"), std::string::npos) << err;
+  EXPECT_EQ(std::count(r.calls.begin(), r.calls.end(), "Follow"), 1);
+  EXPECT_EQ(RunJson()["status"], "failed");
+  EXPECT_EQ(RunJson()["attempts"].size(), 1u);
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "report.json")) << err;
+}
+
 TEST_F(RunPipelineTest, WithoutMaxRestartsAFailedRunIsNotRestarted) {
   ScriptedRunner r(Out());
   r.outcomes = {Failed(1, "killed", 0, 5)};
@@ -319,6 +361,49 @@ TEST_F(RunPipelineTest, ARunFolderThatCannotBeWrittenIsNamed) {
   EXPECT_EQ(Run(r, false, &err), kExitFailed);
   EXPECT_NE(err.find(Out()), std::string::npos) << err;
   EXPECT_EQ(r.calls, (std::vector<std::string>{"Plan", "Prepare"}));
+}
+
+// report.json's spot section: the plan's expected preemptions over the run's
+// hours against its attempts; only for a run on spot nodes with a known estimate.
+TEST(SpotAgainstAttempts, ComparesTheExpectedPreemptionsWithTheAttempts) {
+  SpotEstimate e;
+  e.known = true;
+  e.mtbp_s = 7200;             // one preemption every 2 h for the job
+  e.preemptions = 2;           // an epoch's
+  e.lost_hours = 0.05;         // 90 s each
+  e.restart_hours = 0.15;      // 270 s each
+  e.price_per_node_hour = 1.5;
+  e.rate_source = "AWS Spot Advisor <5%";
+  const nlohmann::ordered_json attempts = nlohmann::ordered_json::parse(R"([
+      {"attempt": 1, "seconds": 2700, "status": "failed", "resumed_at_step": 40, "steps_lost": 3,
+       "lost_step_seconds": 30, "recover_seconds": 90, "recovery_cost_usd": 0.1},
+      {"attempt": 2, "seconds": 900, "status": "finished"}])");
+  const nlohmann::ordered_json j = SpotAgainstAttempts(e, /*on_spot=*/true, /*nodes=*/2, attempts);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_DOUBLE_EQ(j.at("run_hours").get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j.at("expected_preemptions").get<double>(), 0.5);
+  EXPECT_EQ(j.at("failed_attempts"), 1);
+  EXPECT_EQ(j.at("restarts"), 1);
+  EXPECT_DOUBLE_EQ(j.at("expected_seconds_per_preemption").get<double>(), 360);
+  EXPECT_DOUBLE_EQ(j.at("measured_seconds_per_restart").get<double>(), 120);
+  EXPECT_DOUBLE_EQ(j.at("expected_cost_usd").get<double>(), 0.5 * 360 / 3600 * 3.0);  // 2 nodes at $1.50
+  EXPECT_DOUBLE_EQ(j.at("measured_cost_usd").get<double>(), 0.1);
+  EXPECT_EQ(j.at("rate_source"), "AWS Spot Advisor <5%");
+
+  // Nothing restarted: nothing measured per restart.
+  const nlohmann::ordered_json quiet = SpotAgainstAttempts(
+      e, true, 2, nlohmann::ordered_json::parse(R"([{"attempt": 1, "seconds": 3600, "status": "finished"}])"));
+  EXPECT_EQ(quiet.at("restarts"), 0);
+  EXPECT_TRUE(quiet.at("measured_seconds_per_restart").is_null());
+  EXPECT_TRUE(quiet.at("measured_cost_usd").is_null());
+  EXPECT_DOUBLE_EQ(quiet.at("expected_preemptions").get<double>(), 0.5);
+
+  // Not on spot, no estimate, or no attempts recorded: no section.
+  EXPECT_TRUE(SpotAgainstAttempts(e, false, 2, attempts).is_null());
+  SpotEstimate unknown = e;
+  unknown.known = false;
+  EXPECT_TRUE(SpotAgainstAttempts(unknown, true, 2, attempts).is_null());
+  EXPECT_TRUE(SpotAgainstAttempts(e, true, 2, nullptr).is_null());
 }
 
 TEST(RunFolder, WritesWholeFilesAndNamesTheOneItCannotWrite) {

@@ -38,6 +38,10 @@ std::vector<double> Losses(const fs::path& metrics) {
   return out;
 }
 
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 class NamespaceNodes : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -123,6 +127,36 @@ class NamespaceNodes : public ::testing::Test {
     std::string all((std::istreambuf_iterator<char>(logs)), std::istreambuf_iterator<char>());
     EXPECT_NE(all.find(" tcn" + std::to_string(nodes)), std::string::npos) << all.substr(0, 400);
   }
+  // Managed recovery: the uninterrupted run's losses (10 steps, a checkpoint
+  // every 3) on `nodes` nodes; then the same with --max-restarts 1 started in
+  // the background (its output in DIR/managed.out, exit code in
+  // DIR/managed.rc), returning once its checkpoint of step 6 is written.
+  std::vector<double> WholeThenManagedToStep6(int nodes, const fs::path& out) {
+    const std::string every3 = " --set train.checkpoint_every=3";
+    CommandResult whole = RunCommand(LaunchCommand(nodes, 1, 10, (dir_ / "whole").string()) + every3 + " 2>&1");
+    EXPECT_EQ(whole.code, 0) << whole.out;
+    RunCommand("(" + LaunchCommand(nodes, 1, 10, out.string()) + every3 +
+               " --max-restarts 1 --set cluster.restart_backoff_s=0 >" + (dir_ / "managed.out").string() +
+               " 2>&1; echo $? >" + (dir_ / "managed.rc").string() + ") >/dev/null 2>&1 &");
+    const fs::path step6 = out / "checkpoints" / "step-00000006";
+    const double deadline = Now() + 240;
+    while (!fs::is_directory(step6) && Now() < deadline) usleep(2000);
+    EXPECT_TRUE(fs::is_directory(step6)) << "no checkpoint of step 6";
+    return Losses(dir_ / "whole" / "metrics.jsonl");
+  }
+  // The managed run's exit code once it ends (-1: not within `seconds`); *said: its output.
+  int ManagedExit(double seconds, std::string* said) {
+    const double deadline = Now() + seconds;
+    int rc = -1;
+    for (;;) {
+      std::ifstream in(dir_ / "managed.rc");
+      if (in >> rc || Now() >= deadline) break;
+      usleep(10000);
+    }
+    std::ifstream said_in(dir_ / "managed.out");
+    said->assign((std::istreambuf_iterator<char>(said_in)), std::istreambuf_iterator<char>());
+    return rc;
+  }
   fs::path dir_;
   std::string skip_;
   std::string batch_;  // --set train.global_batch=N where the quickstart's 8 does not divide over the ranks
@@ -203,10 +237,6 @@ TEST_F(NamespaceNodes, AKilledNodeIsNamed) {
   EXPECT_LT(ended - killed, 30.0) << "the launcher took " << ended - killed << " s to stop after the node died";
 }
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // The PID rank `rank` reported (its TENCACHE_PID line in the run's logs); -1: none yet.
 long RankPid(const fs::path& run, int rank) {
   std::ifstream in(run / "logs" / ("rank-" + std::to_string(rank) + ".out"));
@@ -227,35 +257,15 @@ long RankPid(const fs::path& run, int rank) {
 // with the uninterrupted run's losses, bit for bit.
 TEST_F(NamespaceNodes, WithMaxRestarts1AKilledRankIsRestartedAndEndsBitwiseAsTheUninterruptedRun) {
   NODES_OR_SKIP(2);
-  const std::string every3 = " --set train.checkpoint_every=3";
-  CommandResult whole = RunCommand(LaunchCommand(2, 1, 10, (dir_ / "whole").string()) + every3 + " 2>&1");
-  ASSERT_EQ(whole.code, 0) << whole.out;
-  const std::vector<double> want = Losses(dir_ / "whole" / "metrics.jsonl");
-  ASSERT_EQ(want.size(), 10u);
-
   const fs::path out = dir_ / "managed";
-  RunCommand("(" + LaunchCommand(2, 1, 10, out.string()) + every3 +
-             " --max-restarts 1 --set cluster.restart_backoff_s=0 >" + (dir_ / "managed.out").string() +
-             " 2>&1; echo $? >" + (dir_ / "managed.rc").string() + ") >/dev/null 2>&1 &");
-  const fs::path step6 = out / "checkpoints" / "step-00000006";
-  double deadline = Now() + 240;
-  while (!fs::is_directory(step6) && Now() < deadline) usleep(2000);
-  ASSERT_TRUE(fs::is_directory(step6)) << "no checkpoint of step 6";
+  const std::vector<double> want = WholeThenManagedToStep6(2, out);
+  ASSERT_EQ(want.size(), 10u);
+  ASSERT_FALSE(HasFailure());
   const long victim = RankPid(out, 1);
   ASSERT_GT(victim, 0);
   ASSERT_EQ(kill(pid_t(victim), SIGKILL), 0);
-  deadline = Now() + 240;
-  auto ended = [&] {
-    std::ifstream in(dir_ / "managed.rc");
-    int code = 0;
-    return bool(in >> code);
-  };
-  while (!ended() && Now() < deadline) usleep(10000);
-  std::ifstream rc_in(dir_ / "managed.rc"), said_in(dir_ / "managed.out");
-  const std::string said((std::istreambuf_iterator<char>(said_in)), std::istreambuf_iterator<char>());
-  int rc = -1;
-  ASSERT_TRUE(rc_in >> rc) << "the launcher did not end in 240 s\n" << said;
-  EXPECT_EQ(rc, 0) << said;
+  std::string said;
+  EXPECT_EQ(ManagedExit(240, &said), 0) << said;
   EXPECT_NE(said.find("restart 1 of 1 in 0 s, from the checkpoint at step 6"), std::string::npos) << said;
   const std::vector<double> got = Losses(out / "metrics.jsonl");
   ASSERT_EQ(got.size(), 10u);
@@ -264,6 +274,49 @@ TEST_F(NamespaceNodes, WithMaxRestarts1AKilledRankIsRestartedAndEndsBitwiseAsThe
   const nlohmann::json run = nlohmann::json::parse(run_in);
   EXPECT_EQ(run["status"], "finished");
   EXPECT_EQ(run["attempts"].size(), 2u) << run.dump(2);
+}
+
+// Issue #40, a restart that plans again on the capacity left: of three nodes
+// of one rank, the third is lost (every process in its namespace killed, its
+// rsh entry gone) once the checkpoint of step 6 is written; with
+// `--max-restarts 1` the launcher leaves it out, plans the job for the two
+// left, and their two ranks resume the three ranks' checkpoint (resharded).
+// Steps 0-5 are the uninterrupted three-node run's bit for bit, steps 6-9
+// within 1e-5 relative (another reduction order), fp32.
+TEST_F(NamespaceNodes, WithMaxRestarts1ALostNodeIsLeftOutAndTheRestResumeItsCheckpoint) {
+  NODES_OR_SKIP(3);
+  batch_ = " --set train.global_batch=12";
+  const fs::path out = dir_ / "managed";
+  const std::vector<double> want = WholeThenManagedToStep6(3, out);
+  ASSERT_EQ(want.size(), 10u);
+  ASSERT_FALSE(HasFailure());
+  CommandResult killed = RunCommand(kNodes + " kill " + dir_.string() + " 192.0.2.3 2>&1");
+  ASSERT_EQ(killed.code, 0) << killed.out;
+  std::string said;
+  EXPECT_EQ(ManagedExit(300, &said), 0) << said;
+  EXPECT_NE(said.find("tencache-launch: planned again without 192.0.2.3 ("), std::string::npos) << said;
+  EXPECT_NE(said.find("): 2 host(s), 2 rank(s)"), std::string::npos) << said;
+  EXPECT_NE(said.find("restart 1 of 1 in 0 s, from the checkpoint at step 6"), std::string::npos) << said;
+  const std::vector<double> got = Losses(out / "metrics.jsonl");
+  ASSERT_EQ(got.size(), 10u) << said;
+  for (size_t s = 0; s < 6; ++s) EXPECT_EQ(got[s], want[s]) << "step " << s << " (bitwise, three ranks)";
+  for (size_t s = 6; s < got.size(); ++s) {
+    EXPECT_LT(std::fabs(got[s] - want[s]) / want[s], 1e-5) << "step " << s << " on two ranks";
+  }
+  std::ifstream run_in(out / "run.json");
+  const nlohmann::json run = nlohmann::json::parse(run_in);
+  EXPECT_EQ(run["status"], "finished");
+  ASSERT_EQ(run["attempts"].size(), 2u) << run.dump(2);
+  EXPECT_NE(run["attempts"][0].value("replanned", "").find("192.0.2.3"), std::string::npos) << run.dump(2);
+  // The run folder's job is the one the second attempt ran: two hosts.
+  std::ifstream job_in(out / "job.resolved.yaml");
+  const std::string job((std::istreambuf_iterator<char>(job_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(job.find("hosts: [\"192.0.2.1:1\", \"192.0.2.2:1\"]  # planned again for the restart, without "
+                     "192.0.2.3 ("),
+            std::string::npos)
+      << job;
+  std::ifstream report_in(out / "report.json");
+  EXPECT_EQ(nlohmann::json::parse(report_in)["run"]["nodes"], 2);
 }
 
 }  // namespace
