@@ -522,24 +522,31 @@ StatusOr<std::string> MpirunRunner::DropLostHosts(PlannedRun* run, ResolvedJob* 
     probed.train.micro_batch = probe_micro_batch_;
     local_ = MakeLocalCandidate(probed, facts_, *probes_, job_.ranks(), nodes_);
   }
+  // The new plan is made aside: where it fails, the run ends with what it ran on.
+  PlannedRun next = *run;
   StatusOr<PlanResult> plan = PlanJob(job_, catalog_, ModelAssumptions(), &local_);
   if (!plan.ok()) return Status::FailedPrecondition("planned " + left + ": " + plan.status().message());
-  run->plan = std::move(*plan);
-  run->job = job_;
-  run->notes = local_.notes;
-  run->machine["ranks"] = job_.ranks();
-  if (!run->candidate().feasible) {
-    return Status::FailedPrecondition("planned " + left + ", which cannot run the job: " + run->candidate().reason);
+  next.plan = std::move(*plan);
+  next.job = job_;
+  next.notes = local_.notes;
+  next.machine["ranks"] = job_.ranks();
+  if (!next.candidate().feasible) {
+    return Status::FailedPrecondition("planned " + left + ", which cannot run the job: " + next.candidate().reason);
   }
-  StatusOr<ResolvedJob> again = ResolveJob(job_, run->candidate());
+  StatusOr<ResolvedJob> again = ResolveJob(job_, next.candidate());
   if (!again.ok()) return Status::FailedPrecondition("planned " + left + ": " + again.status().message());
-  *resolved = std::move(*again);
-  resolved->why["cluster.hosts"] = "planned again for the restart, " + left;
-  resolved->why["cluster.nodes"] = "planned again: the hosts that answer";
-  StatusOr<RunFiles> files = Prepare(*run, *resolved);  // the hosts left in the argv, job.resolved.yaml
-  if (!files.ok()) return Status::FailedPrecondition("planned " + left + ": " + files.status().message());
-  const RunFolder folder(run->out);
+  again->why["cluster.hosts"] = "planned again for the restart, " + left;
+  again->why["cluster.nodes"] = "planned again: the hosts that answer";
+  const ResolvedJob before = resolved_;
+  StatusOr<RunFiles> files = Prepare(next, *again);  // the hosts left in the argv, job.resolved.yaml
+  if (!files.ok()) {
+    resolved_ = before;  // Prepare took the new job before its disk check refused it
+    return Status::FailedPrecondition("planned " + left + ": " + files.status().message());
+  }
+  const RunFolder folder(next.out);
   for (const auto& [name, text] : *files) TC_RETURN_IF_ERROR(folder.Write(name, text));
+  *run = std::move(next);
+  *resolved = std::move(*again);
   return left;
 }
 
