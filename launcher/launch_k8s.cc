@@ -22,6 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The run folder's manifests: the first attempt's, and the ones a restart
+// applies when it resumes.
+constexpr char kManifests[] = "manifests.yaml";
+constexpr char kResumeManifests[] = "manifests.resume.yaml";
+
 // A job planned for Kubernetes; plan.chosen < 0 when no instance type is feasible.
 struct K8sPlan {
   JobSpec job;
@@ -31,14 +36,23 @@ struct K8sPlan {
 };
 
 // REQUIRES: `out` outlives nothing planned before (the plan points into out->catalog).
+// `resume`: --resume. Restarts and --resume read the pods' checkpoints back,
+// which only cluster.checkpoint_claim keeps (an emptyDir goes with the pod).
 Status PlanForK8s(const std::string& job_path, const std::vector<std::string>& overrides,
-                  const std::string& catalog_flag, K8sPlan* out) {
+                  const std::string& catalog_flag, bool resume, K8sPlan* out) {
   TC_ASSIGN_OR_RETURN(out->job, LoadJobFile(job_path, overrides));
-  if (out->job.cluster.max_restarts > 0 && out->job.cluster.k8s.checkpoint_claim.empty()) {
-    return Status::InvalidArgument(out->job.Where("cluster.max_restarts") + ": a restart resumes from the "
-                                   "checkpoints, and without cluster.checkpoint_claim they are in an emptyDir that "
-                                   "goes with the pod; name a PersistentVolumeClaim (ReadWriteMany for more than "
-                                   "one node) in cluster.checkpoint_claim, or set cluster.max_restarts to 0");
+  if (out->job.cluster.k8s.checkpoint_claim.empty()) {
+    if (out->job.cluster.max_restarts > 0) {
+      return Status::InvalidArgument(out->job.Where("cluster.max_restarts") + ": a restart resumes from the "
+                                     "checkpoints, and without cluster.checkpoint_claim they are in an emptyDir "
+                                     "that goes with the pod; name a PersistentVolumeClaim (ReadWriteMany for more "
+                                     "than one node) in cluster.checkpoint_claim, or set cluster.max_restarts to 0");
+    }
+    if (resume) {
+      return Status::InvalidArgument("--resume: " + out->job.Where("cluster.checkpoint_claim") + " is not set, "
+                                     "so the pods' checkpoints were in an emptyDir, gone with the pods; a "
+                                     "Kubernetes run resumes from the claim's");
+    }
   }
   TC_ASSIGN_OR_RETURN(out->catalog, Catalog::Load(CatalogPathFor(catalog_flag, out->job.cluster.catalog)));
   TC_ASSIGN_OR_RETURN(out->plan, PlanJob(out->job, out->catalog, ModelAssumptions()));
@@ -63,8 +77,6 @@ std::string Header(const std::string& job_path, const Candidate& c, const Render
          (resume ? "; the ranks resume from the newest complete checkpoint" : "") + "\n";
 }
 
-// The manifests a restart applies when it resumes (the first attempt's are manifests.yaml).
-constexpr char kResumeManifests[] = "manifests.resume.yaml";
 
 // cluster.target k8s: a Kubeflow MPIJob applied through kubectl and followed
 // (launcher/k8s_runner.h).
@@ -81,12 +93,7 @@ class MpiJobRunner : public Runner {
     std::vector<std::string> overrides = opt_.overrides;
     if (opt_.steps >= 0) overrides.push_back("train.steps=" + std::to_string(opt_.steps));
     if (!opt_.namespace_.empty()) overrides.push_back("cluster.namespace=" + opt_.namespace_);
-    TC_RETURN_IF_ERROR(PlanForK8s(opt_.job_path, overrides, opt_.catalog, &p_));
-    if (opt_.resume && p_.job.cluster.k8s.checkpoint_claim.empty()) {
-      return Status::InvalidArgument("--resume: " + p_.job.Where("cluster.checkpoint_claim") + " is not set, so "
-                                     "the pods' checkpoints were in an emptyDir, gone with the pods; a Kubernetes "
-                                     "run resumes from the claim's");
-    }
+    TC_RETURN_IF_ERROR(PlanForK8s(opt_.job_path, overrides, opt_.catalog, opt_.resume, &p_));
     PlannedRun run;
     run.job = p_.job;
     run.catalog = &p_.catalog;
@@ -102,13 +109,12 @@ class MpiJobRunner : public Runner {
     resolved_ = resolved;
     const Candidate& c = run.candidate();
     TC_ASSIGN_OR_RETURN(rendered_, Render(resolved, c, name_, opt_.resume));
-    manifests_ = "manifests.yaml";
     machine_ = {{"target", "k8s"},
                 {"instance_type", c.instance->type},
                 {"nodes", c.nodes},
                 {"namespace", rendered_.namespace_},
                 {"mpijob", rendered_.name}};
-    return RunFiles{{"manifests.yaml", Header(opt_.job_path, c, rendered_, opt_.resume) + rendered_.yaml},
+    return RunFiles{{kManifests, Header(opt_.job_path, c, rendered_, opt_.resume) + rendered_.yaml},
                     {"job.resolved.yaml", RenderResolvedJob(resolved, {"tencache-launch: the job as planned."})},
                     {"plan.json", PlanToJson(run.plan, false).dump(2) + "\n"},
                     {"machine.json", machine_.dump(2) + "\n"}};
@@ -157,7 +163,7 @@ class MpiJobRunner : public Runner {
     std::fflush(stdout);
     TC_RETURN_IF_ERROR(DeleteForRestart(kubectl_, rendered_.name, grace_s + kDeleteSlackS));
     if (checkpoint_step_ <= 0) {
-      manifests_ = "manifests.yaml";
+      manifests_ = kManifests;
       return RestartPlan{};
     }
     if (!opt_.resume) {
@@ -194,7 +200,7 @@ class MpiJobRunner : public Runner {
   RenderedJob rendered_;
   nlohmann::ordered_json machine_;
   KubectlOptions kubectl_;
-  std::string manifests_ = "manifests.yaml";  // what Start applies, in the run folder
+  std::string manifests_ = kManifests;  // what Start applies, in the run folder
   int64_t checkpoint_step_ = -1;               // the newest checkpoint any attempt's ranks said; -1: none
   // Beyond the pods' grace period, for the API server and the kubelets to remove them.
   static constexpr double kDeleteSlackS = 120;
@@ -204,7 +210,7 @@ class MpiJobRunner : public Runner {
 
 int RenderJob(const RenderOptions& o) {
   K8sPlan p;
-  if (Status s = PlanForK8s(o.job_path, o.overrides, o.catalog, &p); !s.ok()) return FailCommand(s);
+  if (Status s = PlanForK8s(o.job_path, o.overrides, o.catalog, /*resume=*/false, &p); !s.ok()) return FailCommand(s);
   if (p.plan.chosen < 0) return FailNoFeasiblePlan(o.job_path);
   StatusOr<ResolvedJob> resolved = ResolveJob(p.job, p.chosen());
   if (!resolved.ok()) return FailCommand(resolved.status());
@@ -219,7 +225,7 @@ int RenderJob(const RenderOptions& o) {
   }
   const RunFolder folder(o.out);
   Status wrote = folder.Create();
-  if (wrote.ok()) wrote = folder.Write("manifests.yaml", header + rendered->yaml);
+  if (wrote.ok()) wrote = folder.Write(kManifests, header + rendered->yaml);
   if (wrote.ok()) {
     wrote = folder.Write("job.resolved.yaml",
                          RenderResolvedJob(*resolved, {"tencache-launch render: the job as planned (host paths)."}));
