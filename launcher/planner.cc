@@ -218,6 +218,7 @@ std::string CheckpointPlan(const JobSpec& job, const Candidate& c) {
     char rate[32];
     std::snprintf(rate, sizeof rate, "%.2f", ck.write_gbps);
     line += ", written in " + FormatDuration(ck.write_s) + " at " + rate + " GB/s (" + ck.bandwidth + ")";
+    if (c.checkpoint_hours > 0) line += "; on demand they add " + FormatDuration(c.checkpoint_hours * 3600) + " an epoch";
   } else {
     line += "; the disk's write bandwidth is unknown, so how long one takes is not predicted";
   }
@@ -420,6 +421,7 @@ nlohmann::ordered_json CandidateJson(const Candidate& c) {
   j["epoch_hours"] = c.epoch_hours;
   j["cost_per_epoch_usd"] = c.cost_per_epoch_usd;
   j["on_demand_cost_per_epoch_usd"] = c.on_demand_cost_per_epoch_usd;
+  j["checkpoint_hours"] = c.checkpoint_hours;
   j["checkpoint_every"] = c.checkpoint_every;
   j["checkpoint_write_s"] = c.checkpoint.write_s;
   const SpotEstimate& s = c.spot_estimate;

@@ -119,7 +119,7 @@ SpotEstimate EstimateSpot(const JobSpec& job, const InstanceSpec& inst, int node
   }
   const bool periodic = e.checkpoint_every > 0;
   const double tau = periodic ? std::min(T, e.checkpoint_every * step_s) : T;  // training per segment
-  const double segments = tau > 0 ? T / tau : 0;
+  const double segments = periodic ? CheckpointsPerEpoch(T, step_s, e.checkpoint_every) : (T > 0 ? 1 : 0);
   const double periodic_c = periodic ? ckpt.write_s : 0;
   double total = 0;
   if (e.notice_saves) {
@@ -152,6 +152,11 @@ SpotEstimate EstimateSpot(const JobSpec& job, const InstanceSpec& inst, int node
   e.cost_per_epoch_usd = e.epoch_hours * e.price_per_node_hour * nodes;
   e.known = true;
   return e;
+}
+
+double CheckpointsPerEpoch(double training_s, double step_s, int every) {
+  if (every <= 0 || training_s <= 0) return 0;
+  return training_s / std::min(training_s, every * step_s);
 }
 
 int ResolveCheckpointEvery(const JobSpec& job, const SpotEstimate& spot, std::string* why) {

@@ -80,6 +80,12 @@ struct SpotEstimate {
   double cost_per_epoch_usd = 0;
 };
 
+// How many periodic checkpoints an epoch of `training_s` seconds writes at one
+// every `every` steps of `step_s`: training_s / min(training_s, every x step_s)
+// (at least one where any is written); 0 where every <= 0. The on-demand epoch
+// and the spot estimate count them the same way.
+double CheckpointsPerEpoch(double training_s, double step_s, int every);
+
 // Young/Daly's interval in steps: sqrt(2 C M) / step_s, at least 1.
 // REQUIRES: checkpoint_s > 0, mtbp_s > 0, step_s > 0.
 int YoungDalyEvery(double checkpoint_s, double mtbp_s, double step_s);

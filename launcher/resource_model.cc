@@ -475,12 +475,17 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
   c.feasible = true;
   c.step = EstimateStep(job, inst, gpu, nodes, c.placement, c.states, storage.read_gbps, storage.write_gbps, a);
   c.tokens_per_s = double(job.train.global_batch) * job.model.seq_len / c.step.step_s;
-  c.epoch_hours = double(job.train.tokens_per_epoch) / c.tokens_per_s / 3600.0;
-  c.cost_per_epoch_usd = c.epoch_hours * hourly;
-  c.on_demand_cost_per_epoch_usd = c.epoch_hours * inst.price_on_demand * nodes;
+  const double training_hours = double(job.train.tokens_per_epoch) / c.tokens_per_s / 3600.0;
   c.checkpoint = TimeCheckpoint(job, inst, std::max(1, c.ranks / std::max(1, nodes)),
                                 c.states.checkpoint(job.dtype));
-  c.spot_estimate = EstimateSpot(job, inst, nodes, c.checkpoint, c.step.step_s, c.epoch_hours);
+  // On demand, `auto` writes no periodic checkpoint (ResolveCheckpointEvery).
+  const int on_demand_every = job.train.checkpoint_every == kCheckpointEveryAuto ? 0 : job.train.checkpoint_every;
+  c.checkpoint_hours =
+      CheckpointsPerEpoch(training_hours * 3600, c.step.step_s, on_demand_every) * c.checkpoint.write_s / 3600;
+  c.epoch_hours = training_hours + c.checkpoint_hours;
+  c.cost_per_epoch_usd = c.epoch_hours * hourly;
+  c.on_demand_cost_per_epoch_usd = c.epoch_hours * inst.price_on_demand * nodes;
+  c.spot_estimate = EstimateSpot(job, inst, nodes, c.checkpoint, c.step.step_s, training_hours);
   if (c.spot) {
     if (!c.spot_estimate.known) {
       c.feasible = false;

@@ -198,10 +198,12 @@ struct Candidate {
   StepBreakdown step;
   double tokens_per_s = 0;
   // The epoch as the objective ranks it: on spot nodes (cluster.use_spot) the
-  // expected one, preemptions included (`spot_estimate`), else on-demand.
+  // expected one, preemptions included (`spot_estimate`), else on-demand:
+  // training and the periodic checkpoints of train.checkpoint_every.
   double epoch_hours = 0;
   double cost_per_epoch_usd = 0;
-  double on_demand_cost_per_epoch_usd = 0;  // training alone at the on-demand price
+  double on_demand_cost_per_epoch_usd = 0;  // training and periodic checkpoints at the on-demand price
+  double checkpoint_hours = 0;              // on demand, of which writing periodic checkpoints
   CheckpointTiming checkpoint;              // one checkpoint of a node
   SpotEstimate spot_estimate;               // the same epoch on spot nodes (side by side)
   int checkpoint_every = 0;                 // train.checkpoint_every as the run uses it

@@ -26,6 +26,7 @@ TEST(K8sLauncherCommand, TrainsTheQuickstartHere) {
   if (fs::exists(kK8sJobFile)) GTEST_SKIP() << kK8sJobFile << " exists; not overwriting it";
   const fs::path weights = K8sWeightsDir("quickstart");
   if (fs::exists(weights)) GTEST_SKIP() << weights << " exists; not overwriting it";
+  const bool volume_existed = fs::exists(kK8sCheckpointDir);
   const fs::path dir = fs::temp_directory_path() / ("tencache_k8s_cmd_" + std::to_string(getpid()));
   testing::CommandResult r = testing::RunCommand(
       "cd " + std::string(TENCACHE_SOURCE_DIR) + " && " + TENCACHE_LAUNCH_BIN +
@@ -65,6 +66,7 @@ TEST(K8sLauncherCommand, TrainsTheQuickstartHere) {
   EXPECT_TRUE(fs::is_regular_file(weights / "model.safetensors")) << run.out;
   EXPECT_TRUE(fs::is_regular_file(weights / "config.json")) << run.out;
   fs::remove_all(weights.parent_path());
+  if (!volume_existed) fs::remove(kK8sCheckpointDir);  // the pods' volume path, made here by the run
 }
 
 }  // namespace

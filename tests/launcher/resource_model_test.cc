@@ -232,6 +232,24 @@ TEST_F(ResourceModelTest, CostArithmetic) {
   EXPECT_DOUBLE_EQ(c.tokens_per_s, 64.0 * 4096 / c.step.step_s);
   EXPECT_DOUBLE_EQ(c.epoch_hours, 1e9 / c.tokens_per_s / 3600);
   EXPECT_NEAR(c.cost_per_epoch_usd, c.epoch_hours * 21.96 * 2, 1e-9);
+  EXPECT_EQ(c.checkpoint_hours, 0);
+  // Periodic checkpoints are paid for on demand too: an epoch of T seconds writes
+  // T / (every x step) of them, C each.
+  const double training_s = 1e9 / c.tokens_per_s;
+  ASSERT_TRUE(c.checkpoint.known());
+  for (int every : {1, 50, 1000000}) {
+    JobSpec periodic = job;
+    periodic.train.checkpoint_every = every;
+    const Candidate p = Eval(periodic, "p4d.24xlarge", 2);
+    const double count = std::max(1.0, training_s / (every * c.step.step_s));
+    EXPECT_NEAR(p.checkpoint_hours * 3600, count * p.checkpoint.write_s, 1e-6) << "every " << every;
+    EXPECT_NEAR(p.epoch_hours, c.epoch_hours + p.checkpoint_hours, 1e-12) << "every " << every;
+    EXPECT_NEAR(p.on_demand_cost_per_epoch_usd, p.epoch_hours * 21.96 * 2, 1e-9);
+    EXPECT_GT(p.cost_per_epoch_usd, c.cost_per_epoch_usd);
+  }
+  JobSpec automatic = job;  // auto off spot nodes writes none
+  automatic.train.checkpoint_every = kCheckpointEveryAuto;
+  EXPECT_DOUBLE_EQ(Eval(automatic, "p4d.24xlarge", 2).epoch_hours, c.epoch_hours);
   ASSERT_FALSE(DeferredUpdates(job));  // the updates run in the last micro-step's backward
   EXPECT_DOUBLE_EQ(c.step.step_s, (c.step.accum_steps - 1) * c.step.micro_step_s + c.step.last_micro_step_s);
   job.train.grad_clip = 1.0;  // deferred: after the backward
