@@ -46,6 +46,11 @@ class StepOrder final : public NextUseLookup<Index> {
     const auto it = std::upper_bound(u.begin(), u.end(), g.in_step(n));
     return it != u.end() ? Index::At(step, n, *it) : Index::At(step + 1, n, u.front());
   }
+  Index UseAfter(TensorId id, uint64_t uses_done) const override {
+    if (!used(id)) return Index::Never();
+    const std::vector<uint32_t>& u = uses_[id];
+    return uses_done < u.size() ? Index::At(0, size(), u[uses_done]) : Index::At(1, size(), u.front());
+  }
   // Last use of `id` strictly before global position `g`, or Index::Never().
   Index PrevUse(TensorId id, Index g) const {
     if (!used(id)) return Index::Never();

@@ -206,7 +206,11 @@ StatusOr<TensorHandle> TensorCache::Acquire(TensorId id, Tier tier, AccessMode m
   const Clock::time_point deadline = start + timeout;
   MutexLock lock(&mu_);
   Entry& e = entries_[id];
-  ++acquires_;
+  if (e.acquired_step != step_) {
+    e.acquired_step = step_;
+    e.step_acquires = 0;
+  }
+  ++e.step_acquires;
   e.last_use = ++clock_;
   bool missed = false;
   auto account_stall = [&]() REQUIRES(mu_) {
@@ -699,7 +703,7 @@ CacheMetrics TensorCache::EndStep() {
   next.tiers[kNvme].peak_used_bytes = m.tiers[kNvme].used_bytes;
   metrics_ = next;
   for (LinkClock& c : links_) c.Restart(Clock::now());
-  acquires_ = 0;
+  ++step_;
   return m;
 }
 

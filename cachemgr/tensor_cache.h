@@ -201,6 +201,10 @@ class TensorCache {
   // evicted yet (a use before then, a handle, a copy in flight); -1 when a slot
   // is free, no oracle is set, or the victim can go now.
   int64_t VictimToAwait(const Entry& e, Tier tier) REQUIRES(mu_);
+  // `e`'s next use: the oracle's use after e's acquires so far this step (so
+  // that acquires of several threads, in another order than the profiled
+  // one, move no other tensor's next use). REQUIRES: oracle_ != nullptr.
+  AcquireIndex NextUseOf(const Entry& e) const REQUIRES(mu_);
   // Requeues the prefetches parked on `id` as their victim.
   void WakeVictimWaiters(TensorId id) REQUIRES(mu_);
   // Wakes the movers waiting out TakeSlot's grace, if any, after a change that
@@ -261,7 +265,7 @@ class TensorCache {
   bool stop_ GUARDED_BY(mu_) = false;
   int slot_waiters_ GUARDED_BY(mu_) = 0;  // movers waiting out TakeSlot's grace
   const NextUseOracle* oracle_ GUARDED_BY(mu_) = nullptr;
-  uint64_t acquires_ GUARDED_BY(mu_) = 0;  // acquires so far this step
+  uint64_t step_ GUARDED_BY(mu_) = 0;      // EndSteps so far
   uint64_t clock_ GUARDED_BY(mu_) = 0;      // LRU clock
   CacheMetrics metrics_ GUARDED_BY(mu_);
   LinkClock links_[kNumLinks] GUARDED_BY(mu_);  // in Link order

@@ -19,9 +19,6 @@ constexpr int kHost = 1;
 constexpr int kNvme = 2;
 
 inline int Index(Tier t) { return static_cast<int>(t); }
-// The index of the latest acquire, given the acquires so far this step (the
-// `now` every next-use question of the cache is asked at).
-inline AcquireIndex LatestAcquire(uint64_t acquires) { return AcquireIndex(acquires == 0 ? 0 : acquires - 1); }
 
 }  // namespace tensor_cache_internal
 
@@ -48,6 +45,8 @@ struct TensorCache::Entry {
   } late;
   uint32_t waiters = 0;        // Acquires waiting for it to arrive: its moves are not prefetches then
   uint64_t last_use = 0;
+  uint64_t acquired_step = 0;  // the step (TensorCache::step_) step_acquires counts in
+  uint64_t step_acquires = 0;  // acquires of it in that step: its next use is the oracle's UseAfter them
   uint64_t arrivals[kNumTiers] = {0, 0, 0};  // completed copies into each tier
   std::shared_ptr<Completion> pending[kNumTiers];
   std::vector<Job> deferred;   // moves parked until a handle on this tensor is released

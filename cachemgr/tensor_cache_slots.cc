@@ -29,7 +29,7 @@ StatusOr<uint64_t> TensorCache::TakeSlot(MutexLock* lock, Tier tier, int cls, Te
     // A prefetch may only evict what is needed after the tensor it brings.
     AcquireIndex mine = kNeverAcquired;
     const bool safe = !urgent && oracle_ != nullptr && entries_[for_id].waiters == 0;
-    if (safe) mine = oracle_->NextUse(for_id, LatestAcquire(acquires_));
+    if (safe) mine = NextUseOf(entries_[for_id]);
     bool sooner = false;
     Entry* unfit = nullptr;
     Entry* victim = PickVictim(tier, cls, for_id, safe ? &mine : nullptr, &sooner, &unfit);
@@ -77,12 +77,15 @@ bool TensorCache::HasBusyHolder(Tier tier, int cls, TensorId for_id) const {
   return false;
 }
 
+AcquireIndex TensorCache::NextUseOf(const Entry& e) const {
+  return oracle_->UseAfter(e.spec.id, e.acquired_step == step_ ? e.step_acquires : 0);
+}
+
 TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id, const AcquireIndex* after,
                                             bool* sooner, Entry** unfit) {
   const int t = Index(tier);
   Entry* best = nullptr;
   AcquireIndex best_next;
-  const AcquireIndex now = LatestAcquire(acquires_);
   for (TensorId id : members_[t][cls]) {
     Entry& c = entries_[id];
     SettleLate(&c);  // a late copy that ended frees its tensor for eviction
@@ -90,7 +93,7 @@ TensorCache::Entry* TensorCache::PickVictim(Tier tier, int cls, TensorId for_id,
     // that use as past, so evicting it would read it again at once.
     if (id == for_id || c.slot[t] < 0 || !c.valid[t] || c.pins[t] > 0 || c.busy || c.waiters > 0) continue;
     if (tier == Tier::kDevice && NeedsWriteBack(c, tier) && CopyBlocked(c, Tier::kDevice, Tier::kHost)) continue;
-    const AcquireIndex next = oracle_ != nullptr ? oracle_->NextUse(id, now) : AcquireIndex();
+    const AcquireIndex next = oracle_ != nullptr ? NextUseOf(c) : AcquireIndex();
     if (after != nullptr && next <= *after) {
       *sooner = true;
       continue;
@@ -113,8 +116,7 @@ int64_t TensorCache::VictimToAwait(const Entry& e, Tier tier) {
   const int t = Index(tier);
   const int cls = e.cls[t];
   if (oracle_ == nullptr || pools_[t]->free_slots(cls) > 0) return -1;
-  const AcquireIndex now = LatestAcquire(acquires_);
-  const AcquireIndex use = oracle_->NextUse(e.spec.id, now);
+  const AcquireIndex use = NextUseOf(e);
   if (use == kNeverAcquired) return -1;
   // The caller pins up to `held` tensors of a class at once, acquired in a row:
   // one used fewer than `held` accesses before `use` may still be pinned then.
@@ -126,7 +128,7 @@ int64_t TensorCache::VictimToAwait(const Entry& e, Tier tier) {
     Entry& c = entries_[id];
     if (id == e.spec.id || c.slot[t] < 0) continue;
     SettleLate(&c);
-    const AcquireIndex next = oracle_->NextUse(id, now);
+    const AcquireIndex next = NextUseOf(c);
     AcquireIndex after = next;
     if (next < use) {
       if (use.value() >= held && oracle_->NextUse(id, use - held) < use) continue;  // held at `use`: no victim then

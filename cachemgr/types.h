@@ -80,7 +80,8 @@ class StepIndex {
 
 // Position among every acquire the cache serves in a step (device and host,
 // training thread and update alike): the k-th acquire of a step is acquire k.
-// The cache's next-use oracle and victim choice count in these.
+// The cache's next-use oracle and victim choice count in these: a tensor's
+// next use is the one after its acquires so far this step (UseAfter).
 struct AcquireTag {};
 using AcquireIndex = StepIndex<AcquireTag>;
 constexpr AcquireIndex kNeverAcquired = AcquireIndex::Never();
@@ -96,6 +97,12 @@ class NextUseLookup {
   // this step or a later one (positions continue past the step's length), or
   // Index::Never().
   virtual Index NextUse(TensorId id, Index now) const = 0;
+  // The position of `id`'s use after the first `uses_done` of a step (in step
+  // 0's positions; once the step's uses are done, its first use in step 1), or
+  // Index::Never(). Where a step follows the order this is NextUse(id, now)
+  // for the uses of `id` at or before `now`; where threads interleave their
+  // uses otherwise, a use not yet made stays ahead.
+  virtual Index UseAfter(TensorId id, uint64_t uses_done) const = 0;
 };
 
 // The cache's: when a tensor is next acquired, so that it can evict the resident

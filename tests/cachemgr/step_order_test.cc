@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace tencache {
 namespace {
 
@@ -46,6 +48,21 @@ TEST(StepOrderTest, OverAcquiresIsTheCachesNextUseOracle) {
   const NextUseOracle& oracle = s;
   for (AcquireIndex g; g < A(12); ++g)
     for (TensorId id = 0; id < 4; ++id) EXPECT_EQ(oracle.NextUse(id, g), s.NextUse(id, g)) << id << " " << g;
+}
+
+// Walking a step in its order, the use after a tensor's uses so far is its
+// next use from the current position; past its last, the next step's first.
+TEST(StepOrderTest, UseAfterTheUsesSoFarIsTheNextUseInOrder) {
+  const Order s = Example();
+  const NextUseOracle& oracle = s;
+  std::vector<uint64_t> done(4, 0);
+  for (AcquireIndex g; g < A(s.size()); ++g) {
+    ++done[s.tensor(g)];
+    for (TensorId id = 0; id < 4; ++id) EXPECT_EQ(oracle.UseAfter(id, done[id]), s.NextUse(id, g)) << id << " " << g;
+  }
+  EXPECT_EQ(s.UseAfter(3, 0), kNeverAcquired);
+  EXPECT_EQ(s.UseAfter(99, 0), kNeverAcquired);
+  EXPECT_EQ(s.UseAfter(0, 7), s.UseAfter(0, 2)) << "uses past the step's count as all of them";
 }
 
 }  // namespace

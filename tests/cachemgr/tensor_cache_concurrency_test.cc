@@ -207,6 +207,7 @@ TEST(TensorCacheInterleavingTest, AcquiredPrefetchIsADemandMissNotDeclined) {
       static const uint64_t next[] = {30, 40, 20, 5};
       return AcquireIndex(next[id]);
     }
+    AcquireIndex UseAfter(TensorId id, uint64_t) const override { return NextUse(id, AcquireIndex()); }
   } oracle;
   testing::TempDir dir;
   testing::GatedTierStore* gate = nullptr;

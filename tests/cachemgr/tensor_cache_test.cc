@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "cachemgr/step_order.h"
+
 #include "cache_fixture.h"
 
 namespace tencache {
@@ -42,6 +44,7 @@ class MapOracle : public NextUseOracle {
     auto it = next_.find(id);
     return it == next_.end() ? kNeverAcquired : AcquireIndex(it->second);
   }
+  AcquireIndex UseAfter(TensorId id, uint64_t) const override { return NextUse(id, AcquireIndex()); }
 
  private:
   std::map<TensorId, uint64_t> next_;  // next acquire index, per tensor
@@ -150,6 +153,29 @@ TEST_F(TensorCacheTest, OracleEvictsFurthestNextUse) {
   EXPECT_FALSE(c->IsResident(0, Tier::kDevice));
   EXPECT_TRUE(c->IsResident(1, Tier::kDevice));
   EXPECT_TRUE(c->IsResident(2, Tier::kDevice));
+  c->SetNextUseOracle(nullptr);
+}
+
+// The order's uses made in another order (an update on another thread behind
+// the training thread): a tensor whose use this step is still to come keeps
+// its slot. Counting every acquire as a position would place the step past A's
+// use, call A used and evict it first.
+TEST_F(TensorCacheTest, AUseStillToComeKeepsItsSlotWhenThreadsAcquireOutOfOrder) {
+  constexpr TensorId kA = 0, kB = 1, kZ = 2, kC = 3;
+  auto c = MakeCache(dir_, Budgets(2, 4), UniformSpecs(4, kBytes));
+  WriteTensor(c.get(), kB, 3);
+  WriteTensor(c.get(), kA, 1);
+  WriteTensor(c.get(), kZ, 2);  // the device's two slots: A and Z (B left for the host)
+  ASSERT_FALSE(c->IsResident(kB, Tier::kDevice));
+  c->EndStep();
+  StepOrder<AcquireIndex> oracle({kA, kB, kZ, kC}, 4);
+  c->SetNextUseOracle(&oracle);
+  ASSERT_TRUE(ReadMatches(c.get(), kB, 3));  // B before A: the miss takes Z's slot (Z at 2, A still at 0)
+  EXPECT_TRUE(c->IsResident(kA, Tier::kDevice));
+  EXPECT_FALSE(c->IsResident(kZ, Tier::kDevice));
+  const uint64_t hits = c->Snapshot().tier(Tier::kDevice).hits;
+  ASSERT_TRUE(ReadMatches(c.get(), kA, 1));
+  EXPECT_EQ(c->Snapshot().tier(Tier::kDevice).hits, hits + 1);
   c->SetNextUseOracle(nullptr);
 }
 
