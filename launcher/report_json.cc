@@ -122,6 +122,7 @@ json MeasuredJson(const ReportMeasured& m) {
   if (!lanes.empty()) j["lane_busy_s"] = lanes;
   if (!m.bound_lane.empty()) j["bound_lane"] = m.bound_lane;
   Put(&j, "overlap_efficiency", m.overlap_efficiency);
+  Put(&j, "optimizer_wait_s", m.optimizer_wait_s);
   return j;
 }
 
@@ -147,6 +148,7 @@ void ReadMeasured(ReportFields& f, const json& m, ReportMeasured* r) {
   }
   r->bound_lane = f.Str(m, "measured.", "bound_lane");
   r->overlap_efficiency = f.Num(m, "measured.", "overlap_efficiency");
+  r->optimizer_wait_s = f.Num(m, "measured.", "optimizer_wait_s");
 }
 
 json PredictedJson(const ReportPredicted& p) {
@@ -157,6 +159,8 @@ json PredictedJson(const ReportPredicted& p) {
   json lanes = json::object();
   PutNumbers(&lanes, kPredictedLaneKeys, p.lanes_s, kReportPredictedLanes);
   if (!lanes.empty()) j["lanes_s"] = lanes;
+  Put(&j, "optimizer_exposed_s", p.optimizer_exposed_s);
+  Put(&j, "optimizer_hidden_s", p.optimizer_hidden_s);
   for (int l = 0; l < kReportLinks; ++l) Put(&j, LinkKeys().bytes[l].c_str(), p.bytes[l]);
   json per_rank = json::object();
   PutNumbers(&per_rank, LinkKeys().per_rank, p.bytes_per_rank, kReportLinks);
@@ -178,6 +182,8 @@ void ReadPredicted(ReportFields& f, const json& p, ReportPredicted* r) {
   r->stall_s = f.Num(p, "predicted.", "stall_s");
   const json& lanes = f.Obj(p, "predicted.", "lanes_s");
   for (int l = 0; l < kReportPredictedLanes; ++l) r->lanes_s[l] = f.Num(lanes, "predicted.lanes_s.", kPredictedLaneKeys[l]);
+  r->optimizer_exposed_s = f.Num(p, "predicted.", "optimizer_exposed_s");
+  r->optimizer_hidden_s = f.Num(p, "predicted.", "optimizer_hidden_s");
   const json& per_rank = f.Obj(p, "predicted.", "bytes_per_rank");
   for (int l = 0; l < kReportLinks; ++l) {
     r->bytes[l] = f.Num(p, "predicted.", LinkKeys().bytes[l].c_str());

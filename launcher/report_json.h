@@ -66,6 +66,7 @@ struct ReportMeasured {
   ReportNumber lane_busy_s[kStepLanes];  // each lane's busy seconds per step
   std::string bound_lane;
   ReportNumber overlap_efficiency;
+  ReportNumber optimizer_wait_s;         // the training thread's seconds in the updates per step
 };
 
 // predicted.calibrated: this machine's prediction corrected by the run.
@@ -79,6 +80,9 @@ inline constexpr int kReportPredictedLanes = 6;  // compute, h2d, d2h, nvme, col
 struct ReportPredicted {
   ReportNumber step_time_s, tokens_per_s, stall_s;
   ReportNumber lanes_s[kReportPredictedLanes];
+  // The updates' arithmetic left on the training thread's path per step, and
+  // the seconds the optimizer lane takes off it (train.optimizer_overlap).
+  ReportNumber optimizer_exposed_s, optimizer_hidden_s;
   ReportNumber bytes[kReportLinks];           // summed over ranks (bytes_h2d, ...)
   ReportNumber bytes_per_rank[kReportLinks];  // per rank (bytes_per_rank.h2d, ...)
   std::optional<ReportCalibratedStep> calibrated;

@@ -326,10 +326,32 @@ std::string TierTables(const RunReport& r, const MachineShown& machine, const Me
          "\n";
 }
 
+// The updates on the training thread's path, measured against predicted, and
+// what the optimizer lane hides (docs/worker.md "The optimizer lane"); empty
+// when the run measured none.
+std::string OptimizerLine(const RunReport& r) {
+  const Opt wait = r.measured.optimizer_wait_s;
+  if (!wait) return "";
+  const Opt step = r.measured.step_time_s;
+  std::string line = "Optimizer: the training thread spent " + Secs(wait) + " a step in the updates";
+  if (step && *step > 0) line += " (" + Pct(*wait / *step) + " of the step)";
+  line += ", issuing them to the optimizer lane and waiting for them, or running them itself";
+  if (r.predicted.optimizer_exposed_s) {
+    line += "; predicted " + Secs(r.predicted.optimizer_exposed_s) + " on the step";
+    if (r.predicted.optimizer_hidden_s && *r.predicted.optimizer_hidden_s > 0) {
+      line += ", " + Secs(r.predicted.optimizer_hidden_s) + " hidden by the optimizer lane";
+    }
+  }
+  return line + ".\n";
+}
+
 // Each lane's busy time per step against the step time, and the overlap
-// efficiency they bound (docs/worker.md "Lanes").
+// efficiency they bound (docs/worker.md "Lanes"), then the optimizer's share.
 std::string LaneTable(const RunReport& r) {
-  if (!r.measured.overlap_efficiency) return "";
+  if (!r.measured.overlap_efficiency) {
+    const std::string optimizer = OptimizerLine(r);
+    return optimizer.empty() ? "" : "## Lanes\n\n" + optimizer + "\n";
+  }
   std::vector<std::vector<std::string>> rows = {{"lane", "busy per step", "share of the step"}};
   for (int l = 0; l < kStepLanes; ++l) {
     const Opt share = r.measured.lane_busy_s[l] && r.measured.step_time_s && *r.measured.step_time_s > 0 ? Opt(*r.measured.lane_busy_s[l] / *r.measured.step_time_s)
@@ -340,7 +362,8 @@ std::string LaneTable(const RunReport& r) {
   std::snprintf(eff, sizeof eff, "%.2f", *r.measured.overlap_efficiency);
   return "## Lanes\n\nOverlap efficiency " + std::string(eff) + (r.measured.bound_lane.empty() ? "" : ", bound by " + r.measured.bound_lane) +
          ": the busiest lane's time over the step time (1.00: the step is as short as its slowest resource "
-         "allows). Medians per step after warm-up; each lane the busiest rank's.\n\n" + MdTable(rows) + "\n";
+         "allows). Medians per step after warm-up; each lane the busiest rank's.\n\n" + MdTable(rows) + "\n" +
+         (r.measured.optimizer_wait_s ? OptimizerLine(r) + "\n" : "");
 }
 
 std::string CostTable(const RunReport& r) {

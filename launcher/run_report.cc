@@ -65,7 +65,11 @@ StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics) {
       for (int l = 0; l < kStepLanes; ++l) v[std::string("lane.") + StepLaneName(StepLane(l))].push_back(b.seconds[l]);
       v["overlap_efficiency"].push_back(NumberField(m, "overlap_efficiency"));
     }
+    if (m.contains("optimizer_wait_s") && m["optimizer_wait_s"].is_number()) {
+      v["optimizer_wait_s"].push_back(m["optimizer_wait_s"].get<double>());
+    }
   }
+  if (!v["optimizer_wait_s"].empty()) r.optimizer_wait_s = Median(v["optimizer_wait_s"]);
   if (r.has_lanes) {
     for (int l = 0; l < kStepLanes; ++l) r.lanes.seconds[l] = Median(v[std::string("lane.") + StepLaneName(StepLane(l))]);
     r.overlap_efficiency = Median(v["overlap_efficiency"]);
@@ -186,6 +190,8 @@ ReportPredicted PredictedSection(const Candidate& p, double tokens_per_step) {
   const double lanes[kReportPredictedLanes] = {p.step.compute_s, p.step.h2d_s, p.step.d2h_s,
                                                p.step.nvme_s, p.step.collective_s, p.step.optimizer_s};
   for (int l = 0; l < kReportPredictedLanes; ++l) r.lanes_s[l] = lanes[l];
+  r.optimizer_exposed_s = p.step.optimizer_exposed_s;
+  r.optimizer_hidden_s = p.step.optimizer_hidden_s;
   for (Link l : kLinks) r.bytes_per_rank[int(l)] = p.step.bytes[l];
   return r;
 }
@@ -246,6 +252,7 @@ ReportMeasured MeasuredSection(const MeasuredRun& run) {
     m.bound_lane = StepLaneName(run.lanes.Largest());
     m.overlap_efficiency = run.overlap_efficiency;
   }
+  if (run.optimizer_wait_s >= 0) m.optimizer_wait_s = run.optimizer_wait_s;
   return m;
 }
 

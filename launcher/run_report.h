@@ -56,6 +56,10 @@ struct MeasuredRun {
   bool has_lanes = false;
   LaneBusy lanes;
   double overlap_efficiency = 0;
+  // The training thread's seconds a step in the updates (median of the metrics'
+  // "optimizer_wait_s": the whole update, or with the optimizer lane issuing
+  // and retiring its updates); -1 when the metrics have none.
+  double optimizer_wait_s = -1;
 };
 // InvalidArgument when no step has been measured.
 StatusOr<MeasuredRun> Summarise(const std::vector<nlohmann::json>& metrics);

@@ -46,12 +46,15 @@ RunReport Full() {
   for (int l = 0; l < kStepLanes; ++l) m.lane_busy_s[l] = 0.01 * (l + 1);
   m.bound_lane = "compute";
   m.overlap_efficiency = 0.625;
+  m.optimizer_wait_s = 0.0125;
   r.nodes = json::array({{{"host", "a"}, {"ranks", 2}}});
   ReportPredicted& p = r.predicted;
   p.step_time_s = 0.3;
   p.tokens_per_s = 3000.5;
   p.stall_s = 0.1;
   for (int l = 0; l < kReportPredictedLanes; ++l) p.lanes_s[l] = 0.02 * (l + 1);
+  p.optimizer_exposed_s = 0.015;
+  p.optimizer_hidden_s = 0.0375;
   for (int l = 0; l < kReportLinks; ++l) p.bytes[l] = 900.0 * (l + 1);
   for (int l = 0; l < kReportLinks; ++l) p.bytes_per_rank[l] = 225.0 * (l + 1);
   p.calibrated = ReportCalibratedStep{0.26, 3900.5, 0.9, {2, 6}};
@@ -109,7 +112,7 @@ TEST(RunReport, WritingThenReadingGivesBackEveryField) {
                  &ReportMeasured::tokens_per_s, &ReportMeasured::stall_s, &ReportMeasured::device_hit_rate,
                  &ReportMeasured::loss_first, &ReportMeasured::loss_last, &ReportMeasured::evaluations,
                  &ReportMeasured::eval_loss_first, &ReportMeasured::eval_loss_last, &ReportMeasured::skipped_steps,
-                 &ReportMeasured::overlap_efficiency}) {
+                 &ReportMeasured::overlap_efficiency, &ReportMeasured::optimizer_wait_s}) {
     ASSERT_TRUE((m.*f).has_value());
     EXPECT_EQ(m.*f, want.*f);
   }
@@ -123,6 +126,9 @@ TEST(RunReport, WritingThenReadingGivesBackEveryField) {
   EXPECT_EQ(p.tokens_per_s, r.predicted.tokens_per_s);
   EXPECT_EQ(p.stall_s, r.predicted.stall_s);
   for (int l = 0; l < kReportPredictedLanes; ++l) EXPECT_EQ(p.lanes_s[l], r.predicted.lanes_s[l]) << l;
+  ASSERT_TRUE(p.optimizer_exposed_s.has_value());
+  EXPECT_EQ(p.optimizer_exposed_s, r.predicted.optimizer_exposed_s);
+  EXPECT_EQ(p.optimizer_hidden_s, r.predicted.optimizer_hidden_s);
   for (int l = 0; l < kReportLinks; ++l) {
     EXPECT_EQ(p.bytes[l], r.predicted.bytes[l]) << l;
     EXPECT_EQ(p.bytes_per_rank[l], r.predicted.bytes_per_rank[l]) << l;

@@ -67,8 +67,9 @@ json FixtureReport() {
                         {"loss_first", 5.5}, {"loss_last", 2.5},
                         {"lane_busy_s", {{"compute", 0.06}, {"h2d", 0.01}, {"d2h", 0.004}, {"nvme_read", 0},
                                          {"nvme_write", 0}, {"collectives", 0.02}, {"optimizer", 0.012}}},
-                        {"bound_lane", "compute"}, {"overlap_efficiency", 0.75}}},
-          {"predicted", {{"step_time_s", 0.085}, {"tokens_per_s", 11500},
+                        {"bound_lane", "compute"}, {"overlap_efficiency", 0.75}, {"optimizer_wait_s", 0.006}}},
+          {"predicted", {{"step_time_s", 0.085}, {"tokens_per_s", 11500}, {"optimizer_exposed_s", 0.004},
+                         {"optimizer_hidden_s", 0.008},
                          {"calibrated", {{"step_time_s", 0.079}, {"tokens_per_s", 12150}, {"factor", 0.93},
                                          {"steps", {2, 4}}}},
                          {"bytes_per_rank", {{"h2d", 1500000}, {"d2h", 0}, {"nvme_read", 0}, {"nvme_write", 0}}}}},
@@ -216,6 +217,9 @@ TEST_F(RenderReportTest, ReportHasEveryTableWithHumanNumbers) {
   EXPECT_HAS(md, "| compute | 60 ms | 75.0 % |");
   EXPECT_HAS(md, "| collectives | 20 ms | 25.0 % |");
   EXPECT_HAS(md, "| nvme_write | 0 s | 0.0 % |");
+  EXPECT_HAS(md, "Optimizer: the training thread spent 6.0 ms a step in the updates (7.5 % of the step), issuing them "
+                 "to the optimizer lane and waiting for them, or running them itself; predicted 4.0 ms on the step, "
+                 "8.0 ms hidden by the optimizer lane.");
   // Feasible rows by calibrated cost, then the infeasible list.
   const size_t cheapest = md.find("| g4dn.xlarge"), next = md.find("| g5.xlarge"), dear = md.find("| p3.2xlarge");
   EXPECT_LT(cheapest, next);
@@ -356,6 +360,17 @@ TEST_F(RenderReportTest, OnlyRequiredFieldsRender) {
   EXPECT_HAS(md, "No instance type of the catalog can run this job.");
   EXPECT_HAS(md, "report.json lists no calibration.");
   EXPECT_HAS(summary_, "no feasible instance type");
+}
+
+// Without lane metrics the optimizer's line still stands, under its heading.
+TEST_F(RenderReportTest, TheOptimizerLineNeedsNoLanes) {
+  Write("report.json", R"({"job": "bare", "measured": {"step_time_s": 2.0, "optimizer_wait_s": 0.5},
+                           "predicted": {"optimizer_exposed_s": 0.25, "optimizer_hidden_s": 0}, "cost_per_epoch": []})");
+  Write("metrics.jsonl", "");
+  ASSERT_TRUE(Render().ok());
+  EXPECT_HAS(Md(), "## Lanes\n\nOptimizer: the training thread spent 500 ms a step in the updates (25.0 % of the "
+                   "step), issuing them to the optimizer lane and waiting for them, or running them itself; predicted "
+                   "250 ms on the step.\n");
 }
 
 TEST_F(RenderReportTest, BadReportJsonNamesTheFileAndWhatWasExpected) {

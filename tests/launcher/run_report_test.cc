@@ -57,12 +57,28 @@ TEST(RunReport, LanesAreMediansAfterWarmup) {
   EXPECT_DOUBLE_EQ(r->lanes[StepLane::kNvmeRead], 0.25);
   EXPECT_DOUBLE_EQ(r->lanes[StepLane::kOptimizer], 0.0);
   EXPECT_DOUBLE_EQ(r->overlap_efficiency, 0.8);
+  EXPECT_EQ(r->optimizer_wait_s, -1) << "the metrics carry no optimizer_wait_s";
   const nlohmann::ordered_json j = MeasuredJson(*r);
   EXPECT_EQ(j["bound_lane"], "compute");
   EXPECT_DOUBLE_EQ(j["lane_busy_s"]["compute"].get<double>(), 0.8);
   StatusOr<MeasuredRun> without = Summarise({Step(0, 1, 5), Step(1, 1, 4)});
   EXPECT_FALSE(without->has_lanes);
   EXPECT_FALSE(MeasuredJson(*without).contains("overlap_efficiency"));
+  EXPECT_FALSE(MeasuredJson(*without).contains("optimizer_wait_s"));
+}
+
+// The training thread's seconds in the updates: the median after warm-up.
+TEST(RunReport, OptimizerWaitIsTheMedianAfterWarmup) {
+  std::vector<nlohmann::json> m;
+  for (int s = 0; s < 5; ++s) {
+    nlohmann::json j = Step(s, 1.0, 5.0 - s);
+    j["optimizer_wait_s"] = s < 2 ? 7.0 : 0.1 * s;
+    m.push_back(j);
+  }
+  StatusOr<MeasuredRun> r = Summarise(m);
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r->optimizer_wait_s, 0.3);  // median of 0.2, 0.3, 0.4
+  EXPECT_DOUBLE_EQ(MeasuredJson(*r)["optimizer_wait_s"].get<double>(), 0.3);
 }
 
 TEST(RunReport, CalibrationCarriesBytesAndStallOnly) {
