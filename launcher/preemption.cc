@@ -159,6 +159,10 @@ double CheckpointsPerEpoch(double training_s, double step_s, int every) {
   return training_s / std::min(training_s, every * step_s);
 }
 
+int OnDemandCheckpointEvery(const JobSpec& job) {
+  return job.train.checkpoint_every == kCheckpointEveryAuto ? 0 : job.train.checkpoint_every;
+}
+
 int ResolveCheckpointEvery(const JobSpec& job, const SpotEstimate& spot, std::string* why) {
   why->clear();
   if (job.train.checkpoint_every != kCheckpointEveryAuto) return job.train.checkpoint_every;
@@ -169,7 +173,7 @@ int ResolveCheckpointEvery(const JobSpec& job, const SpotEstimate& spot, std::st
   *why = job.cluster.use_spot ? "planned: 0 (the spot cost is unknown: " + spot.missing + ")"
                               : "planned: no periodic checkpoint off spot nodes (no preemptions priced)" +
                                     std::string(job.train.checkpoint_on_stop ? "; a stop writes one" : "");
-  return 0;
+  return OnDemandCheckpointEvery(job);
 }
 
 }  // namespace tencache

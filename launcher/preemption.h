@@ -97,9 +97,14 @@ int YoungDalyEvery(double checkpoint_s, double mtbp_s, double step_s);
 SpotEstimate EstimateSpot(const JobSpec& job, const InstanceSpec& instance, int nodes, const CheckpointTiming& ckpt,
                           double step_s, double compute_hours);
 
+// train.checkpoint_every on on-demand nodes: the job's number, 0 for `auto`
+// (no preemptions priced, no periodic checkpoint).
+int OnDemandCheckpointEvery(const JobSpec& job);
+
 // train.checkpoint_every as a run uses it: the job's number, or for `auto`
-// the spot estimate's on spot nodes (cluster.use_spot) and 0 elsewhere, with
-// why in `*why` (empty when the job set a number).
+// the spot estimate's on spot nodes (cluster.use_spot) and
+// OnDemandCheckpointEvery elsewhere, with why in `*why` (empty when the job
+// set a number).
 int ResolveCheckpointEvery(const JobSpec& job, const SpotEstimate& spot, std::string* why);
 
 }  // namespace tencache

@@ -478,10 +478,8 @@ Candidate EvaluateCandidate(const JobSpec& job, const InstanceSpec& inst, const 
   const double training_hours = double(job.train.tokens_per_epoch) / c.tokens_per_s / 3600.0;
   c.checkpoint = TimeCheckpoint(job, inst, std::max(1, c.ranks / std::max(1, nodes)),
                                 c.states.checkpoint(job.dtype));
-  // On demand, `auto` writes no periodic checkpoint (ResolveCheckpointEvery).
-  const int on_demand_every = job.train.checkpoint_every == kCheckpointEveryAuto ? 0 : job.train.checkpoint_every;
   c.checkpoint_hours =
-      CheckpointsPerEpoch(training_hours * 3600, c.step.step_s, on_demand_every) * c.checkpoint.write_s / 3600;
+      CheckpointsPerEpoch(training_hours * 3600, c.step.step_s, OnDemandCheckpointEvery(job)) * c.checkpoint.write_s / 3600;
   c.epoch_hours = training_hours + c.checkpoint_hours;
   c.cost_per_epoch_usd = c.epoch_hours * hourly;
   c.on_demand_cost_per_epoch_usd = c.epoch_hours * inst.price_on_demand * nodes;
