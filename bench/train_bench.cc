@@ -202,6 +202,16 @@ Status RunTrainBench(const TrainFlags& f) {
   out["openblas_threads"] = blas_threads;
   out["omp_wait_policy"] = OmpWaitPolicy();
   out["regimes"] = nlohmann::ordered_json::array();
+  // The variants' folders go at each regime's end; the folder above them too
+  // where this run made it.
+  struct RemoveIfMade {
+    std::string dir;
+    bool made;
+    ~RemoveIfMade() {
+      std::error_code ec;
+      if (made) std::filesystem::remove(dir, ec);  // only when empty
+    }
+  } nvme_dir{f.nvme_dir, !std::filesystem::exists(f.nvme_dir)};
   for (const Regime& r : kRegimes) {
     if (regime == "all" ? !r.in_all : regime != r.name) continue;
     const std::string device_budget = r.DeviceBudget(f.device_budget, f.ParamDType());

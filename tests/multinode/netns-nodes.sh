@@ -68,7 +68,10 @@ while [ "\${1#-}" != "\$1" ]; do shift; done   # ssh-style options Open MPI may 
 host=\$1; shift
 pidfile="$dir/\$host.pid"
 [ -f "\$pidfile" ] || { echo "rsh: no namespace node \$host" >&2; exit 255; }
-exec nsenter -t "\$(cat "\$pidfile")" -n -u -- /bin/sh -c "\$*"
+# The node's temporary files (Open MPI's session folder among them, which a
+# killed node's orted cannot remove) stay in DIR, which the test removes.
+mkdir -p "$dir/tmp/\$host"
+exec nsenter -t "\$(cat "\$pidfile")" -n -u -- env TMPDIR="$dir/tmp/\$host" /bin/sh -c "\$*"
 RSH
   chmod +x "$dir/rsh"
   ;;
@@ -81,7 +84,7 @@ down)
     rm -f "$f"
   done
   [ -f "$dir/bridge" ] && ip link del "$(cat "$dir/bridge")" 2>/dev/null || true
-  rm -f "$dir/bridge" "$dir/hosts" "$dir/rsh"
+  rm -rf "$dir/bridge" "$dir/hosts" "$dir/rsh" "$dir/tmp"
   ;;
 kill)
   host=${3:?HOST}
