@@ -348,10 +348,9 @@ std::string OptimizerLine(const RunReport& r) {
 // Each lane's busy time per step against the step time, and the overlap
 // efficiency they bound (docs/worker.md "Lanes"), then the optimizer's share.
 std::string LaneTable(const RunReport& r) {
-  if (!r.measured.overlap_efficiency) {
-    const std::string optimizer = OptimizerLine(r);
-    return optimizer.empty() ? "" : "## Lanes\n\n" + optimizer + "\n";
-  }
+  const std::string optimizer = OptimizerLine(r);
+  const std::string optimizer_paragraph = optimizer.empty() ? "" : optimizer + "\n";
+  if (!r.measured.overlap_efficiency) return optimizer.empty() ? "" : "## Lanes\n\n" + optimizer_paragraph;
   std::vector<std::vector<std::string>> rows = {{"lane", "busy per step", "share of the step"}};
   for (int l = 0; l < kStepLanes; ++l) {
     const Opt share = r.measured.lane_busy_s[l] && r.measured.step_time_s && *r.measured.step_time_s > 0 ? Opt(*r.measured.lane_busy_s[l] / *r.measured.step_time_s)
@@ -362,8 +361,7 @@ std::string LaneTable(const RunReport& r) {
   std::snprintf(eff, sizeof eff, "%.2f", *r.measured.overlap_efficiency);
   return "## Lanes\n\nOverlap efficiency " + std::string(eff) + (r.measured.bound_lane.empty() ? "" : ", bound by " + r.measured.bound_lane) +
          ": the busiest lane's time over the step time (1.00: the step is as short as its slowest resource "
-         "allows). Medians per step after warm-up; each lane the busiest rank's.\n\n" + MdTable(rows) + "\n" +
-         (r.measured.optimizer_wait_s ? OptimizerLine(r) + "\n" : "");
+         "allows). Medians per step after warm-up; each lane the busiest rank's.\n\n" + MdTable(rows) + "\n" + optimizer_paragraph;
 }
 
 std::string CostTable(const RunReport& r) {
